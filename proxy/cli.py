@@ -1,0 +1,235 @@
+"""Command line: `redis-guard serve` (and later policy, schema and audit commands).
+
+`serve` resolves everything it needs before accepting a connection: the configuration, the
+upstream (starting a local redis-server for the quick start when none is configured or
+answering), and the command table (asked of the upstream, else the snapshot in the package).
+It prints one line containing `ready` on stderr when clients can connect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+
+import hiredis
+
+from .config import Address, ConfigError, Upstream, load_config, parse_address, parse_upstream
+
+log = logging.getLogger("redis_guard")
+
+DEFAULT_UPSTREAM = Upstream(Address("127.0.0.1", 6379))
+
+
+def _new_loop():
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is a dependency; this keeps pdb sessions simple
+        return asyncio.new_event_loop()
+
+
+async def load_command_table(upstream):
+    """(table, databases, source) from the upstream's COMMAND INFO/DOCS, else the snapshot."""
+    from .commands.table import CommandTable
+    from .upstream.probe import ask
+
+    try:
+        info, docs, databases = await ask(
+            upstream, [("COMMAND", "INFO"), ("COMMAND", "DOCS"), ("CONFIG", "GET", "databases")]
+        )
+        if isinstance(info, hiredis.ReplyError) or isinstance(docs, hiredis.ReplyError):
+            raise RuntimeError(f"COMMAND INFO/DOCS refused: {info if isinstance(info, Exception) else docs}")
+        table = CommandTable.from_replies(info, docs)
+        source = "upstream"
+    except Exception as exc:  # any failure: the snapshot is a complete table too
+        log.warning("command table from snapshot (upstream could not be asked: %s)", exc)
+        return CommandTable.from_snapshot(), 16, "snapshot"
+    count = 16
+    if isinstance(databases, list) and len(databases) == 2:
+        try:
+            count = int(databases[1])
+        except ValueError:
+            pass
+    return table, count, source
+
+
+def _resolve_upstream(config):
+    """The configured upstream, else a Redis on 127.0.0.1:6379, else a local one we start."""
+    from .localredis import LocalRedis
+    from .upstream.probe import answers
+
+    if config.upstream is not None:
+        return config, None
+    runner = asyncio.Runner(loop_factory=_new_loop)
+    try:
+        found = runner.run(answers(DEFAULT_UPSTREAM))
+    finally:
+        runner.close()
+    if found:
+        log.info("no upstream configured: using the Redis answering on %s", DEFAULT_UPSTREAM.address)
+        return config.replace(upstream=DEFAULT_UPSTREAM), None
+    local = LocalRedis()
+    log.warning(
+        "no upstream configured and none answers on %s: started redis-server on 127.0.0.1:%d "
+        "(pid %d, no persistence); it stops with the proxy",
+        DEFAULT_UPSTREAM.address, local.port, local.pid,
+    )
+    return config.replace(upstream=Upstream(Address("127.0.0.1", local.port))), local
+
+
+def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None) -> int:
+    from .server import Proxy
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        proxy = Proxy(loop, config, table, databases)
+        await proxy.start(sock=sock, reuse_port=reuse_port)
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        if on_ready is not None:
+            on_ready(proxy)
+        await stop.wait()
+        log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
+        await proxy.shutdown(config.shutdown_timeout)
+        return 0
+
+    with asyncio.Runner(loop_factory=_new_loop) as runner:
+        return runner.run(main())
+
+
+def _ready_line(config, address, source: str, workers: int) -> str:
+    host, port = address[0], address[1]
+    listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return (
+        f"redis-guard ready: listening on {listen}, upstream {config.upstream.url()}, "
+        f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
+    )
+
+
+def _reserve(listen: Address) -> socket.socket:
+    """Bind once with SO_REUSEPORT so every worker binds the same (possibly ephemeral) port."""
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((listen.host, listen.port))
+    return sock
+
+
+def _serve_workers(config, table, databases, source) -> int:
+    reserved = _reserve(config.listen)
+    address = reserved.getsockname()
+    config = config.replace(listen=Address(config.listen.host, address[1]))
+    ready_r, ready_w = os.pipe()
+    children = []
+    for _ in range(config.workers):
+        pid = os.fork()
+        if pid == 0:  # worker
+            os.close(ready_r)
+            reserved.close()
+            code = 1
+            try:
+                code = run_worker(
+                    config, table, databases, reuse_port=True,
+                    on_ready=lambda proxy: os.write(ready_w, b"."),
+                )
+            finally:
+                os._exit(code)
+        children.append(pid)
+    os.close(ready_w)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda s, f: [os.kill(pid, signal.SIGTERM) for pid in children])
+    received = b""
+    while len(received) < len(children):
+        chunk = os.read(ready_r, 64)
+        if not chunk:
+            break
+        received += chunk
+    if len(received) == len(children):
+        print(_ready_line(config, address, source, len(children)), file=sys.stderr, flush=True)
+    status = 0
+    for pid in children:
+        while True:
+            try:
+                _, code = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        status = status or os.waitstatus_to_exitcode(code)
+    reserved.close()
+    return status
+
+
+def cmd_serve(args) -> int:
+    try:
+        config = load_config(args.config)
+        if args.listen:
+            config = config.replace(listen=parse_address(args.listen, 6380))
+        if args.upstream:
+            config = config.replace(upstream=parse_upstream(args.upstream))
+        if args.workers is not None:
+            if args.workers < 1:
+                raise ConfigError("--workers must be at least 1")
+            config = config.replace(workers=args.workers)
+    except ConfigError as exc:
+        print(f"redis-guard: {exc}", file=sys.stderr)
+        return 2
+    try:
+        config, local = _resolve_upstream(config)
+    except (FileNotFoundError, RuntimeError) as exc:
+        print(f"redis-guard: {exc}", file=sys.stderr)
+        return 2
+    try:
+        runner = asyncio.Runner(loop_factory=_new_loop)
+        try:
+            table, databases, source = runner.run(load_command_table(config.upstream))
+        finally:
+            runner.close()
+        if config.workers > 1:
+            return _serve_workers(config, table, databases, source)
+        return run_worker(
+            config, table, databases,
+            on_ready=lambda proxy: print(
+                _ready_line(config, proxy.bound_address, source, 1), file=sys.stderr, flush=True
+            ),
+        )
+    except OSError as exc:
+        print(f"redis-guard: cannot listen on {config.listen}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    finally:
+        if local is not None:
+            local.stop()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="redis-guard", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", help="YAML configuration file (e.g. configs/passthrough.yaml)")
+    serve.add_argument("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:6380)")
+    serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
+    serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+        stream=sys.stderr,
+    )
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Configuration: load and validate everything once at start-up into frozen dataclasses.
+
+The YAML file gives defaults; command-line flags override single fields. Nothing else in the
+proxy reads YAML or environment variables, so what the proxy runs with is exactly what
+`load_config` returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+import yaml
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    address: Address
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+
+    def url(self, redact: bool = True) -> str:
+        auth = ""
+        if self.password is not None:
+            secret = "***" if redact else self.password
+            auth = f"{self.username or ''}:{secret}@"
+        elif self.username:
+            auth = f"{self.username}@"
+        return f"redis://{auth}{self.address}/{self.db}"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request_bytes: int = 512 * 1024 * 1024
+    max_args: int = 1024 * 1024
+    client_write_buffer: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    listen: Address = Address("127.0.0.1", 6380)
+    upstream: Upstream | None = None
+    limits: Limits = field(default_factory=Limits)
+    shared_connections: int = 1
+    connect_timeout: float = 2.0
+    shutdown_timeout: float = 10.0
+    workers: int = 1
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+
+def parse_address(text: str, default_port: int = 6379) -> Address:
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep:
+            host, port = text, ""
+    if not host:
+        raise ConfigError(f"address {text!r} has no host")
+    try:
+        number = int(port) if port else default_port
+    except ValueError:
+        raise ConfigError(f"address {text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"address {text!r}: port out of range")
+    return Address(host, number)
+
+
+def parse_upstream(url: str) -> Upstream:
+    """redis://[user:pass@]host:port[/db]; a bare host:port is accepted too."""
+    if "://" not in url:
+        url = "redis://" + url
+    parts = urlsplit(url)
+    if parts.scheme != "redis":
+        raise ConfigError(f"upstream {url!r}: only redis:// is supported")
+    netloc = parts.netloc.rpartition("@")[2]
+    address = parse_address(netloc)
+    path = parts.path.strip("/")
+    try:
+        db = int(path) if path else 0
+    except ValueError:
+        raise ConfigError(f"upstream {url!r}: database {path!r} is not a number") from None
+    username = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password is not None else None
+    return Upstream(address, username, password, db)
+
+
+def _section(data: dict, name: str, where: str) -> dict:
+    value = data.get(name) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: '{name}' must be a mapping")
+    return value
+
+
+def _number(section: dict, key: str, default, kind, where: str):
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{where}: '{key}' must be a positive number, got {value!r}")
+    return kind(value)
+
+
+_TOP_KEYS = {"listen", "upstream", "limits", "upstream_options", "shutdown_timeout", "workers"}
+
+
+def load_config(path: str | None) -> Config:
+    if path is None:
+        return Config()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s): {', '.join(sorted(unknown))}")
+    defaults = Config()
+    limits_in = _section(data, "limits", path)
+    options = _section(data, "upstream_options", path)
+    limits = Limits(
+        max_request_bytes=_number(limits_in, "max_request_bytes", Limits.max_request_bytes, int, path),
+        max_args=_number(limits_in, "max_args", Limits.max_args, int, path),
+        client_write_buffer=_number(limits_in, "client_write_buffer", Limits.client_write_buffer, int, path),
+    )
+    upstream = data.get("upstream")
+    return Config(
+        listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
+        upstream=parse_upstream(str(upstream)) if upstream else None,
+        limits=limits,
+        shared_connections=_number(options, "shared_connections", 1, int, path),
+        connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
+        shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
+        workers=_number(data, "workers", 1, int, path),
+    )

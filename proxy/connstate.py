@@ -1,0 +1,114 @@
+"""Which commands touch per-connection state, and what a client session does about each.
+
+A client with no connection state shares upstream connections with other clients; the commands
+named here would change or read state on the connection they run on, so they either move the
+client to a shared pool for its new state (SELECT, HELLO 2/3) or pin it to a dedicated upstream
+connection, where it gets exactly the semantics of its own Redis connection. Blocking commands
+are found by the `blocking` flag in the command table, not listed by hand. The table is keyed by
+command name bytes (lower and upper case precomputed) so the per-command decision is one dict
+lookup; every known command is in it, mapped to PASS when it needs nothing.
+"""
+
+from __future__ import annotations
+
+PASS = 0  # forward on the client's current upstream connection
+PIN = 1  # needs a dedicated connection, then forwarded there
+STREAM = 2  # dedicated connection whose replies are no longer paired with requests
+SELECT = 3  # shared pool of another database
+HELLO = 4  # shared pool of another protocol version, or PIN when it authenticates or names
+QUIT = 5  # answered by the proxy: +OK, then the connection closes
+SUBCOMMAND = 6  # decided by the subcommand (CLIENT ...)
+
+# Commands whose effect lives on the connection they run on.
+PINNING = {
+    "multi": PIN,  # MULTI/EXEC queues on the connection; WATCH remembers keys for it
+    "watch": PIN,
+    "auth": PIN,
+    "reset": PIN,
+    "wait": PIN,  # waits for this connection's writes to replicate
+    "waitaof": PIN,
+    "readonly": PIN,
+    "readwrite": PIN,
+    "asking": PIN,
+    "subscribe": STREAM,
+    "psubscribe": STREAM,
+    "ssubscribe": STREAM,
+    # Unsubscribing answers once per channel, a count only the server knows.
+    "unsubscribe": STREAM,
+    "punsubscribe": STREAM,
+    "sunsubscribe": STREAM,
+    "monitor": STREAM,
+    "sync": STREAM,
+    "psync": STREAM,
+    "select": SELECT,
+    "hello": HELLO,
+    "quit": QUIT,
+    "client": SUBCOMMAND,
+}
+
+CLIENT_SUBCOMMANDS = {
+    b"id": PIN,
+    b"getname": PIN,
+    b"setname": PIN,
+    b"info": PIN,
+    b"caching": PIN,
+    b"no-evict": PIN,
+    b"no-touch": PIN,
+    b"getredir": PIN,
+    b"trackinginfo": PIN,
+    b"tracking": STREAM,  # invalidation messages arrive unasked
+    b"reply": STREAM,  # OFF/SKIP break the one-reply-per-request pairing
+}
+
+# On a dedicated connection the client owns the state: only the unpaired streams and QUIT matter.
+DEDICATED_OVERRIDES = {
+    "select": PASS,
+    "hello": PASS,
+    "multi": PASS,
+    "watch": PASS,
+    "auth": PASS,
+    "reset": PASS,
+    "wait": PASS,
+    "waitaof": PASS,
+    "readonly": PASS,
+    "readwrite": PASS,
+    "asking": PASS,
+}
+
+
+def _both_cases(table: dict[str, int]) -> dict[bytes, int]:
+    out = {}
+    for name, action in table.items():
+        out[name.encode()] = action
+        out[name.upper().encode()] = action
+    return out
+
+
+def build_actions(command_names, blocking_names) -> tuple[dict[bytes, int], dict[bytes, int]]:
+    """(shared, dedicated) action tables from the command table's names and blocking flags."""
+    shared = {name: PASS for name in command_names}
+    shared.update({name: PIN for name in blocking_names})
+    shared.update(PINNING)
+    dedicated = dict(shared)
+    dedicated.update({name: PASS for name in blocking_names})
+    dedicated.update(DEDICATED_OVERRIDES)
+    return _both_cases(shared), _both_cases(dedicated)
+
+
+def client_action(args: list[bytes], dedicated: bool) -> int:
+    if len(args) < 2:
+        return PASS
+    action = CLIENT_SUBCOMMANDS.get(args[1].lower(), PASS)
+    if dedicated and action == PIN:
+        return PASS
+    return action
+
+
+def strict_int(value: bytes) -> int | None:
+    """Redis's string2ll: Python's int() also takes '+1', ' 1' and '1_0', which Redis refuses."""
+    if not value or len(value) > 20:
+        return None
+    digits = value[1:] if value[:1] == b"-" else value
+    if not digits.isdigit() or (digits[:1] == b"0" and len(value) != 1):
+        return None
+    return int(value)

@@ -1,0 +1,30 @@
+"""Every error reply the proxy writes itself, in one place.
+
+Replies that Redis would send (protocol errors) keep Redis's exact text, in `resp.exact`; the ones
+here are the proxy's own. Each is a complete RESP error line, ready to write.
+"""
+
+from __future__ import annotations
+
+
+def resp_error(text: str) -> bytes:
+    """A RESP error line; CR/LF inside the text would end the line early, so they become spaces."""
+    return b"-" + text.replace("\r", " ").replace("\n", " ").encode("utf-8", "replace") + b"\r\n"
+
+
+def upstream_unavailable(address: str, reason: str) -> bytes:
+    return resp_error(f"ERR upstream {address} unavailable: {reason}")
+
+
+def upstream_lost(address: str, reason: str) -> bytes:
+    return resp_error(
+        f"ERR upstream {address} connection lost before the reply ({reason}); "
+        "the command may or may not have run"
+    )
+
+
+def shutting_down() -> bytes:
+    return resp_error("ERR upstream proxy is shutting down")
+
+
+OK = b"+OK\r\n"

@@ -1,0 +1,214 @@
+"""Client request reader: bytes in, complete commands (and their exact bytes) out.
+
+Theory of operation: the fast path hands the client's bytes to `hiredis.Reader`, which parses in C,
+and then checks in one pass over the parsed arguments that the bytes were the canonical encoding
+Redis expects (`*N` then `$len` for every argument). That check is what makes it safe to forward
+the client's own bytes upstream without re-encoding: hiredis also accepts RESP3 types and status
+lines inside arrays, which Redis rejects, and a request that reached a shared upstream connection
+in a shape Redis rejects would get that connection closed for everyone. Anything the fast path
+does not vouch for (inline commands, malformed input, a request split across reads whose headers
+may already be wrong) goes through `exact.parse_request`, which reproduces redis-server's own
+parser and error texts. No I/O here: `feed()` bytes, `read()` batches.
+"""
+
+from __future__ import annotations
+
+import hiredis
+
+from .exact import ParseLimits, ProtocolError, parse_request
+
+__all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]
+
+_STAR = 42  # b'*'
+_DOLLAR = 36  # b'$'
+
+
+class Batch:
+    """Complete requests read so far.
+
+    `raw` is the RESP encoding of exactly `commands`, in order, and `ends[i]` is the offset in
+    `raw` just past command i: the client's own bytes wherever the client sent RESP, so the
+    common case forwards `raw` as it is. `error` is a protocol error that followed these commands;
+    the connection must answer it after their replies and close, as Redis does.
+    """
+
+    __slots__ = ("commands", "raw", "ends", "error")
+
+    def __init__(self, commands, raw, ends, error=None):
+        self.commands = commands
+        self.raw = raw
+        self.ends = ends
+        self.error = error
+
+    def span(self, start: int, stop: int) -> bytes:
+        """Bytes of commands[start:stop]."""
+        begin = self.ends[start - 1] if start else 0
+        end = self.ends[stop - 1]
+        if begin == 0 and end == len(self.raw):
+            return self.raw
+        return self.raw[begin:end]
+
+
+class RequestReader:
+    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_checked", "_failed")
+
+    def __init__(self, limits: ParseLimits | None = None):
+        self._limits = limits or ParseLimits()
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._hiredis = hiredis.Reader()
+        self._fast = True  # hiredis holds exactly the bytes in _chunks
+        self._checked = 0  # tail size at its last exact validation
+        self._failed = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as complete commands."""
+        return self._size
+
+    def feed(self, data: bytes) -> None:
+        if self._failed or not data:
+            return
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._fast:
+            self._hiredis.feed(data)
+
+    def read(self) -> Batch | None:
+        """Complete commands received so far, or None when there are none and no error."""
+        if self._failed or not self._size:
+            return None
+        if self._fast:
+            return self._read_fast()
+        return self._read_exact(self._take_all(), [], [], [], 0)
+
+    def _take_all(self) -> bytes:
+        chunks = self._chunks
+        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks = [buf]
+        return buf
+
+    def _keep(self, rest: bytes) -> None:
+        self._chunks = [rest] if rest else []
+        self._size = len(rest)
+
+    def _read_fast(self) -> Batch | None:
+        gets = self._hiredis.gets
+        try:
+            first = gets()
+        except hiredis.ProtocolError:
+            return self._fallback(self._take_all(), [], [], 0)
+        if first is False:
+            return self._check_tail()
+        buf = self._take_all()
+        limits = self._limits
+        max_args = limits.max_args
+        max_bytes = limits.max_request_bytes
+        commands = []
+        ends = []
+        pos = 0
+        cmd = first
+        try:
+            while cmd is not False:
+                # Canonical-encoding check, which also yields each command's end offset.
+                if type(cmd) is not list or not cmd or buf[pos] != _STAR or len(cmd) > max_args:
+                    break
+                count = len(cmd)
+                p = pos + (4 if count < 10 else 5 if count < 100 else 3 + len(str(count)))
+                for arg in cmd:
+                    if buf[p] != _DOLLAR:
+                        raise TypeError
+                    n = len(arg)
+                    p += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
+                if p - pos > max_bytes:
+                    break
+                commands.append(cmd)
+                ends.append(p)
+                pos = p
+                cmd = gets()
+            else:
+                # Everything hiredis had complete was canonical.
+                if pos == len(buf):
+                    self._keep(b"")
+                    self._checked = 0
+                    return Batch(commands, buf, ends)
+                raw = buf[:pos]
+                self._keep(buf[pos:])
+                self._checked = 0
+                tail = self._check_tail()
+                if tail is not None:  # the partial tail is already malformed
+                    tail.commands[:0] = commands
+                    tail.ends[:0] = ends
+                    tail.raw = raw + tail.raw
+                    return tail
+                return Batch(commands, raw, ends)
+        except (TypeError, IndexError, hiredis.ProtocolError):
+            pass
+        return self._fallback(buf, commands, ends, pos)
+
+    def _check_tail(self) -> Batch | None:
+        """Validate a partial request the way Redis would, so a malformed header is answered now
+        rather than after bytes that may never come. Re-checked only when the tail has doubled, so
+        a large value arriving in many reads costs linear time."""
+        size = self._size
+        if size < 2 * self._checked:
+            return None
+        self._checked = size
+        buf = self._take_all()
+        try:
+            result = parse_request(buf, 0, self._limits)
+        except ProtocolError as exc:
+            self._fail()
+            return Batch([], b"", [], exc)
+        if result is not None:  # hiredis and Redis disagree on where a request ends
+            return self._fallback(buf, [], [], 0)
+        return None
+
+    def _fallback(self, buf: bytes, commands: list, ends: list, pos: int) -> Batch | None:
+        """Leave the fast path at offset pos (a request boundary)."""
+        self._fast = False
+        self._hiredis = None
+        raw_parts = [buf[:pos]] if pos else []
+        return self._read_exact(buf, commands, ends, raw_parts, pos)
+
+    def _read_exact(self, buf, commands, ends, raw_parts, pos) -> Batch | None:
+        limits = self._limits
+        out_len = ends[-1] if ends else 0
+        error = None
+        try:
+            while pos < len(buf):
+                result = parse_request(buf, pos, limits)
+                if result is None:
+                    break
+                args, end, inline = result
+                if args:
+                    piece = hiredis.pack_command(tuple(args)) if inline else buf[pos:end]
+                    raw_parts.append(piece)
+                    out_len += len(piece)
+                    commands.append(args)
+                    ends.append(out_len)
+                pos = end
+        except ProtocolError as exc:
+            error = exc
+        if error is not None:
+            self._fail()
+        else:
+            rest = buf[pos:]
+            self._keep(rest)
+            if not rest or rest[0] == _STAR:
+                # Back to hiredis at a request boundary where what follows is RESP.
+                self._fast = True
+                self._hiredis = hiredis.Reader()
+                self._checked = 0
+                if rest:
+                    self._hiredis.feed(rest)
+        if not commands and error is None:
+            return None
+        raw = raw_parts[0] if len(raw_parts) == 1 else b"".join(raw_parts)
+        return Batch(commands, raw, ends, error)
+
+    def _fail(self) -> None:
+        self._failed = True
+        self._chunks = []
+        self._size = 0
+        self._hiredis = None

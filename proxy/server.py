@@ -1,0 +1,513 @@
+"""The client side: one session per client connection, replies in order, pinning when needed.
+
+Theory of operation: a session reads batches of complete requests and forwards each run of
+ordinary commands as one slice of the client's own bytes to its current upstream connection,
+with one `Slot` that expects that many replies. A client's slots form a queue in request order;
+the head slot writes straight to the client as bytes arrive, later slots buffer until they
+become the head, so a reply always reaches the client that asked, in order, whichever upstream
+connection answered it. Changing upstream connection (another database's pool, a dedicated
+connection) waits until the client has nothing in flight on the old one, so its commands still
+run in the order it sent them. Flow control: a client that does not read its replies pauses the
+upstream connection feeding it (and its own request reading); an upstream that does not take
+requests pauses the clients writing to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+
+from . import connstate, errors
+from .connstate import HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, strict_int
+from .resp.reader import ParseLimits, RequestReader
+from .upstream.connection import CLOSED, SharedPool, open_connection
+
+log = logging.getLogger("redis_guard.server")
+
+HELD = -1
+
+
+class Slot:
+    """Replies a client awaits from one upstream connection for one run of its requests.
+    remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
+
+    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
+
+    def __init__(self, session: "ClientSession", remaining: int, conn=None):
+        self.session = session
+        self.remaining = remaining
+        self.conn = conn
+        self.buffered = None
+        self.buffered_size = 0
+
+    def deliver(self, data: bytes, done: int) -> None:
+        self.session.deliver(self, data, done)
+
+    def fail(self, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(self, error, partial)
+
+
+class ClientSession(asyncio.Protocol):
+    __slots__ = (
+        "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "out",
+        "flush_scheduled", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
+        "actions", "held", "closing", "closed", "write_paused", "reading_paused",
+        "waiting_upstreams", "buffer_limit",
+    )
+
+    def __init__(self, proxy: "Proxy"):
+        self.proxy = proxy
+        self.loop = proxy.loop
+        self.transport = None
+        self.peer = None
+        self.reader = RequestReader(proxy.parse_limits)
+        self.slots = collections.deque()
+        self.inflight = 0  # slots still waiting for upstream replies
+        self.out = []
+        self.flush_scheduled = False
+        self.db = proxy.upstream.db
+        self.protocol = 2
+        self.pool_index = proxy.assign_shared()
+        self.upstream = None  # current connection; shared ones are looked up again when closed
+        self.dedicated = False
+        self.streaming = None  # the stream slot once replies are no longer paired
+        self.actions = proxy.shared_actions
+        self.held = None  # (batch, index) waiting for in-flight replies before a switch
+        self.closing = False
+        self.closed = False
+        self.write_paused = False
+        self.reading_paused = set()  # reasons reading from the client is paused
+        self.waiting_upstreams = set()  # upstream connections paused until we catch up
+        self.buffer_limit = proxy.config.limits.client_write_buffer
+
+    # -- transport events -------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=self.buffer_limit)
+        self.proxy.sessions.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.proxy.sessions.discard(self)
+        self._release_upstreams()
+        if self.dedicated and self.upstream is not None:
+            self.upstream.close()
+        self.slots.clear()
+        self.out = []
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        if self.held is None and not self.closing:
+            self._process()
+
+    def eof_received(self):
+        # Redis answers what was sent before a half-close; so do we, then close.
+        self.closing = True
+        self._maybe_close()
+        return True
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._pause_reading("client-slow")
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._resume_reading("client-slow")
+        self._release_upstreams()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        while self.held is None and not self.closing:
+            batch = self.reader.read()
+            if batch is None:
+                return
+            if batch.commands:
+                self._run(batch, 0)
+                if self.held is not None:
+                    if batch.error is not None:
+                        # Answered when the held commands are done.
+                        self.closing = True
+                    return
+            if batch.error is not None:
+                self._local(batch.error.reply)
+                self.closing = True
+                self._maybe_close()
+                return
+
+    def _run(self, batch, index: int) -> None:
+        commands = batch.commands
+        count = len(commands)
+        start = index
+        while index < count:
+            name = commands[index][0]
+            actions = self.actions
+            action = actions.get(name)
+            if action is None:
+                action = actions.get(name.lower(), PASS)
+            if action == PASS:
+                index += 1
+                continue
+            if action == SUBCOMMAND:
+                action = connstate.client_action(commands[index], self.dedicated)
+                if action == PASS:
+                    index += 1
+                    continue
+            next_index = self._special(action, batch, start, index)
+            if next_index == HELD:
+                return
+            start = index = next_index
+            if self.closing:
+                return
+        if start < count:
+            self._forward(batch.span(start, count), count - start)
+
+    def _special(self, action: int, batch, start: int, index: int) -> int:
+        """Handle commands[index]; commands[start:index] are ordinary and not yet sent.
+        Returns where to continue: index to dispatch it again under the new state, index + 1
+        when it was answered here, HELD when waiting for in-flight replies."""
+        args = batch.commands[index]
+        if start < index:
+            self._forward(batch.span(start, index), index - start)
+        if action == QUIT:
+            self._local(errors.OK)
+            self.closing = True
+            self._maybe_close()
+            return index + 1
+        if action == STREAM and self.dedicated:
+            self._forward(batch.span(index, index + 1), 1, stream=True)
+            return index + 1
+        if action == SELECT:
+            db = strict_int(args[1]) if len(args) == 2 else None
+            if db is None or db == self.db or not 0 <= db < self.proxy.databases:
+                # Redis answers with an error (or nothing changes): any connection will do.
+                self._forward(batch.span(index, index + 1), 1)
+                return index + 1
+            return self._switch(batch, index, db=db)
+        if action == HELLO:
+            if len(args) == 1:
+                self._forward(batch.span(index, index + 1), 1)
+                return index + 1
+            version = strict_int(args[1]) if len(args) == 2 else None
+            if len(args) == 2 and version not in (2, 3):
+                # -NOPROTO and no change of state
+                self._forward(batch.span(index, index + 1), 1)
+                return index + 1
+            if version is not None:
+                if version == self.protocol:
+                    self._forward(batch.span(index, index + 1), 1)
+                    return index + 1
+                return self._switch(batch, index, protocol=version)
+        # PIN, STREAM, or HELLO with AUTH/SETNAME: move to our own connection.
+        return self._switch(batch, index, dedicated=True)
+
+    def _switch(self, batch, index: int, db=None, protocol=None, dedicated=False) -> int:
+        if self.inflight:
+            self.held = (batch, index)
+            self._pause_reading("switch")
+            return HELD
+        if dedicated:
+            self.dedicated = True
+            self.actions = self.proxy.dedicated_actions
+            self.upstream = open_connection(
+                self.loop, self.proxy.upstream, self.db, self.protocol,
+                self.proxy.config.connect_timeout, self._dedicated_closed,
+            )
+        else:
+            if db is not None:
+                self.db = db
+            if protocol is not None:
+                self.protocol = protocol
+            self.upstream = None
+        return index
+
+    def _dedicated_closed(self, conn) -> None:
+        if conn is self.upstream and not self.closed:
+            # The client's connection state is gone with it; Redis clients expect a drop.
+            self.closing = True
+            self._maybe_close()
+
+    def _current_upstream(self):
+        conn = self.upstream
+        if conn is not None and (self.dedicated or conn.state is not CLOSED):
+            return conn
+        pool = self.proxy.pool(self.db, self.protocol)
+        conn = self.upstream = pool.get(self.pool_index)
+        return conn
+
+    def _forward(self, data: bytes, count: int, stream: bool = False) -> None:
+        if self.streaming is not None:
+            self.upstream.send(data, None)
+            return
+        conn = self._current_upstream()
+        if conn is None or conn.state is CLOSED:
+            reason = conn.close_reason if conn is not None else self.proxy.pool(self.db, self.protocol).failed_reason
+            error = errors.upstream_unavailable(self.proxy.upstream_label, reason or "not connected")
+            self._local(error * count)
+            return
+        slot = Slot(self, -1 if stream else count, conn)
+        if stream:
+            self.streaming = slot
+        self.slots.append(slot)
+        self.inflight += 1
+        conn.send(data, slot)
+        if conn.write_paused:
+            conn.blocked_sessions.add(self)
+            self._pause_reading("upstream-slow")
+
+    def upstream_writable(self) -> None:
+        self._resume_reading("upstream-slow")
+
+    # -- replies ----------------------------------------------------------------------------
+
+    def deliver(self, slot: Slot, data: bytes, done: int) -> None:
+        if self.closed:
+            if done and slot.remaining > 0:
+                slot.remaining -= done
+            return
+        slots = self.slots
+        if slots and slots[0] is slot:
+            self._write(data)
+            if done:
+                slot.remaining -= done
+                if slot.remaining == 0:
+                    slots.popleft()
+                    self._slot_done()
+                    self._advance()
+            if self.write_paused:
+                self._hold_upstream(slot)
+            return
+        if slot.buffered is None:
+            slot.buffered = [data]
+        else:
+            slot.buffered.append(data)
+        slot.buffered_size += len(data)
+        if done:
+            slot.remaining -= done
+            if slot.remaining == 0:
+                self._slot_done()
+        if slot.buffered_size > self.buffer_limit:
+            self._hold_upstream(slot)
+
+    def _hold_upstream(self, slot: Slot) -> None:
+        conn = slot.conn
+        if conn is not None and conn not in self.waiting_upstreams:
+            self.waiting_upstreams.add(conn)
+            conn.pause_for(self)
+
+    def _release_upstreams(self) -> None:
+        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
+        for conn in waiting:
+            conn.resume_for(self)
+
+    def _slot_done(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0 and self.held is not None:
+            self.loop.call_soon(self._resume_held)
+
+    def _resume_held(self) -> None:
+        if self.held is None or self.closed or self.inflight:
+            return
+        batch, index = self.held
+        self.held = None
+        self._resume_reading("switch")
+        self._run(batch, index)
+        if self.held is None:
+            if batch.error is not None:
+                self._local(batch.error.reply)
+                self._maybe_close()
+            elif not self.closing:
+                self._process()
+
+    def _advance(self) -> None:
+        """The head slot completed: flush the slots behind it that have replies waiting."""
+        slots = self.slots
+        while slots:
+            head = slots[0]
+            if head.buffered is not None:
+                self._write(b"".join(head.buffered))
+                head.buffered = None
+                head.buffered_size = 0
+            if head.remaining != 0:
+                break
+            slots.popleft()
+        if not self.write_paused:
+            self._release_upstreams()
+        if self.closing:
+            self._maybe_close()
+
+    def slot_failed(self, slot: Slot, error: bytes, partial: bool) -> None:
+        if slot.remaining == 0:
+            return
+        if partial or slot.remaining < 0:
+            # The client has part of a reply (or a stream): nothing sensible can follow it.
+            slot.remaining = 0
+            self._slot_done()
+            self.closing = True
+            self.transport_abort_after_flush(slot)
+            return
+        count = slot.remaining
+        slot.remaining = 0
+        if self.slots and self.slots[0] is slot:
+            self._write(error * count)
+            self.slots.popleft()
+            self._slot_done()
+            self._advance()
+        else:
+            slot.buffered = (slot.buffered or []) + [error * count]
+            self._slot_done()
+
+    def transport_abort_after_flush(self, slot: Slot) -> None:
+        if self.slots and self.slots[0] is slot:
+            self.slots.clear()
+            self._flush()
+            if self.transport is not None:
+                self.transport.close()
+        else:
+            # Replies before it are still owed; the truncated one will close the connection.
+            slot.buffered = None
+            self._maybe_close()
+
+    def _local(self, reply: bytes) -> None:
+        """A reply the proxy writes itself, in order after everything before it."""
+        if not self.slots:
+            self._write(reply)
+            return
+        stream = self.streaming
+        if stream is not None:
+            # Nothing is paired on a stream: the reply goes after what the stream has so far.
+            if self.slots[0] is stream:
+                self._write(reply)
+            else:
+                stream.buffered = (stream.buffered or []) + [reply]
+            return
+        slot = Slot(self, 0)
+        slot.buffered = [reply]
+        slot.buffered_size = len(reply)
+        self.slots.append(slot)
+
+    def _write(self, data: bytes) -> None:
+        self.out.append(data)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        out = self.out
+        if not out or self.closed:
+            return
+        self.out = []
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _maybe_close(self) -> None:
+        """Close once every reply owed has been written (QUIT, protocol error, shutdown)."""
+        if self.closed or not self.closing or self.held is not None:
+            return
+        slots = self.slots
+        if slots and not (len(slots) == 1 and slots[0] is self.streaming):
+            return
+        self._flush()
+        self.transport.close()
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self.reading_paused and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self.reading_paused.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason in self.reading_paused:
+            self.reading_paused.discard(reason)
+            if not self.reading_paused and self.transport is not None and not self.closed:
+                self.transport.resume_reading()
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Stop taking requests; close once the replies owed are written."""
+        self._pause_reading("shutdown")
+        self.closing = True
+        self._maybe_close()
+
+    @property
+    def idle(self) -> bool:
+        return not self.slots and not self.out
+
+
+class Proxy:
+    """Owns the listening socket, the shared pools and the command tables of one process."""
+
+    def __init__(self, loop, config, command_table, databases: int = 16):
+        self.loop = loop
+        self.config = config
+        self.upstream = config.upstream
+        self.upstream_label = str(config.upstream.address)
+        self.parse_limits = ParseLimits(
+            max_args=config.limits.max_args,
+            max_request_bytes=config.limits.max_request_bytes,
+        )
+        self.databases = databases
+        self.command_table = command_table
+        blocking = [spec.name for spec in command_table if "blocking" in spec.flags and "|" not in spec.name]
+        self.shared_actions, self.dedicated_actions = connstate.build_actions(
+            [spec.name for spec in command_table if "|" not in spec.name], blocking
+        )
+        self.pools: dict[tuple[int, int], SharedPool] = {}
+        self.sessions: set[ClientSession] = set()
+        self._next_shared = 0
+        self.server = None
+
+    def assign_shared(self) -> int:
+        index = self._next_shared
+        self._next_shared = (index + 1) % self.config.shared_connections
+        return index
+
+    def pool(self, db: int, protocol: int) -> SharedPool:
+        key = (db, protocol)
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = SharedPool(
+                self.loop, self.upstream, db, protocol,
+                self.config.shared_connections, self.config.connect_timeout,
+            )
+        return pool
+
+    async def start(self, sock: socket.socket | None = None, reuse_port: bool = False):
+        listen = self.config.listen
+        if sock is not None:
+            self.server = await self.loop.create_server(lambda: ClientSession(self), sock=sock)
+        else:
+            self.server = await self.loop.create_server(
+                lambda: ClientSession(self), listen.host, listen.port,
+                reuse_address=True, reuse_port=reuse_port or None, backlog=1024,
+            )
+        return self.server
+
+    @property
+    def bound_address(self):
+        return self.server.sockets[0].getsockname()
+
+    async def shutdown(self, timeout: float) -> None:
+        """Stop accepting, let in-flight replies finish (bounded), then close everything."""
+        if self.server is not None:
+            self.server.close()
+        for session in list(self.sessions):
+            session.drain()
+        deadline = self.loop.time() + timeout
+        while self.sessions and self.loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        for session in list(self.sessions):
+            if session.transport is not None:
+                session.transport.abort()
+        for pool in self.pools.values():
+            pool.close()

@@ -1,0 +1,145 @@
+"""Real processes for tests: redis-server and the proxy, on free loopback ports, ended by pid."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PASSTHROUGH = os.path.join(REPO, "configs", "passthrough.yaml")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+class RedisServer:
+    def __init__(self, port: int | None = None, *extra: str):
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        self.port = port or free_port()
+        self.extra = extra
+        self.dir = tempfile.mkdtemp(prefix="rg-test-redis-")
+        self.process = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def stop(self, sig=signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ProxyProcess:
+    """`python -m proxy serve` as a user runs it; ready when it prints its ready line."""
+
+    READY = re.compile(r"ready: listening on (?:\[(?P<h6>[^\]]+)\]|(?P<h>[^:\s]+)):(?P<port>\d+)")
+
+    def __init__(self, upstream: str | None, config: str = PASSTHROUGH, *extra: str, env=None):
+        args = [sys.executable, "-m", "proxy", "serve", "--config", config, "--listen", "127.0.0.1:0"]
+        if upstream:
+            args += ["--upstream", upstream]
+        args += list(extra)
+        self.process = subprocess.Popen(
+            args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: list[str] = []
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.process.stderr:
+                self.lines.append(line)
+                match = self.READY.search(line)
+                if match and self.port is None:
+                    self.port = int(match["port"])
+                    ready.set()
+            ready.set()
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        if not ready.wait(30) or self.port is None:
+            self.stop()
+            raise RuntimeError("proxy did not become ready:\n" + "".join(self.lines))
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self, timeout: float = 15) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def exchange(port: int, payload: bytes, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
+    """Send raw bytes, read until the peer closes or goes quiet. Returns (reply bytes, closed)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        sock.sendall(payload)
+        sock.settimeout(settle)
+        data = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                return data, False
+            except ConnectionResetError:
+                return data, True
+            if not chunk:
+                return data, True
+            data += chunk
+        return data, False
+    finally:
+        sock.close()
