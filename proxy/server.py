@@ -135,10 +135,7 @@ class ClientSession(asyncio.Protocol):
             if batch.commands:
                 self._run(batch, 0)
                 if self.held is not None:
-                    if batch.error is not None:
-                        # Answered when the held commands are done.
-                        self.closing = True
-                    return
+                    return  # a protocol error after them is answered by _resume_held
             if batch.error is not None:
                 self._local(batch.error.reply)
                 self.closing = True
@@ -325,6 +322,7 @@ class ClientSession(asyncio.Protocol):
         if self.held is None:
             if batch.error is not None:
                 self._local(batch.error.reply)
+                self.closing = True
                 self._maybe_close()
             elif not self.closing:
                 self._process()

@@ -38,6 +38,7 @@ def test_basic_commands_match_direct(redis_server, proxy, protocol):
 def test_replies_are_byte_exact(redis_server, proxy):
     """Status vs bulk, RESP3 maps/sets/doubles/booleans/verbatim: hiredis would blur these."""
     payload = (
+        b"*4\r\n$3\r\nDEL\r\n$8\r\nexact:h1\r\n$8\r\nexact:z1\r\n$8\r\nexact:k1\r\n"
         b"*3\r\n$3\r\nSET\r\n$8\r\nexact:k1\r\n$2\r\nOK\r\n"
         b"*2\r\n$3\r\nGET\r\n$8\r\nexact:k1\r\n"
         b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"
@@ -46,11 +47,13 @@ def test_replies_are_byte_exact(redis_server, proxy):
         b"*4\r\n$4\r\nZADD\r\n$8\r\nexact:z1\r\n$3\r\n1.5\r\n$1\r\nm\r\n"
         b"*3\r\n$6\r\nZSCORE\r\n$8\r\nexact:z1\r\n$1\r\nm\r\n"
         b"*3\r\n$9\r\nSISMEMBER\r\n$8\r\nexact:s1\r\n$1\r\nm\r\n"
-        b"*2\r\n$4\r\nINFO\r\n$9\r\nkeyspace\r\n"
+        b"*5\r\n$6\r\nZRANGE\r\n$8\r\nexact:z1\r\n$1\r\n0\r\n$2\r\n-1\r\n$10\r\nWITHSCORES\r\n"
+        b"*3\r\n$6\r\nLPUSHX\r\n$8\r\nexact:l1\r\n$1\r\nx\r\n"
         b"*2\r\n$3\r\nDEL\r\n$8\r\nexact:k1\r\n"
     )
-    direct, _ = exchange(redis_server.port, payload)
+    exchange(redis_server.port, payload)  # same starting state for the two runs compared
     through, _ = exchange(proxy.port, payload)
+    direct, _ = exchange(redis_server.port, payload)
     # The HELLO reply carries the connection id; everything else must be identical.
     strip = lambda data: data.replace(data[data.index(b"id\r\n"):data.index(b"$4\r\nmode")], b"")
     assert strip(through) == strip(direct)

@@ -1,0 +1,660 @@
+#!/usr/bin/env python3
+"""Throughput/latency benchmark: direct Redis vs Redis Guard vs twemproxy.
+
+One command starts everything it needs on free 127.0.0.1 ports (a throw-away
+redis-server, the proxy in front of it, nutcracker in front of it), runs
+redis-benchmark against each target interleaved round by round, prints medians
+and ratios to direct Redis, and stops everything it started.
+
+    python benchmarks/run.py                       # 5 rounds, a few minutes
+    python benchmarks/run.py --quick               # 1 small round (CI smoke)
+    python benchmarks/run.py --targets direct,twemproxy --json out.json
+
+See benchmarks/README.md for what the columns mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ALL_TARGETS = ("direct", "proxy", "twemproxy")
+FORBIDDEN_PORTS = {6379}
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+DEFAULT_PROXY_CMD = (
+    "{python} -m proxy serve --config {config} "
+    "--listen 127.0.0.1:{port} --upstream redis://127.0.0.1:{redis_port}"
+)
+
+# Goals from the issue, checked against the "proxy" target.
+GOAL_RATIO_C50 = 1.0
+GOAL_RATIO_P16 = 0.8
+GOAL_P50_ADDED_C1_MS = 0.03
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # short id used in JSON
+    label: str  # printed
+    clients: int
+    pipeline: int
+    requests_factor: float  # multiplied by --requests
+
+
+SCENARIOS = (
+    Scenario("c50", "50 clients", 50, 1, 1.0),
+    Scenario("c50_p16", "50 clients -P 16", 50, 16, 5.0),
+    Scenario("c1", "1 client", 1, 1, 0.2),
+)
+TESTS = ("SET", "GET")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# processes
+
+
+@dataclass
+class Service:
+    name: str
+    port: int
+    proc: subprocess.Popen | None  # None for "direct": it *is* the redis process
+    log_path: Path | None
+    pid: int = 0
+
+    def alive(self) -> bool:
+        return self.proc is None or self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class Processes:
+    """Everything we started, so that it can be stopped by pid."""
+
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def start(self, argv: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
+        log = open(log_path, "wb")
+        try:
+            # Own session: a Ctrl-C in the terminal doesn't hit the servers
+            # mid-run; we stop them ourselves, in order, in stop_all().
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        # Reverse order: proxies first, Redis last.
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in reversed(self.procs):
+            # The process group is the session we created for this child
+            # (pgid == its pid): it holds leftover workers, if any.
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                continue
+            time.sleep(0.5)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs.clear()
+        reap_orphans()
+
+
+def become_subreaper() -> None:
+    """Orphaned grandchildren (e.g. proxy workers whose parent died) get
+    re-parented to us instead of init, so stop_all() can reap them."""
+    try:
+        import ctypes
+
+        PR_SET_CHILD_SUBREAPER = 36
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_orphans(timeout: float = 3.0) -> None:
+    """Wait (bounded) for re-parented orphans; they were signalled already."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no children left
+        if pid == 0:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
+def free_port() -> int:
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in FORBIDDEN_PORTS:
+            return port
+
+
+def redis_ping(port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            data = b""
+            while not data.endswith(b"\r\n"):
+                chunk = s.recv(64)
+                if not chunk:
+                    return False
+                data += chunk
+            return data.startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def wait_for_ping(svc: Service, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not svc.alive():
+            raise BenchError(f"{svc.name} exited during startup:\n{svc.log_tail()}")
+        if redis_ping(svc.port):
+            return
+        time.sleep(0.05)
+    raise BenchError(f"{svc.name} did not answer PING on port {svc.port} within {timeout}s:\n{svc.log_tail()}")
+
+
+def wait_for_ready_line(svc: Service, timeout: float) -> None:
+    """The proxy prints one line containing 'ready' on stderr once it accepts."""
+    assert svc.log_path is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = svc.log_path.read_text(errors="replace") if svc.log_path.exists() else ""
+        if any("ready" in line.lower() for line in text.splitlines()):
+            return
+        if not svc.alive():
+            raise BenchError(f"{svc.name} exited during startup (rc={svc.proc.returncode}):\n{svc.log_tail()}")
+        time.sleep(0.05)
+    raise BenchError(f"{svc.name} printed no 'ready' line within {timeout}s:\n{svc.log_tail()}")
+
+
+def start_redis(procs: Processes, workdir: Path, timeout: float) -> Service:
+    port = free_port()
+    log = workdir / "redis.log"
+    argv = [
+        shutil.which("redis-server") or "redis-server",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--save", "",
+        "--appendonly", "no",
+        "--dir", str(workdir),
+        "--daemonize", "no",
+    ]
+    proc = procs.start(argv, log)
+    svc = Service("redis-server", port, proc, log, proc.pid)
+    wait_for_ping(svc, timeout)
+    return svc
+
+
+def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse.Namespace) -> Service:
+    port = free_port()
+    log = workdir / "proxy.log"
+    cmd = args.proxy_cmd.format(
+        python=shlex.quote(sys.executable),
+        config=shlex.quote(str(args.config)),
+        port=port,
+        redis_port=redis_port,
+        workdir=shlex.quote(str(workdir)),
+    )
+    argv = shlex.split(cmd)
+    if args.workers:
+        argv += ["--workers", str(args.workers)]
+    proc = procs.start(argv, log, cwd=REPO_ROOT)
+    svc = Service("proxy", port, proc, log, proc.pid)
+    wait_for_ready_line(svc, args.ready_timeout)
+    wait_for_ping(svc, args.ready_timeout)
+    return svc
+
+
+def start_twemproxy(procs: Processes, workdir: Path, redis_port: int, timeout: float) -> Service:
+    binary = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
+    if not os.path.exists(binary):
+        raise BenchError("nutcracker (twemproxy) not found; install the 'nutcracker' package or drop the target")
+    port, stats_port = free_port(), free_port()
+    conf = workdir / "nutcracker.yml"
+    conf.write_text(
+        "bench:\n"
+        f"  listen: 127.0.0.1:{port}\n"
+        "  hash: fnv1a_64\n"
+        "  distribution: ketama\n"
+        "  auto_eject_hosts: false\n"
+        "  redis: true\n"
+        "  server_connections: 1\n"
+        "  servers:\n"
+        f"   - 127.0.0.1:{redis_port}:1\n"
+    )
+    log = workdir / "nutcracker.log"
+    argv = [
+        binary, "-c", str(conf), "-o", str(log),
+        "-s", str(stats_port), "-a", "127.0.0.1",
+        "-p", str(workdir / "nutcracker.pid"),
+    ]
+    proc = procs.start(argv, workdir / "nutcracker.out")
+    svc = Service("twemproxy", port, proc, log, proc.pid)
+    wait_for_ping(svc, timeout)
+    return svc
+
+
+# --------------------------------------------------------------------------
+# CPU accounting from /proc
+
+
+def _read_stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, utime+stime in ticks) of one process, None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state); ppid is field 4, utime 14, stime 15.
+    return int(rest[1]), int(rest[11]) + int(rest[12])
+
+
+def tree_cpu_seconds(root_pid: int) -> float:
+    """CPU time (user+system) of root_pid and all its live descendants."""
+    stats: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _read_stat(int(entry))
+            if st is not None:
+                stats[int(entry)] = st
+    if root_pid not in stats:
+        return 0.0
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo.extend(children.get(pid, ()))
+    return total / CLK_TCK
+
+
+# --------------------------------------------------------------------------
+# redis-benchmark
+
+
+def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace) -> list[list[str]]:
+    base = [
+        args.redis_benchmark, "-h", "127.0.0.1", "-p", str(port),
+        "-c", str(scn.clients), "-n", str(n), "-r", str(args.keyspace),
+        "-P", str(scn.pipeline), "--csv",
+    ]
+    if args.key_prefix is None:
+        # Built-in tests use keys "key:__rand_int__" and a 3-byte value.
+        return [base + ["-t", "set,get"]]
+    key = f"{args.key_prefix}__rand_int__"
+    return [base + ["SET", key, "xxx"], base + ["GET", key]]
+
+
+def parse_csv(out: str) -> dict[str, dict[str, float]]:
+    rows: dict[str, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO(out)):
+        name = (row.get("test") or "").split(" ", 1)[0].upper()
+        if name not in TESTS:
+            continue
+        rows[name] = {
+            "rps": float(row["rps"]),
+            "avg_ms": float(row["avg_latency_ms"]),
+            "p50_ms": float(row["p50_latency_ms"]),
+            "p95_ms": float(row["p95_latency_ms"]),
+            "p99_ms": float(row["p99_latency_ms"]),
+            "max_ms": float(row["max_latency_ms"]),
+        }
+    return rows
+
+
+def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.Namespace) -> dict:
+    """Run one scenario against one target; returns per-test numbers + CPU."""
+    cpu_pid = svc.pid if svc.name != "direct" else 0
+    proxy_cpu0 = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
+    redis_cpu0 = tree_cpu_seconds(redis.pid)
+    tests: dict[str, dict[str, float]] = {}
+    wall0 = time.monotonic()
+    for argv in bench_commands(scn, svc.port, n, args):
+        timeout = max(120.0, n / 500.0)
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"redis-benchmark against {svc.name} timed out after {timeout:.0f}s "
+                             f"({scn.label})\n{svc.log_tail()}") from None
+        got = parse_csv(res.stdout)
+        if res.returncode != 0 or not got:
+            raise BenchError(
+                f"redis-benchmark against {svc.name} failed ({scn.label}, rc={res.returncode}):\n"
+                f"{res.stdout[-2000:]}{res.stderr[-2000:]}\n{svc.log_tail()}"
+            )
+        tests.update(got)
+    wall = time.monotonic() - wall0
+    missing = [t for t in TESTS if t not in tests]
+    if missing:
+        raise BenchError(f"no result for {missing} against {svc.name} ({scn.label})")
+    if not svc.alive():
+        raise BenchError(f"{svc.name} died during {scn.label}:\n{svc.log_tail()}")
+    total_requests = n * len(TESTS)
+    redis_cpu = tree_cpu_seconds(redis.pid) - redis_cpu0
+    result = {
+        "tests": tests,
+        "wall_s": round(wall, 3),
+        "requests": total_requests,
+        "redis_cpu_us_per_req": redis_cpu * 1e6 / total_requests,
+    }
+    if cpu_pid:
+        proxy_cpu = tree_cpu_seconds(cpu_pid) - proxy_cpu0
+        result["proxy_cpu_us_per_req"] = proxy_cpu * 1e6 / total_requests
+    return result
+
+
+# --------------------------------------------------------------------------
+# summary
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def summarize(rounds: list[dict], targets: list[str]) -> dict:
+    """Medians over rounds; ratios/deltas are per round first, then median."""
+    summary: dict = {}
+    for scn in SCENARIOS:
+        s_scn: dict = {}
+        for target in targets:
+            runs = [r[scn.name][target] for r in rounds if target in r.get(scn.name, {})]
+            directs = [r[scn.name].get("direct") for r in rounds if target in r.get(scn.name, {})]
+            t_sum: dict = {"tests": {}}
+            for test in TESTS:
+                vals = [run["tests"][test] for run in runs]
+                entry = {
+                    "rps": median([v["rps"] for v in vals]),
+                    "avg_ms": median([v["avg_ms"] for v in vals]),
+                    "p50_ms": median([v["p50_ms"] for v in vals]),
+                    "p99_ms": median([v["p99_ms"] for v in vals]),
+                }
+                pairs = [(run, d) for run, d in zip(runs, directs) if d is not None]
+                if pairs:
+                    entry["ratio_to_direct"] = median(
+                        [run["tests"][test]["rps"] / d["tests"][test]["rps"] for run, d in pairs])
+                    entry["p50_added_ms"] = median(
+                        [run["tests"][test]["p50_ms"] - d["tests"][test]["p50_ms"] for run, d in pairs])
+                    entry["avg_added_ms"] = median(
+                        [run["tests"][test]["avg_ms"] - d["tests"][test]["avg_ms"] for run, d in pairs])
+                t_sum["tests"][test] = entry
+            t_sum["redis_cpu_us_per_req"] = median([run["redis_cpu_us_per_req"] for run in runs])
+            if runs and "proxy_cpu_us_per_req" in runs[0]:
+                t_sum["proxy_cpu_us_per_req"] = median([run["proxy_cpu_us_per_req"] for run in runs])
+            s_scn[target] = t_sum
+        summary[scn.name] = s_scn
+    return summary
+
+
+def fmt(x: float | None, spec: str) -> str:
+    if x is None:
+        width = re.match(r"[+]?(\d*)", spec).group(1)
+        return "-".rjust(int(width or 0))
+    return format(x, spec)
+
+
+def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
+    print()
+    print(f"Medians over {n_rounds} round(s); x direct = median of per-round ratios.")
+    header = f"{'scenario':<18} {'test':<4} {'target':<10} {'rps':>9} {'x direct':>8} " \
+             f"{'p50 ms':>7} {'p99 ms':>7} {'p50 +ms':>8} {'avg +ms':>8}"
+    print(header)
+    print("-" * len(header))
+    for scn in SCENARIOS:
+        for test in TESTS:
+            for target in targets:
+                e = summary[scn.name][target]["tests"][test]
+                c1 = scn.name == "c1" and target != "direct"
+                added = e.get("p50_added_ms") if c1 else None
+                avg_added = e.get("avg_added_ms") if c1 else None
+                print(f"{scn.label:<18} {test:<4} {target:<10} {fmt(e['rps'], '9.0f')} "
+                      f"{fmt(e.get('ratio_to_direct'), '8.2f')} {fmt(e['p50_ms'], '7.3f')} "
+                      f"{fmt(e['p99_ms'], '7.3f')} {fmt(added, '+8.3f')} {fmt(avg_added, '+8.3f')}")
+        print()
+    print("CPU per request (µs, median; SET+GET of one scenario together)")
+    header = f"{'scenario':<18} {'target':<10} {'proxy µs/req':>12} {'redis µs/req':>12}"
+    print(header)
+    print("-" * len(header))
+    for scn in SCENARIOS:
+        for target in targets:
+            t = summary[scn.name][target]
+            print(f"{scn.label:<18} {target:<10} {fmt(t.get('proxy_cpu_us_per_req'), '12.2f')} "
+                  f"{fmt(t['redis_cpu_us_per_req'], '12.2f')}")
+
+
+def goal_checks(summary: dict, targets: list[str]) -> list[dict]:
+    if "proxy" not in targets or "direct" not in targets:
+        return []
+    checks = []
+    for test in TESTS:
+        c50 = summary["c50"]["proxy"]["tests"][test]["ratio_to_direct"]
+        p16 = summary["c50_p16"]["proxy"]["tests"][test]["ratio_to_direct"]
+        added = summary["c1"]["proxy"]["tests"][test]["p50_added_ms"]
+        checks += [
+            {"goal": f"50 clients {test} >= {GOAL_RATIO_C50:.1f}x direct",
+             "value": c50, "ok": c50 >= GOAL_RATIO_C50},
+            {"goal": f"50 clients -P 16 {test} >= {GOAL_RATIO_P16:.1f}x direct",
+             "value": p16, "ok": p16 >= GOAL_RATIO_P16},
+            {"goal": f"1 client {test} p50 added <= {GOAL_P50_ADDED_C1_MS:.2f} ms",
+             "value": added, "ok": added <= GOAL_P50_ADDED_C1_MS + 1e-9},
+        ]
+    return checks
+
+
+def environment() -> dict:
+    def version(argv: list[str]) -> str:
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (out.stdout + out.stderr).strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            return "?"
+
+    commit = version(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "redis_server": version(["redis-server", "--version"]),
+        "nutcracker": version([shutil.which("nutcracker") or "/usr/sbin/nutcracker", "--version"]),
+        "git_commit": commit,
+    }
+
+
+# --------------------------------------------------------------------------
+# main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=None, help="rounds (default 5; --quick: 1)")
+    ap.add_argument("--requests", type=int, default=None,
+                    help="requests per test at 50 clients (default 100000; --quick: 10000); "
+                         "-P 16 uses 5x this, 1 client 0.2x")
+    ap.add_argument("--quick", action="store_true", help="1 round, small N (CI smoke)")
+    ap.add_argument("--targets", default="direct,proxy,twemproxy",
+                    help="comma-separated subset of direct,proxy,twemproxy")
+    ap.add_argument("--config", default="configs/passthrough.yaml", help="proxy config file")
+    ap.add_argument("--proxy-cmd", default=DEFAULT_PROXY_CMD,
+                    help="proxy command template; placeholders {python} {config} {port} "
+                         "{redis_port} {workdir} (default: %(default)s)")
+    ap.add_argument("--workers", type=int, default=0, help="append --workers N to the proxy command")
+    ap.add_argument("--key-prefix", default=None,
+                    help="use explicit 'SET <prefix>__rand_int__ xxx' / 'GET <prefix>__rand_int__' "
+                         "instead of redis-benchmark's -t set,get (keys 'key:__rand_int__')")
+    ap.add_argument("--keyspace", type=int, default=100000, help="redis-benchmark -r (default 100000)")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up run")
+    ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
+    ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark") or "redis-benchmark")
+    ap.add_argument("--json", metavar="FILE", help="write raw per-round numbers and the summary here")
+    args = ap.parse_args(argv)
+
+    args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
+    args.requests = args.requests if args.requests is not None else (10000 if args.quick else 100000)
+    if args.rounds < 1 or args.requests < 10:
+        ap.error("--rounds must be >= 1 and --requests >= 10")
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    bad = [t for t in targets if t not in ALL_TARGETS]
+    if bad or not targets or len(set(targets)) != len(targets):
+        ap.error(f"--targets must be a comma-separated subset of {','.join(ALL_TARGETS)}")
+    args.targets = targets
+    config = Path(args.config)
+    if not config.is_absolute():
+        config = config if config.exists() else REPO_ROOT / config
+    args.config = config.resolve()
+    if "proxy" in targets and "{config}" in args.proxy_cmd and not args.config.exists():
+        ap.error(f"proxy config not found: {args.config}")
+    return args
+
+
+def _raise_interrupt(signum, frame):  # SIGTERM/SIGHUP -> same clean-up path as Ctrl-C
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGHUP, _raise_interrupt)
+
+    become_subreaper()
+    procs = Processes()
+    workdir = Path(tempfile.mkdtemp(prefix="redis-guard-bench-"))
+    t_start = time.monotonic()
+    rounds: list[dict] = []
+    try:
+        env = environment()
+        redis = start_redis(procs, workdir, args.ready_timeout)
+        services: dict[str, Service] = {}
+        for target in args.targets:
+            if target == "direct":
+                services[target] = Service("direct", redis.port, None, redis.log_path, redis.pid)
+            elif target == "proxy":
+                services[target] = start_proxy(procs, workdir, redis.port, args)
+            else:
+                services[target] = start_twemproxy(procs, workdir, redis.port, args.ready_timeout)
+        ports = ", ".join(f"{t}={s.port}" for t, s in services.items())
+        print(f"redis-server pid {redis.pid}; targets: {ports}", flush=True)
+        print(f"{args.rounds} round(s), N={args.requests} "
+              f"(per test: " + ", ".join(f"{s.label}: {max(1, int(args.requests * s.requests_factor))}"
+                                         for s in SCENARIOS) + ")", flush=True)
+
+        if not args.no_warmup:
+            # Unrecorded: fills the key space and warms every target's connections/caches.
+            warm = Scenario("warmup", "warm-up", 50, 1, 1.0)
+            for target in args.targets:
+                run_one(warm, services[target], redis, max(1000, args.requests // 5), args)
+
+        for rnd in range(args.rounds):
+            k = rnd % len(args.targets)
+            order = args.targets[k:] + args.targets[:k]
+            this: dict = {"order": order}
+            for scn in SCENARIOS:
+                n = max(1, int(args.requests * scn.requests_factor))
+                this[scn.name] = {}
+                for target in order:
+                    res = run_one(scn, services[target], redis, n, args)
+                    this[scn.name][target] = res
+                    print(f"round {rnd + 1}/{args.rounds}  {scn.label:<17} {target:<10} "
+                          f"SET {res['tests']['SET']['rps']:>9.0f}  GET {res['tests']['GET']['rps']:>9.0f} rps"
+                          f"  ({res['wall_s']:.1f}s)", flush=True)
+            rounds.append(this)
+
+        summary = summarize(rounds, args.targets)
+        print_table(summary, args.targets, len(rounds))
+        checks = goal_checks(summary, args.targets)
+        if checks:
+            print("\nGoals (proxy target):")
+            for c in checks:
+                print(f"  [{'ok' if c['ok'] else 'MISS'}] {c['goal']}: {c['value']:.3f}")
+        elapsed = time.monotonic() - t_start
+        print(f"\nTotal time {elapsed:.0f}s. One run on a noisy machine: compare ratios, not absolute rps.")
+        if args.json:
+            doc = {
+                "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "environment": env,
+                "scenarios": [s.__dict__ for s in SCENARIOS],
+                "rounds": rounds,
+                "summary": summary,
+                "goals": checks,
+                "elapsed_s": round(elapsed, 1),
+            }
+            Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+            print(f"Raw numbers written to {args.json}")
+        return 0
+    except BenchError as e:
+        print(f"\nbenchmark failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; stopping everything started", file=sys.stderr)
+        return 130
+    finally:
+        # Ignore further Ctrl-C while cleaning up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        procs.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""Exact byte boundaries of replies in an upstream RESP2/RESP3 stream, with no I/O.
+
+This module owns one question: where does each reply end?  Many clients share
+one upstream connection and the proxy forwards reply bytes untouched, so it
+must cut the stream exactly at reply boundaries; hiredis parses values but
+cannot say where they end.  ``ReplySplitter.scan`` walks headers only: a
+line-typed value is skipped with one ``find``, a length-prefixed body is
+skipped by arithmetic (never copied), and aggregates are tracked on an
+explicit stack of remaining-element counts, so nesting depth costs no
+recursion.  Two rules keep it correct across chunk boundaries: all state that
+outlives a call lives in the object (the stack, the bytes left of a body, a
+partial header line, "inside a line"), and no byte is ever looked at twice,
+so a reply arriving in many chunks costs O(its bytes).  RESP3 attributes
+(``|``) are a prefix of the value that follows and complete nothing; RESP3
+pushes (``>``) at top level are counted apart from replies.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ReplySplitter", "ReplyStreamError"]
+
+
+class ReplyStreamError(Exception):
+    """The upstream sent something that is not RESP as Redis sends it."""
+
+
+# What each type byte is.  Kinds >= _AGG open an aggregate frame.
+_BAD = 0
+_LINE = 1  # + - : _ , # (   one line is the whole value
+_BULK = 2  # $ = !           length line, then that many bytes and CRLF
+_AGG = 3  # * ~             n elements
+_MAP = 4  # %               2n elements
+_ATTR = 5  # |               2n elements, a prefix: not a value itself
+_PUSH = 6  # >               n elements; at top level, a push, not a reply
+
+_KIND_MAP = {
+    **dict.fromkeys(b"+-:_,#(", _LINE),
+    **dict.fromkeys(b"$=!", _BULK),
+    **dict.fromkeys(b"*~", _AGG),
+    ord("%"): _MAP,
+    ord("|"): _ATTR,
+    ord(">"): _PUSH,
+}
+_KIND = tuple(_KIND_MAP.get(b, _BAD) for b in range(256))
+
+# Splitter states between calls (besides the aggregate stack).
+_IDLE = 0
+_IN_LINE = 1  # inside a line-typed value, waiting for its '\n'
+_IN_BODY = 2  # inside a bulk body; _left bytes (CRLF included) to go
+_IN_HEADER = 3  # inside a length/count line; its first bytes are in _partial
+
+# A length or count line is at most "$-9223372036854775808\r": anything
+# longer without a line end is not RESP, and we must not buffer it.
+_MAX_HEADER = 32
+
+
+class ReplySplitter:
+    """Resumable scanner that counts complete replies and where they end."""
+
+    __slots__ = ("_state", "_left", "_partial", "_top", "_stack", "_kinds", "_attr")
+
+    def __init__(self) -> None:
+        self._state = _IDLE
+        self._left = 0
+        self._partial = b""
+        # Elements still expected by the innermost open aggregate; 0 at top
+        # level.  Kept apart from _stack so the per-element path touches a
+        # local int, not a list.  _stack holds the enclosing frames' counts
+        # (0 for top level), _kinds the kind of each open frame.
+        self._top = 0
+        self._stack: list[int] = []
+        self._kinds: list[int] = []
+        self._attr = False  # a top-level attribute was consumed; its value has not
+
+    @property
+    def in_reply(self) -> bool:
+        """True while a reply (or a push, or an attribute prefix) is partly consumed."""
+        return bool(self._state or self._top or self._attr)
+
+    def scan(self, data: bytes | bytearray, start: int, want: int) -> tuple[int, int, int]:
+        """Consume bytes of data from start, up to the want-th complete reply.
+
+        Returns ``(end, done, pushes)``: the offset just past the consumed
+        bytes, the number of complete replies (0..want) and the number of
+        complete top-level pushes among the consumed bytes.  When it stops at
+        ``len(data)`` inside a reply, the partial state is kept and the next
+        call continues it.
+        """
+        if want <= 0:
+            return start, 0, 0
+        n = len(data)
+        pos = start
+        done = pushes = 0
+
+        # ---- resume what the previous chunk left unfinished (once per call)
+        state = self._state
+        if state:
+            if state == _IN_HEADER:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    self._partial += data[pos:]
+                    if len(self._partial) > _MAX_HEADER:
+                        raise ReplyStreamError(f"header line too long: {self._partial[:40]!r}")
+                    return n, 0, 0
+                # Scan the reassembled line on its own: it ends exactly at
+                # its '\n', so it completes a value, opens a frame, or leaves
+                # a body pending (_IN_BODY, handled just below).
+                line = self._partial + data[pos : nl + 1]
+                self._partial = b""
+                self._state = _IDLE
+                _, done, pushes = self.scan(line, 0, want)
+                pos = nl + 1
+                if done == want:
+                    return pos, done, pushes
+                state = self._state
+            finished = False
+            if state == _IN_BODY:
+                left = self._left
+                if n - pos < left:
+                    self._left = left - (n - pos)
+                    return n, done, pushes
+                pos += left
+                if data[pos - 1] != 10:
+                    raise ReplyStreamError("bulk body not followed by CRLF")
+                self._state = _IDLE
+                finished = True
+            elif state == _IN_LINE:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    return n, done, pushes
+                pos = nl + 1
+                self._state = _IDLE
+                finished = True
+            if finished:
+                outcome = self._value_done()
+                if outcome == _REPLY_DONE:
+                    done += 1
+                    if done == want:
+                        return pos, done, pushes
+                elif outcome == _PUSH_DONE:
+                    pushes += 1
+
+        # ---- the hot loop: one iteration per value
+        top = self._top
+        attr = self._attr
+        find = data.find
+        lengths = _LENGTHS
+        kind_of = _KIND
+        while pos < n:
+            t = data[pos]
+            if t == 36:  # '$', the commonest reply, tested first
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    self._keep_header(data, pos)
+                    pos = n
+                    break
+                size = lengths(data[pos + 1 : nl])
+                if size is None:
+                    size = _slow_length(data, pos, nl)
+                    if size < 0:  # RESP2 null bulk "$-1"
+                        pos = nl + 1
+                        size = 0
+                if size:
+                    end = nl + 3 + size
+                    if end > n:
+                        # The body runs past this chunk: remember how much is left.
+                        self._state = _IN_BODY
+                        self._left = end - n
+                        pos = n
+                        break
+                    if data[end - 1] != 10:
+                        raise ReplyStreamError("bulk body not followed by CRLF")
+                    pos = end
+            else:
+                k = kind_of[t]
+                if k == _LINE:
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        self._state = _IN_LINE
+                        pos = n
+                        break
+                    pos = nl + 1
+                elif k == _BULK:  # '=' and '!': like '$', without the null
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        self._keep_header(data, pos)
+                        pos = n
+                        break
+                    size = lengths(data[pos + 1 : nl])
+                    if size is None:
+                        size = _slow_length(data, pos, nl, False)
+                    end = nl + 3 + size
+                    if end > n:
+                        self._state = _IN_BODY
+                        self._left = end - n
+                        pos = n
+                        break
+                    if data[end - 1] != 10:
+                        raise ReplyStreamError("bulk body not followed by CRLF")
+                    pos = end
+                elif k:
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        self._keep_header(data, pos)
+                        pos = n
+                        break
+                    count = lengths(data[pos + 1 : nl])
+                    if count is None:
+                        count = _slow_length(data, pos, nl, t == 42)  # "*-1" only
+                    pos = nl + 1
+                    if count > 0:
+                        if k == _MAP or k == _ATTR:
+                            count *= 2
+                        elif k == _PUSH and top:
+                            k = _AGG  # only a top-level '>' is a push
+                        self._stack.append(top)
+                        self._kinds.append(k)
+                        top = count
+                        continue
+                    if count == 0:
+                        if k == _ATTR:
+                            continue  # an empty attribute: still no value
+                        if k == _PUSH and not top:
+                            pushes += 1
+                            attr = False
+                            continue
+                    # An empty aggregate or a null array is a complete value.
+                else:
+                    raise ReplyStreamError(
+                        f"unknown RESP type byte {data[pos : pos + 1]!r} at offset {pos}"
+                    )
+
+            # A value is complete.
+            if top:
+                top -= 1
+                if top:
+                    continue
+                # It was the last element of the innermost aggregate.
+                self._top = 0
+                outcome = self._close_frames()
+                top = self._top
+                if outcome == _REPLY_DONE:
+                    done += 1
+                    attr = False
+                    if done == want:
+                        break
+                elif outcome == _PUSH_DONE:
+                    pushes += 1
+                    attr = False
+                elif outcome == _ATTR_DONE:
+                    attr = True  # the reply it describes comes next
+                continue
+            done += 1
+            attr = False
+            if done == want:
+                break
+        self._top = top
+        self._attr = attr
+        return pos, done, pushes
+
+    def _value_done(self) -> int:
+        # A value completed while resuming (cold path twin of the loop's tail).
+        if not self._top:
+            self._attr = False
+            return _REPLY_DONE
+        self._top -= 1
+        if self._top:
+            return _NOTHING
+        outcome = self._close_frames()
+        if outcome == _ATTR_DONE:
+            self._attr = True
+        elif outcome != _NOTHING:
+            self._attr = False
+        return outcome
+
+    def _close_frames(self) -> int:
+        """Pop the innermost frame, which has all its elements, and any
+        enclosing frames that this completes; say what finished at top level."""
+        stack = self._stack
+        kinds = self._kinds
+        while True:
+            k = kinds.pop()
+            top = stack.pop()
+            if k == _ATTR:
+                # An attribute is no element of its parent: nothing counts.
+                self._top = top
+                return _NOTHING if top else _ATTR_DONE
+            if top:
+                top -= 1
+                if top:
+                    self._top = top
+                    return _NOTHING
+                continue
+            self._top = 0
+            return _PUSH_DONE if k == _PUSH else _REPLY_DONE
+
+    def _keep_header(self, data: bytes | bytearray, pos: int) -> None:
+        # A length/count line cut by the chunk end: keep its few bytes.
+        if len(data) - pos > _MAX_HEADER:
+            raise ReplyStreamError(f"header line too long: {bytes(data[pos : pos + 40])!r}")
+        self._partial = bytes(data[pos:])
+        self._state = _IN_HEADER
+
+
+# Outcomes of closing frames.
+_NOTHING = 0
+_REPLY_DONE = 1
+_PUSH_DONE = 2
+_ATTR_DONE = 3
+
+# Length/count text *with its '\r'* -> value, for the common sizes: one dict
+# lookup replaces isdigit() + int() + a check of the '\r' on the hot path.
+_LENGTHS = {b"%d\r" % i: i for i in range(10000)}.get
+
+
+def _slow_length(data: bytes | bytearray, pos: int, nl: int, null_ok: bool = True) -> int:
+    """A length or count not in _LENGTHS: big, "-1", or not RESP at all."""
+    s = bytes(data[pos + 1 : nl])
+    if s[-1:] == b"\r":
+        digits = s[:-1]
+        if digits.isdigit():
+            return int(digits)
+        if digits == b"-1" and null_ok:
+            return -1
+    raise ReplyStreamError(_bad_header(data, pos, nl))
+
+
+def _bad_header(data: bytes | bytearray, pos: int, nl: int) -> str:
+    line = bytes(data[pos : nl + 1])
+    if line[1:2] == b"?":
+        return f"streamed RESP3 type {line!r} is not supported (Redis never sends it)"
+    return f"malformed RESP header {line[:40]!r} at offset {pos}"

@@ -1,0 +1,91 @@
+"""find_keys against a real server's own COMMAND GETKEYSANDFLAGS (skipped without one)."""
+
+import json
+import random
+import socket
+
+import hiredis
+import pytest
+
+from proxy.commands import CommandTable, find_keys
+from proxy.commands import snapshot
+
+from .cases import GETKEYS_DIVERGES, INVALID_CASES, KEY_CASES, split
+
+IGNORED_FLAGS = {"INCOMPLETE", "VARIABLE_FLAGS"}  # spec-level markers, not key flags
+
+
+def _getkeys(port: int, commands: list[list[bytes]]) -> list:
+    """COMMAND GETKEYSANDFLAGS for each command, pipelined."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"".join(hiredis.pack_command(("COMMAND", "GETKEYSANDFLAGS", *args)) for args in commands))
+        return snapshot.read_replies(sock, len(commands))
+
+
+def _ours(table: CommandTable, args: list[bytes]):
+    return [(args[i], {f for f in ks.flags if f not in IGNORED_FLAGS}) for i, ks in table.key_positions(args)]
+
+
+def _theirs(reply):
+    if isinstance(reply, Exception):
+        return []  # Redis: invalid arguments -> no keys for us either
+    return [(key, {f.decode().upper() for f in flags}) for key, flags in reply]
+
+
+def test_case_table_matches_getkeys(redis_port: int, table: CommandTable) -> None:
+    lines = [line for line, expected in KEY_CASES if expected] + INVALID_CASES
+    commands = [split(line) for line in lines]
+    mismatches = [
+        (line, ours, theirs)
+        for line, args, reply in zip(lines, commands, _getkeys(redis_port, commands))
+        if (ours := _ours(table, args)) != (theirs := _theirs(reply))
+    ]
+    assert mismatches == []
+    assert len(lines) > 40
+
+
+def test_known_differences_still_differ(redis_port: int, table: CommandTable) -> None:
+    """If a Redis release changes these, GETKEYS_DIVERGES should be revisited."""
+    commands = [split(line) for line, _, _ in GETKEYS_DIVERGES]
+    for args, reply in zip(commands, _getkeys(redis_port, commands)):
+        assert _ours(table, args) != _theirs(reply), args
+
+
+def _known_difference(args: list[bytes]) -> bool:
+    return args[0] == b"pfmerge" and len(args) == 2  # see GETKEYS_DIVERGES
+
+
+def test_every_command_matches_getkeys_on_random_arguments(redis_port: int, table: CommandTable) -> None:
+    words = [b"1", b"2", b"0", b"3", b"-1", b"", b"x", b"STORE", b"STOREDIST", b"STREAMS", b"KEYS",
+             b"GET", b"SET", b"BY", b"LIMIT", b"COUNT", b"AUTH", b"COPY"]
+    rng = random.Random(7)
+    commands, specs = [], []
+    for spec in table.walk():
+        if not spec.has_keys:
+            continue
+        head = [part.encode() for part in spec.name.split("|")]
+        for extra in range(9):
+            n = len(head) + extra
+            if (spec.arity > 0 and n != spec.arity) or n < -spec.arity:
+                continue
+            for _ in range(12):
+                commands.append(head + [rng.choice(words) for _ in range(extra)])
+                specs.append(spec)
+    replies = _getkeys(redis_port, commands)
+    mismatches = [
+        (args, ours, theirs)
+        for spec, args, reply in zip(specs, commands, replies)
+        if (ours := [(args[i], set(ks.flags) - IGNORED_FLAGS) for i, ks in find_keys(spec, args)])
+        != (theirs := _theirs(reply)) and not _known_difference(args)
+    ]
+    assert mismatches[:5] == []
+    assert sum(1 for r in replies if isinstance(r, list) and r) > len(commands) // 2
+
+
+def test_snapshot_matches_the_local_server(redis_port: int, table: CommandTable, tmp_path) -> None:
+    out = tmp_path / "snap.json"
+    assert snapshot.main(["--port", str(redis_port), "--out", str(out)]) == 0
+    version = json.loads(out.read_text())["redis_version"]
+    if version != table.redis_version:
+        pytest.skip(f"local redis-server is {version}, the snapshot is {table.redis_version}")
+    assert out.read_text() == snapshot.DEFAULT_SNAPSHOT.read_text()

@@ -1,0 +1,63 @@
+import json
+import socket
+import threading
+
+import hiredis
+
+from proxy.commands import CommandTable
+from proxy.commands import snapshot
+
+
+def _serve(sock: socket.socket, replies: bytes, received: list[bytes]) -> None:
+    data = b""
+    while data.count(b"*2\r\n") < 2:
+        data += sock.recv(4096)
+    received.append(data)
+    for i in range(0, len(replies), 7):  # in small pieces
+        sock.sendall(replies[i:i + 7])
+
+
+def test_fetch_replies_over_a_socket() -> None:
+    client, server = socket.socketpair()
+    info = b"*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*1\r\n+@read\r\n*0\r\n*0\r\n*0\r\n"
+    docs = b"*2\r\n$3\r\nget\r\n*2\r\n$5\r\ngroup\r\n$6\r\nstring\r\n"
+    received: list[bytes] = []
+    t = threading.Thread(target=_serve, args=(server, info + docs, received))
+    t.start()
+    info_reply, docs_reply = snapshot.fetch_replies(client)
+    t.join()
+    client.close()
+    server.close()
+    assert received == [snapshot.COMMAND_INFO_REQUEST + snapshot.COMMAND_DOCS_REQUEST]
+    assert snapshot.COMMAND_INFO_REQUEST == hiredis.pack_command(("COMMAND", "INFO"))
+    assert info_reply[0][0] == b"get" and docs_reply == [b"get", [b"group", b"string"]]
+    table = CommandTable.from_replies(info_reply, docs_reply)
+    assert table["get"].group == "string" and table["get"].flags == {"readonly"}
+
+
+def test_docs_error_means_no_docs() -> None:
+    client, server = socket.socketpair()
+    t = threading.Thread(target=_serve, args=(server, b"*0\r\n-ERR unknown subcommand 'DOCS'\r\n", []))
+    t.start()
+    assert snapshot.fetch_replies(client) == ([], None)
+    t.join()
+    client.close()
+    server.close()
+
+
+def test_render_is_stable_and_round_trips(table: CommandTable) -> None:
+    data = json.loads(snapshot.DEFAULT_SNAPSHOT.read_text())
+    as_bytes = _as_bytes(data["command_info"]), _as_bytes(data["command_docs"])
+    reversed_info = list(reversed(as_bytes[0]))
+    text = snapshot.render(reversed_info, as_bytes[1], data["redis_version"])
+    assert text == snapshot.DEFAULT_SNAPSHOT.read_text()
+    again = json.loads(text)
+    assert list(CommandTable.from_replies(again["command_info"], again["command_docs"]).walk()) == list(table.walk())
+
+
+def _as_bytes(value):
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, list):
+        return [_as_bytes(v) for v in value]
+    return value
