@@ -42,17 +42,13 @@ class Slot:
         self.buffered = None
         self.buffered_size = 0
 
-    def deliver(self, data: bytes, done: int) -> None:
-        self.session.deliver(self, data, done)
-
     def fail(self, error: bytes, partial: bool) -> None:
         self.session.slot_failed(self, error, partial)
 
 
 class ClientSession(asyncio.Protocol):
     __slots__ = (
-        "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "out",
-        "flush_scheduled", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
+        "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
         "actions", "held", "closing", "closed", "write_paused", "reading_paused",
         "waiting_upstreams", "buffer_limit",
     )
@@ -65,8 +61,6 @@ class ClientSession(asyncio.Protocol):
         self.reader = RequestReader(proxy.parse_limits)
         self.slots = collections.deque()
         self.inflight = 0  # slots still waiting for upstream replies
-        self.out = []
-        self.flush_scheduled = False
         self.db = proxy.upstream.db
         self.protocol = 2
         self.pool_index = proxy.assign_shared()
@@ -103,7 +97,6 @@ class ClientSession(asyncio.Protocol):
         if self.dedicated and self.upstream is not None:
             self.upstream.close()
         self.slots.clear()
-        self.out = []
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -368,7 +361,6 @@ class ClientSession(asyncio.Protocol):
     def transport_abort_after_flush(self, slot: Slot) -> None:
         if self.slots and self.slots[0] is slot:
             self.slots.clear()
-            self._flush()
             if self.transport is not None:
                 self.transport.close()
         else:
@@ -395,18 +387,10 @@ class ClientSession(asyncio.Protocol):
         self.slots.append(slot)
 
     def _write(self, data: bytes) -> None:
-        self.out.append(data)
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self.flush_scheduled = False
-        out = self.out
-        if not out or self.closed:
-            return
-        self.out = []
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        # Written at once: replies for one client arrive once per upstream read, so deferring
+        # to the next loop tick would add a callback without saving a system call.
+        if not self.closed:
+            self.transport.write(data)
 
     def _maybe_close(self) -> None:
         """Close once every reply owed has been written (QUIT, protocol error, shutdown)."""
@@ -415,7 +399,6 @@ class ClientSession(asyncio.Protocol):
         slots = self.slots
         if slots and not (len(slots) == 1 and slots[0] is self.streaming):
             return
-        self._flush()
         self.transport.close()
 
     def _pause_reading(self, reason: str) -> None:
@@ -439,7 +422,7 @@ class ClientSession(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self.slots and not self.out
+        return not self.slots
 
 
 class Proxy:

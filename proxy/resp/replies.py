@@ -144,33 +144,40 @@ class ReplySplitter:
         top = self._top
         attr = self._attr
         find = data.find
-        lengths = _LENGTHS
+        bulk_len = _BULK_LEN
+        short_bulk = _SHORT_BULK.get
+        count_of = _COUNT
         kind_of = _KIND
         while pos < n:
             t = data[pos]
             if t == 36:  # '$', the commonest reply, tested first
-                nl = find(b"\n", pos)
-                if nl < 0:
-                    self._keep_header(data, pos)
-                    pos = n
-                    break
-                size = lengths(data[pos + 1 : nl])
-                if size is None:
-                    size = _slow_length(data, pos, nl)
-                    if size < 0:  # RESP2 null bulk "$-1"
-                        pos = nl + 1
-                        size = 0
-                if size:
-                    end = nl + 3 + size
-                    if end > n:
-                        # The body runs past this chunk: remember how much is left.
-                        self._state = _IN_BODY
-                        self._left = end - n
+                # Short bulks skip the find: the 4 bytes after the '$' name
+                # the whole reply's size.  A miss, including a header cut by
+                # the chunk end, takes the general path.
+                end = short_bulk(data[pos + 1 : pos + 5], 0)
+                if end:
+                    end += pos
+                else:
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        self._keep_header(data, pos)
                         pos = n
                         break
-                    if data[end - 1] != 10:
-                        raise ReplyStreamError("bulk body not followed by CRLF")
-                    pos = end
+                    try:
+                        size = bulk_len[data[pos + 1 : nl]]
+                    except KeyError:
+                        size = _slow_length(data, pos, nl)
+                    # size is -2 for the RESP2 null "$-1\r\n": end is then nl + 1.
+                    end = nl + 3 + size
+                if end > n:
+                    # The body runs past this chunk: remember how much is left.
+                    self._state = _IN_BODY
+                    self._left = end - n
+                    pos = n
+                    break
+                if data[end - 1] != 10:
+                    raise ReplyStreamError("bulk body not followed by CRLF")
+                pos = end
             else:
                 k = kind_of[t]
                 if k == _LINE:
@@ -186,9 +193,12 @@ class ReplySplitter:
                         self._keep_header(data, pos)
                         pos = n
                         break
-                    size = lengths(data[pos + 1 : nl])
-                    if size is None:
-                        size = _slow_length(data, pos, nl, False)
+                    try:
+                        size = count_of[data[pos + 1 : nl]]
+                    except KeyError:
+                        size = _slow_length(data, pos, nl)
+                    if size < 0:
+                        raise ReplyStreamError(_bad_header(data, pos, nl))
                     end = nl + 3 + size
                     if end > n:
                         self._state = _IN_BODY
@@ -204,9 +214,12 @@ class ReplySplitter:
                         self._keep_header(data, pos)
                         pos = n
                         break
-                    count = lengths(data[pos + 1 : nl])
-                    if count is None:
-                        count = _slow_length(data, pos, nl, t == 42)  # "*-1" only
+                    try:
+                        count = count_of[data[pos + 1 : nl]]
+                    except KeyError:
+                        count = _slow_length(data, pos, nl)
+                    if count < 0 and t != 42:  # only '*' has a null ("*-1")
+                        raise ReplyStreamError(_bad_header(data, pos, nl))
                     pos = nl + 1
                     if count > 0:
                         if k == _MAP or k == _ATTR:
@@ -219,7 +232,9 @@ class ReplySplitter:
                         continue
                     if count == 0:
                         if k == _ATTR:
-                            continue  # an empty attribute: still no value
+                            if not top:
+                                attr = True  # an empty attribute: still no value
+                            continue
                         if k == _PUSH and not top:
                             pushes += 1
                             attr = False
@@ -236,7 +251,6 @@ class ReplySplitter:
                 if top:
                     continue
                 # It was the last element of the innermost aggregate.
-                self._top = 0
                 outcome = self._close_frames()
                 top = self._top
                 if outcome == _REPLY_DONE:
@@ -310,18 +324,27 @@ _ATTR_DONE = 3
 
 # Length/count text *with its '\r'* -> value, for the common sizes: one dict
 # lookup replaces isdigit() + int() + a check of the '\r' on the hot path.
-_LENGTHS = {b"%d\r" % i: i for i in range(10000)}.get
+# The null "-1" maps to -2 for bulks, so that nl + 3 + size lands just past
+# "$-1\r\n" with no test of its own.
+_COUNT = {b"%d\r" % i: i for i in range(-1, 10000)}
+_BULK_LEN = {**_COUNT, b"-1\r": -2}
+# The 4 bytes after a '$' -> the whole reply's length, header and CRLF
+# included, for lengths below 100 and the null: "12\r\n", "-1\r\n", and for
+# one digit "3\r\n" plus whatever first body byte (or CR, for "$0") follows.
+_SHORT_BULK = {
+    **{b"%d\r\n%c" % (i, c): i + 6 for i in range(10) for c in range(256)},
+    **{b"%d\r\n" % i: i + 7 for i in range(10, 100)},
+    b"-1\r\n": 5,
+}
 
 
-def _slow_length(data: bytes | bytearray, pos: int, nl: int, null_ok: bool = True) -> int:
-    """A length or count not in _LENGTHS: big, "-1", or not RESP at all."""
+def _slow_length(data: bytes | bytearray, pos: int, nl: int) -> int:
+    """A length or count not in the tables: big, or not RESP at all."""
     s = bytes(data[pos + 1 : nl])
     if s[-1:] == b"\r":
         digits = s[:-1]
-        if digits.isdigit():
+        if digits.isdigit():  # bytes.isdigit() is ASCII-only
             return int(digits)
-        if digits == b"-1" and null_ok:
-            return -1
     raise ReplyStreamError(_bad_header(data, pos, nl))
 
 

@@ -32,14 +32,15 @@ class StartupSlot:
     """Swallows the replies to the proxy's own AUTH/SELECT/HELLO and fails the connection on an
     error, so a client never sees them and never runs with the wrong credentials or database."""
 
-    __slots__ = ("connection", "remaining", "received")
+    __slots__ = ("connection", "remaining", "received", "session")
 
     def __init__(self, connection: "UpstreamConnection", count: int):
         self.connection = connection
         self.remaining = count
         self.received = []
+        self.session = self  # receives its own deliveries, like a client session would
 
-    def deliver(self, data: bytes, done: int) -> None:
+    def deliver(self, slot, data: bytes, done: int) -> None:
         self.received.append(data)
         self.remaining -= done
         if self.remaining == 0:
@@ -213,10 +214,10 @@ class UpstreamConnection(asyncio.Protocol):
                     raise ReplyStreamError("reply with no request waiting for it")
                 slot = pending[0]
                 if slot.remaining < 0:
-                    slot.deliver(data if pos == 0 else data[pos:], 0)
+                    slot.session.deliver(slot, data if pos == 0 else data[pos:], 0)
                     return
                 end, done, _pushes = scan(data, pos, slot.remaining)
-                slot.deliver(data if pos == 0 and end == size else data[pos:end], done)
+                slot.session.deliver(slot, data if pos == 0 and end == size else data[pos:end], done)
                 if self.state is CLOSED:
                     return
                 pos = end
