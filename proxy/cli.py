@@ -93,6 +93,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
         if on_ready is not None:
             on_ready(proxy)
         await stop.wait()

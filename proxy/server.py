@@ -478,6 +478,18 @@ class Proxy:
     def bound_address(self):
         return self.server.sockets[0].getsockname()
 
+    def log_state(self) -> None:
+        """SIGUSR1: one log line per pool connection and a count of sessions, for operators."""
+        log.info("%d client sessions, %d dedicated, %d pools", len(self.sessions),
+                 sum(1 for session in self.sessions if session.dedicated), len(self.pools))
+        for (db, protocol), pool in self.pools.items():
+            for index, conn in enumerate(pool.connections):
+                if conn is not None:
+                    log.info("pool db=%d resp=%d #%d: %s, %d runs in flight, %d queued writes%s%s",
+                             db, protocol, index, conn.state, len(conn.pending), len(conn.out),
+                             ", reading paused" if conn.read_paused_by else "",
+                             ", writing paused" if conn.write_paused else "")
+
     async def shutdown(self, timeout: float) -> None:
         """Stop accepting, let in-flight replies finish (bounded), then close everything."""
         if self.server is not None:

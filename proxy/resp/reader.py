@@ -13,6 +13,8 @@ parser and error texts. No I/O here: `feed()` bytes, `read()` batches.
 
 from __future__ import annotations
 
+import re
+
 import hiredis
 
 from .exact import ParseLimits, ProtocolError, parse_request
@@ -21,6 +23,29 @@ __all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]
 
 _STAR = 42  # b'*'
 _DOLLAR = 36  # b'$'
+# hiredis allocates an aggregate's element list from its header before any element has arrived
+# (`*3000000000` is a 24 GB list): a header with a 7-digit count never reaches it.
+_HUGE_AGGREGATE = re.compile(rb"[*~>|%][0-9]{7}")
+_OVERLAP = 12  # a header split across two reads is seen whole
+
+
+def _bytes_needed(buf: bytes) -> int:
+    """Buffered size at which a partial multibulk request, already found well-formed so far by
+    the exact parser, can make progress: the end of the argument body it is inside."""
+    size = len(buf)
+    if buf[0] != _STAR:
+        return size + 1
+    cr = buf.find(b"\r")
+    p = cr + 2
+    for _ in range(int(buf[1:cr])):
+        cr = buf.find(b"\r", p)
+        if cr < 0 or cr + 1 >= size:
+            break
+        end = cr + 2 + int(buf[p + 1:cr]) + 2
+        if end > size:
+            return end
+        p = end
+    return size + 1
 
 
 class Batch:
@@ -50,7 +75,7 @@ class Batch:
 
 
 class RequestReader:
-    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_checked", "_failed")
+    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed")
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits or ParseLimits()
@@ -58,7 +83,7 @@ class RequestReader:
         self._size = 0
         self._hiredis = hiredis.Reader()
         self._fast = True  # hiredis holds exactly the bytes in _chunks
-        self._checked = 0  # tail size at its last exact validation
+        self._need = 0  # buffered size at which the partial tail is worth validating again
         self._failed = False
 
     @property
@@ -69,10 +94,19 @@ class RequestReader:
     def feed(self, data: bytes) -> None:
         if self._failed or not data:
             return
-        self._chunks.append(data)
-        self._size += len(data)
+        chunks = self._chunks
         if self._fast:
-            self._hiredis.feed(data)
+            if _HUGE_AGGREGATE.search(data) is not None or (
+                chunks and _HUGE_AGGREGATE.search(chunks[-1][-_OVERLAP:] + data[:_OVERLAP])
+            ):
+                # The exact parser refuses or accepts it by the proxy's limits instead. The
+                # buffered chunks are exactly what hiredis held, so nothing is lost.
+                self._fast = False
+                self._hiredis = None
+            else:
+                self._hiredis.feed(data)
+        chunks.append(data)
+        self._size += len(data)
 
     def read(self) -> Batch | None:
         """Complete commands received so far, or None when there are none and no error."""
@@ -130,11 +164,11 @@ class RequestReader:
                 # Everything hiredis had complete was canonical.
                 if pos == len(buf):
                     self._keep(b"")
-                    self._checked = 0
+                    self._need = 0
                     return Batch(commands, buf, ends)
                 raw = buf[:pos]
                 self._keep(buf[pos:])
-                self._checked = 0
+                self._need = 0
                 tail = self._check_tail()
                 if tail is not None:  # the partial tail is already malformed
                     tail.commands[:0] = commands
@@ -148,12 +182,12 @@ class RequestReader:
 
     def _check_tail(self) -> Batch | None:
         """Validate a partial request the way Redis would, so a malformed header is answered now
-        rather than after bytes that may never come. Re-checked only when the tail has doubled, so
-        a large value arriving in many reads costs linear time."""
+        rather than after bytes that may never come. Inside a large argument nothing can go wrong
+        until its last byte has arrived, so it is not re-checked before then: a large value
+        arriving in many reads costs linear time."""
         size = self._size
-        if size < 2 * self._checked:
+        if size < self._need:
             return None
-        self._checked = size
         buf = self._take_all()
         try:
             result = parse_request(buf, 0, self._limits)
@@ -162,6 +196,7 @@ class RequestReader:
             return Batch([], b"", [], exc)
         if result is not None:  # hiredis and Redis disagree on where a request ends
             return self._fallback(buf, [], [], 0)
+        self._need = _bytes_needed(buf) if size > 65536 else size + 1
         return None
 
     def _fallback(self, buf: bytes, commands: list, ends: list, pos: int) -> Batch | None:
@@ -196,10 +231,12 @@ class RequestReader:
             rest = buf[pos:]
             self._keep(rest)
             if not rest or rest[0] == _STAR:
-                # Back to hiredis at a request boundary where what follows is RESP.
+                # Back to hiredis at a request boundary where what follows is RESP. The partial
+                # request left over was just validated by the exact parser (headers within
+                # limits, the rest body bytes), so hiredis may hold it.
                 self._fast = True
                 self._hiredis = hiredis.Reader()
-                self._checked = 0
+                self._need = (_bytes_needed(rest) if len(rest) > 65536 else len(rest) + 1) if rest else 0
                 if rest:
                     self._hiredis.feed(rest)
         if not commands and error is None:

@@ -9,8 +9,8 @@ skipped by arithmetic (never copied), and aggregates are tracked on an
 explicit stack of remaining-element counts, so nesting depth costs no
 recursion.  Two rules keep it correct across chunk boundaries: all state that
 outlives a call lives in the object (the stack, the bytes left of a body, a
-partial header line, "inside a line"), and no byte is ever looked at twice,
-so a reply arriving in many chunks costs O(its bytes).  RESP3 attributes
+partial header line, "inside a line"), and an earlier chunk is never looked
+at again, so a reply arriving in many chunks costs O(its bytes).  RESP3 attributes
 (``|``) are a prefix of the value that follows and complete nothing; RESP3
 pushes (``>``) at top level are counted apart from replies.
 """
@@ -77,15 +77,18 @@ class ReplySplitter:
         """True while a reply (or a push, or an attribute prefix) is partly consumed."""
         return bool(self._state or self._top or self._attr)
 
-    def scan(self, data: bytes | bytearray, start: int, want: int) -> tuple[int, int, int]:
+    def scan(self, data: bytes, start: int, want: int) -> tuple[int, int, int]:
         """Consume bytes of data from start, up to the want-th complete reply.
 
         Returns ``(end, done, pushes)``: the offset just past the consumed
         bytes, the number of complete replies (0..want) and the number of
         complete top-level pushes among the consumed bytes.  When it stops at
         ``len(data)`` inside a reply, the partial state is kept and the next
-        call continues it.
+        call continues it.  ``data`` must be ``bytes`` (what asyncio hands
+        over): header slices are dictionary keys, so they must be hashable.
         """
+        if type(data) is not bytes:
+            raise TypeError(f"ReplySplitter.scan needs bytes, not {type(data).__name__}")
         if want <= 0:
             return start, 0, 0
         n = len(data)
@@ -224,8 +227,8 @@ class ReplySplitter:
                     if count > 0:
                         if k == _MAP or k == _ATTR:
                             count *= 2
-                        elif k == _PUSH and top:
-                            k = _AGG  # only a top-level '>' is a push
+                        # A nested '>' is closed like any aggregate: only a
+                        # frame whose parent is top level counts as a push.
                         self._stack.append(top)
                         self._kinds.append(k)
                         top = count
@@ -308,11 +311,11 @@ class ReplySplitter:
             self._top = 0
             return _PUSH_DONE if k == _PUSH else _REPLY_DONE
 
-    def _keep_header(self, data: bytes | bytearray, pos: int) -> None:
+    def _keep_header(self, data: bytes, pos: int) -> None:
         # A length/count line cut by the chunk end: keep its few bytes.
         if len(data) - pos > _MAX_HEADER:
-            raise ReplyStreamError(f"header line too long: {bytes(data[pos : pos + 40])!r}")
-        self._partial = bytes(data[pos:])
+            raise ReplyStreamError(f"header line too long: {data[pos : pos + 40]!r}")
+        self._partial = data[pos:]
         self._state = _IN_HEADER
 
 
@@ -338,9 +341,9 @@ _SHORT_BULK = {
 }
 
 
-def _slow_length(data: bytes | bytearray, pos: int, nl: int) -> int:
+def _slow_length(data: bytes, pos: int, nl: int) -> int:
     """A length or count not in the tables: big, or not RESP at all."""
-    s = bytes(data[pos + 1 : nl])
+    s = data[pos + 1 : nl]
     if s[-1:] == b"\r":
         digits = s[:-1]
         if digits.isdigit():  # bytes.isdigit() is ASCII-only
@@ -348,8 +351,8 @@ def _slow_length(data: bytes | bytearray, pos: int, nl: int) -> int:
     raise ReplyStreamError(_bad_header(data, pos, nl))
 
 
-def _bad_header(data: bytes | bytearray, pos: int, nl: int) -> str:
-    line = bytes(data[pos : nl + 1])
+def _bad_header(data: bytes, pos: int, nl: int) -> str:
+    line = data[pos : nl + 1]
     if line[1:2] == b"?":
         return f"streamed RESP3 type {line!r} is not supported (Redis never sends it)"
     return f"malformed RESP header {line[:40]!r} at offset {pos}"

@@ -1,0 +1,250 @@
+"""Run redis-py's own test suite directly against redis-server and through the proxy, and compare.
+
+    python -m tests.compat.redis_py_suite            # direct vs proxy, prints the differences
+    python -m tests.compat.redis_py_suite --flaky    # direct vs direct: what differs by chance
+
+The sdist of the installed redis-py version is downloaded once with pip into the cache dir
+($REDIS_GUARD_CACHE, default ~/.cache/redis-guard) and unpacked there; the pytest plugins its
+suite needs (pytest-asyncio, pytest-timeout) are installed there too when not importable.
+Every pytest run gets its own fresh redis-server; the proxied runs get their own proxy
+(configs/passthrough.yaml) in front of it. All runs go concurrently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+if __package__ in (None, ""):  # run as a file: make `tests.servers` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from tests.servers import ProxyProcess, RedisServer  # noqa: E402
+
+CACHE = os.environ.get("REDIS_GUARD_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "redis-guard")
+
+# Test files of redis-py's suite, grouped into pytest runs that may go concurrently.
+SUITES = {
+    "sync": ["tests/test_commands.py", "tests/test_pipeline.py", "tests/test_pubsub.py",
+             "tests/test_connection.py"],
+    "asyncio": ["tests/test_asyncio/test_commands.py", "tests/test_asyncio/test_pipeline.py",
+                "tests/test_asyncio/test_pubsub.py", "tests/test_asyncio/test_connection.py"],
+}
+# Markers of tests that need what a single plain redis-server does not have.
+MARKERS = "not onlycluster and not redismod and not ssl and not replica and not cp_integration" \
+          " and not multidb_integration and not experimental"
+# Tests that are slow and only sleep, or need what we don't have (a TCP address that drops
+# packets, a unix socket) and say nothing about the proxy.
+DESELECT = [
+    "tests/test_connection.py::test_network_connection_failure",
+    "tests/test_connection.py::test_unix_socket_connection_failure",
+]
+PLUGINS = {"pytest_asyncio": "pytest-asyncio", "pytest_timeout": "pytest-timeout"}
+
+
+class SuiteUnavailable(RuntimeError):
+    """The sdist or the plugins its suite needs could not be had."""
+
+
+def redis_py_version() -> str:
+    import redis
+
+    return redis.__version__
+
+
+def ensure_sdist(version: str | None = None, cache: str = CACHE) -> str:
+    """Unpacked redis-py sdist for `version` (default: the installed one); downloaded once."""
+    version = version or redis_py_version()
+    target = os.path.join(cache, f"redis-py-{version}")
+    if os.path.isfile(os.path.join(target, "tests", "conftest.py")):
+        return target
+    os.makedirs(cache, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        tarball = os.environ.get("REDIS_PY_SDIST")  # a tarball already at hand
+        if not tarball:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                 f"redis=={version}", "-d", tmp],
+                capture_output=True, text=True, timeout=300,
+            )
+            found = [f for f in os.listdir(tmp) if f.endswith((".tar.gz", ".zip"))]
+            if proc.returncode != 0 or not found:
+                raise SuiteUnavailable(f"pip download of the redis=={version} sdist failed:\n{proc.stderr[-2000:]}")
+            tarball = os.path.join(tmp, found[0])
+        with tarfile.open(tarball) as tar:
+            tar.extractall(tmp, filter="data")
+        roots = [d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d, "tests"))]
+        if not roots:
+            raise SuiteUnavailable(f"{tarball} has no tests/ folder")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(os.path.join(tmp, roots[0]), target)
+    return target
+
+
+def ensure_plugins(cache: str = CACHE) -> str | None:
+    """A folder to put on PYTHONPATH holding the missing pytest plugins, or None if none is missing."""
+    missing = [dist for mod, dist in PLUGINS.items() if importlib.util.find_spec(mod) is None]
+    if not missing:
+        return None
+    target = os.path.join(cache, f"plugins-py{sys.version_info.major}{sys.version_info.minor}")
+    have = os.path.isdir(target) and all(
+        os.path.exists(os.path.join(target, mod)) or os.path.exists(os.path.join(target, mod + ".py"))
+        for mod, dist in PLUGINS.items() if dist in missing)
+    if not have:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target, *missing],
+            capture_output=True, text=True, timeout=300,
+        )
+        if proc.returncode != 0:
+            raise SuiteUnavailable(f"pip install {' '.join(missing)} failed:\n{proc.stderr[-2000:]}")
+    return target
+
+
+@dataclass
+class Run:
+    name: str
+    files: list[str]
+    through_proxy: bool
+    junit: str
+    log: str
+    seconds: float = 0.0
+    returncode: int | None = None
+    outcomes: dict[str, str] = field(default_factory=dict)
+    proxy_log: str = ""
+
+
+def run_pytest(run: Run, sdist: str, url: str, plugins: str | None, timeout: float) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "REDIS_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (plugins, sdist) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+            "-o", "junit_family=xunit1", f"--junitxml={run.junit}", "--timeout=30",
+            f"--redis-url={url}", "-m", MARKERS]
+    args += [f"--deselect={d}" for d in DESELECT]
+    args += run.files
+    start = time.monotonic()
+    with open(run.log, "w") as log:
+        try:
+            proc = subprocess.run(args, cwd=sdist, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=timeout)
+            run.returncode = proc.returncode
+        except subprocess.TimeoutExpired:
+            run.returncode = None
+    run.seconds = time.monotonic() - start
+    run.outcomes = parse_junit(run.junit) if os.path.exists(run.junit) else {}
+
+
+def parse_junit(path: str) -> dict[str, str]:
+    """{pytest node id: passed|failed|error|skipped} from a junit XML report (xunit1 family)."""
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    outcomes: dict[str, str] = {}
+    for case in ET.parse(path).iter("testcase"):
+        file = case.get("file") or ""
+        classname = case.get("classname") or ""
+        module = file[:-3].replace("/", ".") if file.endswith(".py") else ""
+        cls = classname[len(module) + 1:] if module and classname.startswith(module + ".") else ""
+        node = "::".join(p for p in (file or classname, cls, case.get("name")) if p)
+        tags = {child.tag for child in case}
+        outcome = ("error" if "error" in tags else "failed" if "failure" in tags
+                   else "skipped" if "skipped" in tags else "passed")
+        if rank[outcome] >= rank.get(outcomes.get(node, "passed"), 0):
+            outcomes[node] = outcome
+    return outcomes
+
+
+def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, timeout: float = 420,
+            workdir: str | None = None) -> dict:
+    """Run each suite directly and through the proxy (or directly twice when `flaky`), concurrently.
+
+    Returns {"runs": [Run...], "direct": {id: outcome}, "proxy": {id: outcome},
+    "differences": {id: (direct outcome, proxy outcome)}, "seconds": wall time}.
+    """
+    suites = suites or SUITES
+    sdist = ensure_sdist()
+    plugins = ensure_plugins()
+    workdir = workdir or tempfile.mkdtemp(prefix="rg-compat-")
+    os.makedirs(workdir, exist_ok=True)
+    runs: list[Run] = []
+    servers: list[RedisServer] = []
+    proxies: list[ProxyProcess] = []
+    start = time.monotonic()
+    try:
+        threads = []
+        for name, files in suites.items():
+            for through_proxy in (False, True):
+                side = ("direct2" if flaky else "proxy") if through_proxy else "direct"
+                run = Run(f"{name}-{side}", files, through_proxy and not flaky,
+                          os.path.join(workdir, f"{name}-{side}.xml"), os.path.join(workdir, f"{name}-{side}.log"))
+                server = RedisServer()
+                servers.append(server)
+                url = server.url
+                if run.through_proxy:
+                    proxy = ProxyProcess(server.url)
+                    proxies.append(proxy)
+                    url = proxy.url
+                runs.append(run)
+                threads.append(threading.Thread(target=run_pytest, args=(run, sdist, url, plugins, timeout)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        for run, proxy in zip([r for r in runs if r.through_proxy], proxies):
+            run.proxy_log = proxy.log
+        for server in servers:
+            server.close()
+    direct: dict[str, str] = {}
+    other: dict[str, str] = {}
+    for run in runs:
+        side = other if run.name.endswith(("-proxy", "-direct2")) else direct
+        side.update(run.outcomes)
+    differences = {t: (direct.get(t, "missing"), other.get(t, "missing"))
+                   for t in sorted(set(direct) | set(other)) if direct.get(t) != other.get(t)}
+    return {"runs": runs, "direct": direct, "proxy": other, "differences": differences,
+            "seconds": time.monotonic() - start, "workdir": workdir}
+
+
+def counts(outcomes: dict[str, str]) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for outcome in outcomes.values():
+        result[outcome] = result.get(outcome, 0) + 1
+    return dict(sorted(result.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--flaky", action="store_true", help="compare two direct runs instead")
+    parser.add_argument("--suite", action="append", choices=sorted(SUITES), help="only these suites")
+    parser.add_argument("--timeout", type=float, default=420, help="seconds for each pytest run")
+    parser.add_argument("--workdir", help="where junit XML and logs go (default: a new tmp dir)")
+    opts = parser.parse_args(argv)
+    suites = {k: v for k, v in SUITES.items() if not opts.suite or k in opts.suite}
+    try:
+        result = compare(suites, flaky=opts.flaky, timeout=opts.timeout, workdir=opts.workdir)
+    except SuiteUnavailable as exc:
+        print(f"redis-py suite unavailable: {exc}", file=sys.stderr)
+        return 2
+    other = "direct2" if opts.flaky else "proxy"
+    for run in result["runs"]:
+        print(f"{run.name:18} rc={run.returncode} {run.seconds:6.1f}s {counts(run.outcomes)}  log: {run.log}")
+    print(f"direct:  {counts(result['direct'])}")
+    print(f"{other}: {counts(result['proxy'])}")
+    print(f"{len(result['differences'])} differences (direct -> {other}), {result['seconds']:.1f}s in all:")
+    for test, (a, b) in result["differences"].items():
+        print(f"  {a:>7} -> {b:<7} {test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
