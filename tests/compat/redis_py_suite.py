@@ -48,6 +48,7 @@ DESELECT = [
     "tests/test_connection.py::test_network_connection_failure",
     "tests/test_connection.py::test_unix_socket_connection_failure",
 ]
+PLUGIN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin")
 PLUGINS = {"pytest_asyncio": "pytest-asyncio", "pytest_timeout": "pytest-timeout"}
 
 
@@ -121,16 +122,29 @@ class Run:
     outcomes: dict[str, str] = field(default_factory=dict)
     proxy_log: str = ""
 
+    @property
+    def cleanup_log(self) -> str:
+        return self.log[:-4] + ".cleanup"
 
-def run_pytest(run: Run, sdist: str, url: str, plugins: str | None, timeout: float) -> None:
+    def cleanups(self) -> list[str]:
+        if not os.path.exists(self.cleanup_log):
+            return []
+        with open(self.cleanup_log) as f:
+            return f.read().splitlines()
+
+
+def run_pytest(run: Run, sdist: str, url: str, server_url: str, plugins: str | None, timeout: float,
+               extra: list[str] = ()) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "REDIS_"))}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (plugins, sdist) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PLUGIN_DIR, plugins, sdist) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+    env["RG_COMPAT_ADMIN_URL"] = server_url
+    env["RG_COMPAT_CLEANUP_LOG"] = run.cleanup_log
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "rg_compat_reset", "-q", "-rA",
             "-o", "junit_family=xunit1", f"--junitxml={run.junit}", "--timeout=30",
             f"--redis-url={url}", "-m", MARKERS]
     args += [f"--deselect={d}" for d in DESELECT]
-    args += run.files
+    args += list(extra) + run.files
     start = time.monotonic()
     with open(run.log, "w") as log:
         try:
@@ -162,7 +176,7 @@ def parse_junit(path: str) -> dict[str, str]:
 
 
 def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, timeout: float = 420,
-            workdir: str | None = None) -> dict:
+            workdir: str | None = None, extra: list[str] = ()) -> dict:
     """Run each suite directly and through the proxy (or directly twice when `flaky`), concurrently.
 
     Returns {"runs": [Run...], "direct": {id: outcome}, "proxy": {id: outcome},
@@ -192,7 +206,7 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
                     proxies.append(proxy)
                     url = proxy.url
                 runs.append(run)
-                threads.append(threading.Thread(target=run_pytest, args=(run, sdist, url, plugins, timeout)))
+                threads.append(threading.Thread(target=run_pytest, args=(run, sdist, url, server.url, plugins, timeout, extra)))
         for t in threads:
             t.start()
         for t in threads:
@@ -228,16 +242,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(SUITES), help="only these suites")
     parser.add_argument("--timeout", type=float, default=420, help="seconds for each pytest run")
     parser.add_argument("--workdir", help="where junit XML and logs go (default: a new tmp dir)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -k or --deselect")
     opts = parser.parse_args(argv)
     suites = {k: v for k, v in SUITES.items() if not opts.suite or k in opts.suite}
     try:
-        result = compare(suites, flaky=opts.flaky, timeout=opts.timeout, workdir=opts.workdir)
+        result = compare(suites, flaky=opts.flaky, timeout=opts.timeout, workdir=opts.workdir,
+                         extra=opts.pytest_args)
     except SuiteUnavailable as exc:
         print(f"redis-py suite unavailable: {exc}", file=sys.stderr)
         return 2
     other = "direct2" if opts.flaky else "proxy"
     for run in result["runs"]:
         print(f"{run.name:18} rc={run.returncode} {run.seconds:6.1f}s {counts(run.outcomes)}  log: {run.log}")
+        for line in run.cleanups():
+            print(f"    server state left behind, cleaned up after: {line}")
     print(f"direct:  {counts(result['direct'])}")
     print(f"{other}: {counts(result['proxy'])}")
     print(f"{len(result['differences'])} differences (direct -> {other}), {result['seconds']:.1f}s in all:")

@@ -1,0 +1,176 @@
+"""Upstream faults, slow clients, shutdown and workers: the proxy stays up and bounded."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+import redis
+
+from tests.servers import ProxyProcess, RedisServer, exchange, free_port
+
+
+@pytest.fixture
+def own_redis():
+    server = RedisServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_proxy(own_redis):
+    process = ProxyProcess(own_redis.url)
+    yield process
+    process.stop()
+
+
+def test_upstream_down_gives_prompt_errors_then_recovers(own_redis, own_proxy):
+    client = redis.Redis(port=own_proxy.port, socket_timeout=5)
+    client.set("fault:k", "before")
+    own_redis.stop()
+    for _ in range(3):
+        started = time.monotonic()
+        with pytest.raises(redis.ResponseError, match="upstream .* (unavailable|connection lost)"):
+            client.get("fault:k")
+        assert time.monotonic() - started < 3
+    own_redis.start()  # same port, empty dataset (no persistence)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert client.set("fault:k", "after") is True
+            break
+        except redis.ResponseError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    assert client.get("fault:k") == b"after"
+
+
+def test_in_flight_requests_get_errors_when_upstream_dies(own_redis, own_proxy):
+    """A blocked request in flight when Redis dies is answered with an error, never left hanging,
+    and is not retried."""
+    client = redis.Redis(port=own_proxy.port, socket_timeout=10)
+    result = {}
+
+    def blocked():
+        try:
+            result["value"] = client.blpop(["fault:never"], timeout=30)
+        except Exception as exc:  # the error is the expected outcome
+            result["error"] = exc
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    own_redis.stop(signal.SIGKILL)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert "error" in result and time.monotonic() - started < 5
+
+
+def test_shared_connection_drop_errors_in_flight_only(own_redis, own_proxy):
+    client = redis.Redis(port=own_proxy.port)
+    client.set("drop:k", "v")
+    killer = redis.Redis(port=own_redis.port)
+    # Kill the proxy's shared upstream connection from the server side.
+    for entry in killer.client_list():
+        if entry["cmd"] in ("get", "set"):
+            killer.client_kill_filter(_id=entry["id"])
+    # The next command either fails once (lost with the connection) or succeeds on a new one.
+    try:
+        client.get("drop:k")
+    except redis.ResponseError as exc:
+        assert "upstream" in str(exc)
+    assert client.get("drop:k") == b"v"
+
+
+def test_slow_reader_keeps_memory_bounded(own_redis, own_proxy):
+    """A client pulling 200 MB of replies without reading them: the proxy stops reading from
+    Redis for it instead of buffering."""
+    direct = redis.Redis(port=own_redis.port)
+    direct.set("big:v", b"x" * (1024 * 1024))
+    pid = own_proxy.process.pid
+
+    def rss_mb():
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    before = rss_mb()
+    sock = socket.create_connection(("127.0.0.1", own_proxy.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    request = b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200
+    sock.sendall(request)
+    time.sleep(2)
+    grown = rss_mb() - before
+    # Other clients are still served meanwhile (they use the same shared connection only when it
+    # is not held by the slow reader; a fresh client gets answers within the timeout either way).
+    assert grown < 60, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
+    # Now read everything: all 200 replies arrive intact.
+    sock.settimeout(10)
+    expected = (b"$1048576\r\n" + b"x" * (1024 * 1024) + b"\r\n") * 200
+    received = 0
+    while received < len(expected):
+        chunk = sock.recv(1 << 20)
+        assert chunk
+        received += len(chunk)
+    assert received == len(expected)
+    sock.close()
+
+
+def test_sigterm_finishes_in_flight_then_exits_zero(own_redis):
+    process = ProxyProcess(own_redis.url)
+    client = redis.Redis(port=process.port, socket_timeout=10)
+    result = {}
+
+    def slow():
+        client.rpush("sigterm:later", "x")
+        result["value"] = client.execute_command("BLPOP", "sigterm:never", "0.6")
+        result["done"] = True
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.2)
+    process.process.send_signal(signal.SIGTERM)
+    thread.join(10)
+    assert result.get("done") and result["value"] is None  # the timeout reply, not an error
+    assert process.process.wait(10) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", process.port), timeout=1).close()
+
+
+def test_workers_share_one_port(own_redis):
+    from tests.servers import PASSTHROUGH
+
+    process = ProxyProcess(own_redis.url, PASSTHROUGH, "--workers", "2")
+    try:
+        assert "2 workers" in process.log
+        for i in range(20):
+            client = redis.Redis(port=process.port)
+            client.set(f"worker:{i}", i)
+            assert client.get(f"worker:{i}") == str(i).encode()
+            client.close()
+        children = [int(p) for p in os.popen(f"pgrep -P {process.process.pid}").read().split()]
+        assert len(children) == 2
+    finally:
+        assert process.stop() == 0
+
+
+def test_no_upstream_configured_starts_a_local_redis(tmp_path):
+    """The quick start: no upstream in the config and nothing on 6379 → a local redis-server."""
+    probe = socket.socket()
+    if probe.connect_ex(("127.0.0.1", 6379)) == 0:
+        probe.close()
+        pytest.skip("something answers on 127.0.0.1:6379; the proxy would use it")
+    probe.close()
+    process = ProxyProcess(None)
+    try:
+        assert "started redis-server on 127.0.0.1:" in process.log
+        client = redis.Redis(port=process.port)
+        assert client.ping() is True
+    finally:
+        assert process.stop() == 0
