@@ -121,8 +121,9 @@ class ClientSession(asyncio.Protocol):
     # -- requests ---------------------------------------------------------------------------
 
     def _process(self) -> None:
+        read = self.reader.read
         while self.held is None and not self.closing:
-            batch = self.reader.read()
+            batch = read()
             if batch is None:
                 return
             if batch.commands:
@@ -160,7 +161,7 @@ class ClientSession(asyncio.Protocol):
             if self.closing:
                 return
         if start < count:
-            self._forward(batch.span(start, count), count - start)
+            self._forward(batch.raw if start == 0 else batch.span(start, count), count - start)
 
     def _special(self, action: int, batch, start: int, index: int) -> int:
         """Handle commands[index]; commands[start:index] are ordinary and not yet sent.
@@ -239,7 +240,9 @@ class ClientSession(asyncio.Protocol):
         if self.streaming is not None:
             self.upstream.send(data, None)
             return
-        conn = self._current_upstream()
+        conn = self.upstream
+        if conn is None or conn.state is CLOSED:
+            conn = self._current_upstream()
         if conn is None or conn.state is CLOSED:
             reason = conn.close_reason if conn is not None else self.proxy.pool(self.db, self.protocol).failed_reason
             error = errors.upstream_unavailable(self.proxy.upstream_label, reason or "not connected")
@@ -267,13 +270,14 @@ class ClientSession(asyncio.Protocol):
             return
         slots = self.slots
         if slots and slots[0] is slot:
-            self._write(data)
+            self.transport.write(data)
             if done:
-                slot.remaining -= done
-                if slot.remaining == 0:
+                remaining = slot.remaining = slot.remaining - done
+                if remaining == 0:
                     slots.popleft()
-                    self._slot_done()
-                    self._advance()
+                    self.inflight -= 1
+                    if slots or self.held is not None or self.closing or self.waiting_upstreams:
+                        self._head_done()
             if self.write_paused:
                 self._hold_upstream(slot)
             return
@@ -288,6 +292,11 @@ class ClientSession(asyncio.Protocol):
                 self._slot_done()
         if slot.buffered_size > self.buffer_limit:
             self._hold_upstream(slot)
+
+    def _head_done(self) -> None:
+        if self.inflight == 0 and self.held is not None:
+            self.loop.call_soon(self._resume_held)
+        self._advance()
 
     def _hold_upstream(self, slot: Slot) -> None:
         conn = slot.conn
@@ -352,8 +361,8 @@ class ClientSession(asyncio.Protocol):
         if self.slots and self.slots[0] is slot:
             self._write(error * count)
             self.slots.popleft()
-            self._slot_done()
-            self._advance()
+            self.inflight -= 1
+            self._head_done()
         else:
             slot.buffered = (slot.buffered or []) + [error * count]
             self._slot_done()

@@ -112,9 +112,16 @@ class RequestReader:
         """Complete commands received so far, or None when there are none and no error."""
         if self._failed or not self._size:
             return None
-        if self._fast:
-            return self._read_fast()
-        return self._read_exact(self._take_all(), [], [], [], 0)
+        if not self._fast:
+            return self._read_exact(self._take_all(), [], [], [], 0)
+        gets = self._hiredis.gets
+        try:
+            first = gets()
+        except hiredis.ProtocolError:
+            return self._fallback(self._take_all(), [], [], 0)
+        if first is False:
+            return self._check_tail()
+        return self._read_fast(first, gets)
 
     def _take_all(self) -> bytes:
         chunks = self._chunks
@@ -126,15 +133,9 @@ class RequestReader:
         self._chunks = [rest] if rest else []
         self._size = len(rest)
 
-    def _read_fast(self) -> Batch | None:
-        gets = self._hiredis.gets
-        try:
-            first = gets()
-        except hiredis.ProtocolError:
-            return self._fallback(self._take_all(), [], [], 0)
-        if first is False:
-            return self._check_tail()
-        buf = self._take_all()
+    def _read_fast(self, first, gets) -> Batch | None:
+        chunks = self._chunks
+        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         limits = self._limits
         max_args = limits.max_args
         max_bytes = limits.max_request_bytes
@@ -163,7 +164,8 @@ class RequestReader:
             else:
                 # Everything hiredis had complete was canonical.
                 if pos == len(buf):
-                    self._keep(b"")
+                    self._chunks = []
+                    self._size = 0
                     self._need = 0
                     return Batch(commands, buf, ends)
                 raw = buf[:pos]
@@ -178,6 +180,7 @@ class RequestReader:
                 return Batch(commands, raw, ends)
         except (TypeError, IndexError, hiredis.ProtocolError):
             pass
+        self._chunks = [buf]
         return self._fallback(buf, commands, ends, pos)
 
     def _check_tail(self) -> Batch | None:
