@@ -122,24 +122,29 @@ class ProxyProcess:
         return self.process.returncode
 
 
+def read_until_quiet(sock: socket.socket, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
+    """Read until the peer closes or sends nothing for `settle` seconds: (bytes, closed)."""
+    sock.settimeout(settle)
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            return data, False
+        except ConnectionResetError:
+            return data, True
+        if not chunk:
+            return data, True
+        data += chunk
+    return data, False
+
+
 def exchange(port: int, payload: bytes, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
-    """Send raw bytes, read until the peer closes or goes quiet. Returns (reply bytes, closed)."""
+    """Send raw bytes on a new connection; (reply bytes, whether the peer closed)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
         sock.sendall(payload)
-        sock.settimeout(settle)
-        data = b""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(65536)
-            except socket.timeout:
-                return data, False
-            except ConnectionResetError:
-                return data, True
-            if not chunk:
-                return data, True
-            data += chunk
-        return data, False
+        return read_until_quiet(sock, timeout, settle)
     finally:
         sock.close()

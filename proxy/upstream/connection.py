@@ -61,7 +61,7 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
-        "close_reason", "refused", "ready_waiters", "startup",
+        "close_reason", "refused", "startup",
     )
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
@@ -80,7 +80,6 @@ class UpstreamConnection(asyncio.Protocol):
         self.on_close = on_close
         self.close_reason = ""
         self.refused = False
-        self.ready_waiters = []
         self.startup = b""
         if startup:
             # Client requests wait until these succeed: after a failed SELECT they would run in
@@ -126,10 +125,6 @@ class UpstreamConnection(asyncio.Protocol):
         if self.state is CONNECTING:
             self.state = READY
             self._flush()
-            for waiter in self.ready_waiters:
-                if not waiter.done():
-                    waiter.set_result(True)
-            self.ready_waiters = []
 
     def connection_lost(self, exc) -> None:
         self.fail(str(exc) if exc else "closed by the server")
@@ -161,10 +156,6 @@ class UpstreamConnection(asyncio.Protocol):
         for slot in pending:
             slot.fail(error, partial)
             partial = False
-        for waiter in self.ready_waiters:
-            if not waiter.done():
-                waiter.set_result(False)
-        self.ready_waiters = []
         self._release_blocked()
         self.read_paused_by.clear()
         if self.on_close is not None:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.servers import exchange
+from tests.servers import exchange, read_until_quiet
 
 # (name, bytes). Each is sent on a fresh connection directly and through the proxy; the replies
 # and whether the server closed the connection must be the same.
@@ -62,18 +62,7 @@ def test_same_answer_one_byte_at_a_time(redis_server, proxy, name, payload):
                 except (BrokenPipeError, ConnectionResetError):
                     break
                 time.sleep(0.001)
-            sock.settimeout(0.3)
-            data = b""
-            while True:
-                try:
-                    chunk = sock.recv(65536)
-                except socket.timeout:
-                    return data, False
-                except ConnectionResetError:
-                    return data, True
-                if not chunk:
-                    return data, True
-                data += chunk
+            return read_until_quiet(sock)
         finally:
             sock.close()
 
