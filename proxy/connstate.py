@@ -112,3 +112,11 @@ def strict_int(value: bytes) -> int | None:
     if not digits.isdigit() or (digits[:1] == b"0" and len(value) != 1):
         return None
     return int(value)
+
+
+def authenticates(args: list[bytes]) -> bool:
+    """AUTH, or HELLO with an AUTH option."""
+    name = args[0].lower()
+    if name == b"auth":
+        return True
+    return name == b"hello" and any(arg.lower() == b"auth" for arg in args[2:])

@@ -19,10 +19,12 @@ import collections
 import logging
 import socket
 
+import hiredis
+
 from . import connstate, errors
 from .connstate import HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, strict_int
 from .resp.reader import ParseLimits, RequestReader
-from .upstream.connection import CLOSED, SharedPool, open_connection
+from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection
 
 log = logging.getLogger("redis_guard.server")
 
@@ -210,10 +212,25 @@ class ClientSession(asyncio.Protocol):
         if dedicated:
             self.dedicated = True
             self.actions = self.proxy.dedicated_actions
+            args = batch.commands[index]
+            authenticating = connstate.authenticates(args)
+            # The client's own AUTH goes first: on a server that now requires a password, the
+            # proxy's HELLO/SELECT would be refused before it.
             self.upstream = open_connection(
-                self.loop, self.proxy.upstream, self.db, self.protocol,
+                self.loop, self.proxy.upstream,
+                0 if authenticating else self.db, 2 if authenticating else self.protocol,
                 self.proxy.config.connect_timeout, self._dedicated_closed,
             )
+            if authenticating:
+                self._forward(batch.span(index, index + 1), 1)
+                restore = []
+                if self.protocol == 3 and args[0].lower() == b"auth":
+                    restore.append(("HELLO", "3"))
+                if self.db:
+                    restore.append(("SELECT", str(self.db)))
+                if restore:
+                    self.upstream.send(b"".join(map(hiredis.pack_command, restore)), HiddenSlot(len(restore)))
+                return index + 1
         else:
             if db is not None:
                 self.db = db

@@ -49,9 +49,29 @@ class StartupSlot:
             self.received = []
             while (reply := reader.gets()) is not False:
                 if isinstance(reply, hiredis.ReplyError):
-                    self.connection.fail(f"start-up command refused: {reply}", refused=True)
+                    # Requests queued behind it get the server's own refusal (NOAUTH, ...).
+                    self.connection.fail(
+                        f"start-up command refused: {reply}", refused=True,
+                        reply=errors.resp_error(str(reply)),
+                    )
                     return
             self.connection.on_ready()
+
+    def fail(self, error: bytes, partial: bool) -> None:
+        pass
+
+
+class HiddenSlot:
+    """Replies the client must not see: state the proxy restores or adds on its behalf."""
+
+    __slots__ = ("remaining", "session")
+
+    def __init__(self, count: int):
+        self.remaining = count
+        self.session = self
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        self.remaining -= done
 
     def fail(self, error: bytes, partial: bool) -> None:
         pass
@@ -136,7 +156,7 @@ class UpstreamConnection(asyncio.Protocol):
     def close(self) -> None:
         self.fail("closed by the proxy")
 
-    def fail(self, reason: str, connecting: bool = False, refused: bool = False) -> None:
+    def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:
         if self.state is CLOSED:
             return
         self.state = CLOSED
@@ -148,7 +168,9 @@ class UpstreamConnection(asyncio.Protocol):
         self.out = []
         if pending:
             log.warning("upstream %s: %s (%d request runs in flight)", self.label, reason, len(pending))
-        if connecting or refused:
+        if reply is not None:
+            error = reply
+        elif connecting or refused:
             error = errors.upstream_unavailable(self.label, reason)
         else:
             error = errors.upstream_lost(self.label, reason)

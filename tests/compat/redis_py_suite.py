@@ -7,7 +7,9 @@ The sdist of the installed redis-py version is downloaded once with pip into the
 ($REDIS_GUARD_CACHE, default ~/.cache/redis-guard) and unpacked there; the pytest plugins its
 suite needs (pytest-asyncio, pytest-timeout) are installed there too when not importable.
 Every pytest run gets its own fresh redis-server; the proxied runs get their own proxy
-(configs/passthrough.yaml) in front of it. All runs go concurrently.
+(configs/passthrough.yaml) in front of it. All runs go concurrently. plugin/rg_compat_reset.py,
+loaded into every run, undoes `requirepass` and ACL users a failed teardown leaves on the server,
+so one failure does not cascade (it logs what it undid; printed after the run).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ CACHE = os.environ.get("REDIS_GUARD_CACHE") or os.path.join(os.path.expanduser("
 
 # Test files of redis-py's suite, grouped into pytest runs that may go concurrently.
 SUITES = {
-    "sync": ["tests/test_commands.py", "tests/test_pipeline.py", "tests/test_pubsub.py",
-             "tests/test_connection.py"],
-    "asyncio": ["tests/test_asyncio/test_commands.py", "tests/test_asyncio/test_pipeline.py",
-                "tests/test_asyncio/test_pubsub.py", "tests/test_asyncio/test_connection.py"],
+    "sync": [f"tests/test_{name}.py" for name in (
+        "commands", "pipeline", "pubsub", "connection", "scripting", "lock", "encoding", "monitor",
+        "function", "connection_pool", "keyspace_notifications", "client", "multiprocessing")],
+    "asyncio": [f"tests/test_asyncio/test_{name}.py" for name in (
+        "commands", "pipeline", "pubsub", "connection", "scripting", "lock", "encoding", "monitor",
+        "connection_pool", "keyspace_notifications", "client")],
 }
 # Markers of tests that need what a single plain redis-server does not have.
 MARKERS = "not onlycluster and not redismod and not ssl and not replica and not cp_integration" \
@@ -82,7 +86,10 @@ def ensure_sdist(version: str | None = None, cache: str = CACHE) -> str:
                 raise SuiteUnavailable(f"pip download of the redis=={version} sdist failed:\n{proc.stderr[-2000:]}")
             tarball = os.path.join(tmp, found[0])
         with tarfile.open(tarball) as tar:
-            tar.extractall(tmp, filter="data")
+            try:
+                tar.extractall(tmp, filter="data")
+            except TypeError:  # Python < 3.11.4 has no extraction filters
+                tar.extractall(tmp)
         roots = [d for d in os.listdir(tmp) if os.path.isdir(os.path.join(tmp, d, "tests"))]
         if not roots:
             raise SuiteUnavailable(f"{tarball} has no tests/ folder")
@@ -93,20 +100,24 @@ def ensure_sdist(version: str | None = None, cache: str = CACHE) -> str:
 
 def ensure_plugins(cache: str = CACHE) -> str | None:
     """A folder to put on PYTHONPATH holding the missing pytest plugins, or None if none is missing."""
-    missing = [dist for mod, dist in PLUGINS.items() if importlib.util.find_spec(mod) is None]
+    wanted = dict(PLUGINS)
+    if sys.version_info < (3, 13):
+        wanted["typing_extensions"] = "typing-extensions"  # pytest-asyncio's one dependency here
+    missing = {mod: dist for mod, dist in wanted.items() if importlib.util.find_spec(mod) is None}
     if not missing:
         return None
     target = os.path.join(cache, f"plugins-py{sys.version_info.major}{sys.version_info.minor}")
-    have = os.path.isdir(target) and all(
-        os.path.exists(os.path.join(target, mod)) or os.path.exists(os.path.join(target, mod + ".py"))
-        for mod, dist in PLUGINS.items() if dist in missing)
+    have = all(os.path.exists(os.path.join(target, mod)) or os.path.exists(os.path.join(target, mod + ".py"))
+               for mod in missing)
     if not have:
+        # --no-deps: pytest itself must stay the one installed
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target, *missing],
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target,
+             *missing.values()],
             capture_output=True, text=True, timeout=300,
         )
         if proc.returncode != 0:
-            raise SuiteUnavailable(f"pip install {' '.join(missing)} failed:\n{proc.stderr[-2000:]}")
+            raise SuiteUnavailable(f"pip install {' '.join(missing.values())} failed:\n{proc.stderr[-2000:]}")
     return target
 
 
@@ -254,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     other = "direct2" if opts.flaky else "proxy"
     for run in result["runs"]:
         print(f"{run.name:18} rc={run.returncode} {run.seconds:6.1f}s {counts(run.outcomes)}  log: {run.log}")
+        if run.returncode not in (0, 1):
+            print("    did not complete (timeout, or pytest could not start): see the log")
         for line in run.cleanups():
             print(f"    server state left behind, cleaned up after: {line}")
     print(f"direct:  {counts(result['direct'])}")

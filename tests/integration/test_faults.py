@@ -174,3 +174,31 @@ def test_no_upstream_configured_starts_a_local_redis(tmp_path):
         assert client.ping() is True
     finally:
         assert process.stop() == 0
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_auth_after_requirepass_is_set(own_redis, own_proxy, protocol):
+    """AUTH reaches Redis before anything the proxy sends to restore the client's state."""
+    client = redis.Redis(port=own_proxy.port, protocol=protocol, db=2, single_connection_client=True)
+    client.set("auth:k", "v")
+    client.config_set("requirepass", "pw")
+    try:
+        assert client.auth("pw") is True
+        assert client.get("auth:k") == b"v"  # still in database 2
+    finally:
+        client.config_set("requirepass", "")
+
+
+def test_server_refusal_at_start_up_reaches_the_client(tmp_path):
+    """With a password on the server and none given to the proxy, clients see Redis's own
+    NOAUTH replies, as they would directly."""
+    server = RedisServer(None, "--requirepass", "pw")
+    process = ProxyProcess(server.url)
+    try:
+        payload = b"HELLO 3\r\nAUTH pw\r\nPING\r\n"
+        assert exchange(process.port, payload) == exchange(server.port, payload)
+        payload = b"GET k\r\nAUTH wrong\r\nAUTH pw\r\nGET k\r\n"
+        assert exchange(process.port, payload) == exchange(server.port, payload)
+    finally:
+        process.stop()
+        server.close()

@@ -1,0 +1,39 @@
+"""redis-py's own test suite must give the same results through the proxy as directly.
+
+See redis_py_suite.py for what runs (about 2,800 tests, sync and asyncio, RESP3; two minutes).
+Run it by hand with `python -m tests.compat.redis_py_suite` to see every difference.
+"""
+
+import pytest
+
+from tests.compat.redis_py_suite import SuiteUnavailable, compare, counts
+
+pytestmark = pytest.mark.compat
+
+# Tests that pass directly but may fail through the proxy, because a proxy is in between.
+ALLOWED: dict[str, str] = {}
+
+# Proxy bugs found by this comparison; remove an entry when it is fixed (the test says when).
+KNOWN_PROXY_BUGS: dict[str, str] = {}
+
+
+def test_redis_py_suite_same_through_proxy(tmp_path):
+    try:
+        result = compare(workdir=str(tmp_path))
+    except SuiteUnavailable as exc:
+        pytest.skip(f"redis-py's test suite is not available: {exc}")
+    summary = "\n".join(
+        f"{run.name}: rc={run.returncode} {run.seconds:.0f}s {counts(run.outcomes)} log={run.log}"
+        for run in result["runs"])
+    for run in result["runs"]:
+        # pytest exits 0 (all passed) or 1 (some failed); anything else is a broken run.
+        assert run.returncode in (0, 1), f"{run.name} did not complete:\n{summary}"
+        assert len(run.outcomes) > 500, f"{run.name} ran too few tests:\n{summary}"
+    direct, proxy = result["direct"], result["proxy"]
+    worse = {t for t, outcome in direct.items() if outcome == "passed" and proxy.get(t) != "passed"}
+    unexpected = sorted(worse - set(ALLOWED) - set(KNOWN_PROXY_BUGS))
+    assert not unexpected, (
+        f"{len(unexpected)} tests pass directly but not through the proxy:\n  "
+        + "\n  ".join(f"{t}: {proxy.get(t, 'missing')}" for t in unexpected) + f"\n{summary}")
+    fixed = sorted(t for t in KNOWN_PROXY_BUGS if direct.get(t) == "passed" and proxy.get(t) == "passed")
+    assert not fixed, f"fixed now, remove from KNOWN_PROXY_BUGS: {fixed}"
