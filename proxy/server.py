@@ -101,9 +101,12 @@ class ClientSession(asyncio.Protocol):
         self.slots.clear()
 
     def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
         if self.held is None and not self.closing:
-            self._process()
+            batch = self.reader.feed_read(data)
+            if batch is not None:
+                self._handle(batch)
+        else:
+            self.reader.feed(data)
 
     def eof_received(self):
         # Redis answers what was sent before a half-close; so do we, then close.
@@ -128,15 +131,17 @@ class ClientSession(asyncio.Protocol):
             batch = read()
             if batch is None:
                 return
-            if batch.commands:
-                self._run(batch, 0)
-                if self.held is not None:
-                    return  # a protocol error after them is answered by _resume_held
-            if batch.error is not None:
-                self._local(batch.error.reply)
-                self.closing = True
-                self._maybe_close()
-                return
+            self._handle(batch)
+
+    def _handle(self, batch) -> None:
+        if batch.commands:
+            self._run(batch, 0)
+            if self.held is not None:
+                return  # a protocol error after them is answered by _resume_held
+        if batch.error is not None:
+            self._local(batch.error.reply)
+            self.closing = True
+            self._maybe_close()
 
     def _run(self, batch, index: int) -> None:
         commands = batch.commands

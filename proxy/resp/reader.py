@@ -108,6 +108,24 @@ class RequestReader:
         chunks.append(data)
         self._size += len(data)
 
+    def feed_read(self, data: bytes) -> Batch | None:
+        """feed(data) then read(), shortened for the common case: nothing buffered before."""
+        if not self._fast or self._chunks or not data or _HUGE_AGGREGATE.search(data) is not None:
+            self.feed(data)
+            return self.read()
+        self._chunks = [data]
+        self._size = len(data)
+        hiredis_reader = self._hiredis
+        hiredis_reader.feed(data)
+        gets = hiredis_reader.gets
+        try:
+            first = gets()
+        except hiredis.ProtocolError:
+            return self._fallback(data, [], [], 0)
+        if first is False:
+            return self._check_tail()
+        return self._read_fast(first, gets)
+
     def read(self) -> Batch | None:
         """Complete commands received so far, or None when there are none and no error."""
         if self._failed or not self._size:

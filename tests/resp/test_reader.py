@@ -13,9 +13,10 @@ def pack(*args):
     return hiredis.pack_command(args)
 
 
-def read_all(reader):
+def read_all(reader, data=None):
     commands, raw, errors = [], b"", []
-    while (batch := reader.read()) is not None:
+    batch = reader.feed_read(data) if data is not None else reader.read()
+    while batch is not None:
         commands += batch.commands
         # Each command's span of raw is its RESP encoding.
         for i, cmd in enumerate(batch.commands):
@@ -24,6 +25,7 @@ def read_all(reader):
         if batch.error:
             errors.append(batch.error.message)
             break
+        batch = reader.read()
     return commands, raw, errors
 
 
@@ -44,16 +46,19 @@ CASES = [
 
 
 @pytest.mark.parametrize("payload,commands,error", CASES)
-@pytest.mark.parametrize("mode", ["whole", "bytewise", "trailing"])
+@pytest.mark.parametrize("mode", ["whole", "bytewise", "trailing", "feed_read", "feed_read bytewise"])
 def test_reader(payload, commands, error, mode):
     reader = RequestReader()
     got, raw, errors = [], b"", []
-    pieces = [payload[i:i + 1] for i in range(len(payload))] if mode == "bytewise" else [payload]
+    pieces = [payload[i:i + 1] for i in range(len(payload))] if "bytewise" in mode else [payload]
     if mode == "trailing" and error is None:
         pieces.append(b"*2\r\n$4\r\nECHO")
     for piece in pieces:
-        reader.feed(piece)
-        c, r, e = read_all(reader)
+        if mode.startswith("feed_read"):
+            c, r, e = read_all(reader, piece)
+        else:
+            reader.feed(piece)
+            c, r, e = read_all(reader)
         got += c
         raw += r
         errors += e
