@@ -187,8 +187,16 @@ class UpstreamConnection(asyncio.Protocol):
 
     def send(self, data: bytes, slot) -> None:
         """Queue a request; `slot` is None for requests on a raw stream (no reply pairing)."""
+        pending = self.pending
+        if not pending and not self.out and self.state is READY:
+            # Nothing in flight: the connection is idle, so there is nothing to batch with and
+            # waiting for the end of the tick would only add latency.
+            if slot is not None:
+                pending.append(slot)
+            self.transport.write(data)
+            return
         if slot is not None:
-            self.pending.append(slot)
+            pending.append(slot)
         self.out.append(data)
         if not self.flush_scheduled:
             self.flush_scheduled = True
