@@ -1,0 +1,178 @@
+"""What every policy rule is: an id from RULES.md, a mode, validated settings, one entry point.
+
+A rule module defines one subclass of `KeyRule` (a check on one key name), `CommandRule` (a
+check on one command) or `RewriteRule` (a change to a command before it is forwarded), and
+registers it with `@register`. The loader builds rules from the YAML `rules:` mapping through
+`Rule.from_settings`, which reads its settings with `Settings` so every mistake in a policy file
+is reported with its line. Rules precompile what they need in `__init__`; their entry points run
+per command and must be cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+ENFORCE, AUDIT, OFF = "enforce", "audit", "off"
+MODES = (ENFORCE, AUDIT, OFF)
+
+
+class PolicyError(Exception):
+    """A mistake in a policy file; `line` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None, source: str | None = None):
+        self.message = message
+        self.line = line
+        self.source = source
+        where = f"{source or 'policy'}:{line}: " if line else (f"{source}: " if source else "")
+        super().__init__(where + message)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A rule that fired: `subject` names what broke it ("key 'UserProfile'", "command KEYS"),
+    `advice` says how to comply."""
+
+    rule: str
+    title: str
+    subject: str
+    advice: str
+    mode: str = ENFORCE
+
+
+class Settings:
+    """Typed access to one rule's YAML mapping; unknown or ill-typed settings are errors."""
+
+    def __init__(self, rule_id: str, values: dict, lines: dict[str, int] | None = None, line: int | None = None):
+        self.rule_id = rule_id
+        self.values = dict(values)
+        self.lines = lines or {}
+        self.line = line
+        self.used = {"mode"}
+
+    def error(self, key: str | None, message: str) -> PolicyError:
+        line = self.lines.get(key, self.line) if key else self.line
+        return PolicyError(f"rule {self.rule_id}: {message}", line)
+
+    def get(self, key: str, default=None, kind=None, choices=None, minimum=None):
+        self.used.add(key)
+        if key not in self.values:
+            return default
+        value = self.values[key]
+        if kind is not None:
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            if isinstance(value, bool) and bool not in kinds:
+                raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
+            if int in kinds and float not in kinds and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, kinds):
+                raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"'{key}' must be at least {minimum}, got {value!r}")
+        return value
+
+    def strings(self, key: str, default=()) -> tuple[str, ...]:
+        value = self.get(key, list(default), kind=(list, tuple, str))
+        if isinstance(value, str):
+            value = [value]
+        for item in value:
+            if not isinstance(item, (str, int)) or isinstance(item, bool):
+                raise self.error(key, f"'{key}' must be a list of strings, got {item!r}")
+        return tuple(str(item) for item in value)
+
+    def mapping(self, key: str, default=None) -> dict:
+        value = self.get(key, default if default is not None else {}, kind=dict)
+        return dict(value)
+
+    def check_unused(self) -> None:
+        unknown = sorted(set(self.values) - self.used)
+        if unknown:
+            raise self.error(unknown[0], f"unknown setting(s): {', '.join(unknown)}")
+
+
+def _kind_names(kinds) -> str:
+    names = {bool: "true/false", int: "a whole number", float: "a number", str: "a string",
+             list: "a list", tuple: "a list", dict: "a mapping"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+class Rule:
+    """Base of every rule. `id` and `title` come from RULES.md."""
+
+    id: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    default_mode: ClassVar[str] = ENFORCE
+
+    def __init__(self, settings: Settings):
+        self.mode = settings.get("mode", self.default_mode, kind=str, choices=MODES)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Rule":
+        rule = cls(settings)
+        settings.check_unused()
+        return rule
+
+    def finding(self, subject: str, advice: str) -> Finding:
+        return Finding(self.id, self.title, subject, advice, self.mode)
+
+    def describe(self) -> str:
+        """One line for `policy check`: what this rule enforces."""
+        return self.title
+
+
+class KeyRule(Rule):
+    """A rule on key names alone. `pattern` is a regex fragment that every passing key matches
+    (used inside a lookahead, so all key rules combine into one compiled match per key);
+    `check_key` explains a failure."""
+
+    pattern: str = ""
+
+    def check_key(self, key: str) -> Finding | None:
+        raise NotImplementedError
+
+
+class CommandRule(Rule):
+    """A rule on a whole command. `applies_to(spec)` decides, at policy load, the commands it
+    is compiled into; `check(call)` runs for those only."""
+
+    def applies_to(self, spec) -> bool:
+        raise NotImplementedError
+
+    def check(self, call) -> Finding | None:
+        raise NotImplementedError
+
+
+class RewriteRule(CommandRule):
+    """A rule that changes commands rather than (or besides) rejecting them. `rewrite(call)`
+    returns the commands to send instead: the first one's reply goes to the client, the
+    replies of the others are hidden. None leaves the command as it is."""
+
+    def check(self, call) -> Finding | None:
+        return None
+
+    def rewrite(self, call) -> list[list[bytes]] | None:
+        raise NotImplementedError
+
+
+REGISTRY: dict[str, type[Rule]] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    REGISTRY[cls.id] = cls
+    return cls
+
+
+def category_set(settings: Settings, key: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous`."""
+    names, categories = set(), set()
+    for item in settings.strings(key):
+        if item.startswith("@"):
+            categories.add(item[1:].lower())
+        elif re.fullmatch(r"[A-Za-z][\w|-]*", item):
+            names.add(item.lower())
+        else:
+            raise settings.error(key, f"'{item}' is neither a command name nor an @category")
+    return frozenset(names), frozenset(categories)

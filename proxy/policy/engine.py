@@ -1,0 +1,205 @@
+"""The policy engine: per command, the ordered chain of rules compiled for it, and a verdict.
+
+Theory of operation: at policy load the engine walks the command table once and compiles, for
+every command, a `Plan`: the command rules whose `applies_to` accepts it, whether its keys are
+checked, and the rewrite rules that may change it. Commands with nothing to check have no plan,
+so the proxy's cost for them is one failed dict lookup. All key-name rules are folded into one
+compiled regex of lookaheads: a conforming key costs one `match`; only a failing key runs the
+rules one by one to say which fired. `decide` returns None (forward unchanged) or a `Verdict`.
+No I/O here; the server applies verdicts.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..commands.keyspecs import find_keys
+from .base import AUDIT, ENFORCE, OFF, CommandRule, Finding, KeyRule, RewriteRule
+from .loader import PASSTHROUGH, Policy
+
+
+class Call:
+    """One command under decision, with what rules may need to know around it."""
+
+    __slots__ = ("args", "spec", "name", "keys", "later", "state")
+
+    def __init__(self, args, spec, name, keys, later, state):
+        self.args = args
+        self.spec = spec
+        self.name = name  # lower case; 'client|kill' for subcommands
+        self.keys = keys  # [(argument index, KeySpec)]
+        self.later = later  # the commands after this one in the same pipeline
+        self.state = state  # the session's SessionState (transactions, protocol)
+
+    def key_names(self) -> list[bytes]:
+        args = self.args
+        return [args[index] for index, _ in self.keys]
+
+
+class SessionState:
+    """What the engine remembers per client connection."""
+
+    __slots__ = ("in_multi", "protocol", "expiring")
+
+    def __init__(self):
+        self.in_multi = False
+        self.protocol = 2
+        self.expiring: set[bytes] = set()  # keys given a TTL earlier in the open transaction
+
+
+class Verdict:
+    """`reject`: the finding to answer with (nothing is forwarded). `commands`: what to send
+    instead (the first one's reply is the client's; the others' are hidden). `findings`: every
+    rule that fired, enforced or audited, for logs and metrics."""
+
+    __slots__ = ("reject", "commands", "findings")
+
+    def __init__(self, reject=None, commands=None, findings=()):
+        self.reject = reject
+        self.commands = commands
+        self.findings = findings
+
+
+class Plan:
+    __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key")
+
+    def __init__(self, spec, command_rules, rewrite_rules, check_keys):
+        self.spec = spec
+        self.command_rules = command_rules
+        self.rewrite_rules = rewrite_rules
+        self.check_keys = check_keys
+        # The common shape "one key, at argument 1" skips the key-spec interpreter.
+        specs = spec.key_specs
+        self.simple_key = (
+            len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
+            and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
+            and not spec.subcommands and "VARIABLE_FLAGS" not in specs[0].flags
+        )
+
+
+def _effective(rule, policy_mode: str):
+    mode = rule.mode
+    if mode == ENFORCE and policy_mode == AUDIT:
+        return AUDIT
+    return mode
+
+
+class Engine:
+    def __init__(self, policy: Policy, table):
+        self.policy = policy
+        self.table = table
+        active = [rule for rule in policy.rules if rule.mode != OFF]
+        self.modes = {rule.id: _effective(rule, policy.mode) for rule in active}
+        self.key_rules = [rule for rule in active if isinstance(rule, KeyRule)]
+        self.command_rules = [rule for rule in active
+                              if isinstance(rule, CommandRule) and not isinstance(rule, RewriteRule)]
+        self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
+        self.key_match = None
+        patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
+        if patterns:
+            combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
+            self.key_match = re.compile(combined.encode(), re.S).match
+        self.plans: dict[bytes, Plan] = {}
+        for spec in table:
+            plan = self._compile(spec)
+            if plan is not None:
+                for name in (spec.name, spec.name.upper()):
+                    self.plans[name.encode()] = plan
+
+    def _compile(self, spec) -> Plan | None:
+        specs = [spec, *spec.subcommands.values()] if spec.subcommands else [spec]
+        if len(specs) > 1:
+            # A container: the plan resolves the subcommand per call.
+            if not any(self._rules_for(sub)[0] or self._rules_for(sub)[1] or
+                       (self.key_rules and sub.has_keys) for sub in specs):
+                return None
+            return Plan(spec, None, None, bool(self.key_rules))
+        command_rules, rewrite_rules = self._rules_for(spec)
+        check_keys = bool(self.key_rules) and spec.has_keys
+        if not command_rules and not rewrite_rules and not check_keys:
+            return None
+        return Plan(spec, tuple(command_rules), tuple(rewrite_rules), check_keys)
+
+    def _rules_for(self, spec):
+        return ([rule for rule in self.command_rules if rule.applies_to(spec)],
+                [rule for rule in self.rewrite_rules if rule.applies_to(spec)])
+
+    # -- per command ------------------------------------------------------------------------
+
+    def decide(self, plan: Plan, args: list[bytes], later=(), state: SessionState | None = None) -> Verdict | None:
+        if plan.command_rules is None:  # container: resolve the subcommand now
+            spec = self.table.lookup(args)
+            if spec is None or spec is plan.spec:
+                return None
+            command_rules, rewrite_rules = self._rules_for(spec)
+            plan = Plan(spec, tuple(command_rules), tuple(rewrite_rules), bool(self.key_rules) and spec.has_keys)
+        spec = plan.spec
+        findings = None
+        if plan.check_keys and self.key_match is not None:
+            if plan.simple_key:
+                if len(args) > 1 and self.key_match(args[1]) is None:
+                    findings = self._explain_key(args[1])
+            else:
+                for index, _ in find_keys(spec, args):
+                    if self.key_match(args[index]) is None:
+                        found = self._explain_key(args[index])
+                        findings = found if findings is None else findings + found
+        call = None
+        if plan.command_rules:
+            call = Call(args, spec, spec.name, None, later, state or SessionState())
+            for rule in plan.command_rules:
+                if rule.id in ("C6", "T1", "T3", "V1", "V2", "V3") and call.keys is None:
+                    call.keys = find_keys(spec, args)
+                found = rule.check(call)
+                if found is not None:
+                    findings = [found] if findings is None else findings + [found]
+        commands = None
+        if plan.rewrite_rules:
+            if call is None:
+                call = Call(args, spec, spec.name, find_keys(spec, args), later, state or SessionState())
+            elif call.keys is None:
+                call.keys = find_keys(spec, args)
+            for rule in plan.rewrite_rules:
+                if self.modes[rule.id] != ENFORCE:
+                    continue
+                rewritten = rule.rewrite(call)
+                if rewritten is not None:
+                    commands = rewritten
+                    call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state)
+        if findings is None and commands is None:
+            return None
+        reject = None
+        if findings:
+            findings = [self._with_mode(finding) for finding in findings]
+            reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
+        return Verdict(reject, None if reject else commands, tuple(findings or ()))
+
+    def _with_mode(self, finding: Finding) -> Finding:
+        mode = self.modes.get(finding.rule, finding.mode)
+        if mode == finding.mode:
+            return finding
+        return Finding(finding.rule, finding.title, finding.subject, finding.advice, mode)
+
+    def _explain_key(self, key: bytes) -> list[Finding]:
+        text = key.decode("utf-8", "backslashreplace")
+        found = []
+        for rule in self.key_rules:
+            finding = rule.check_key(text)
+            if finding is not None:
+                found.append(finding)
+        if not found:  # a pattern and its check_key disagree: name the rules whose pattern failed
+            for rule in self.key_rules:
+                if rule.pattern and re.fullmatch(rule.pattern.encode(), key, re.S) is None:
+                    found.append(rule.finding(f"key '{text}'", rule.describe()))
+        return found
+
+    def plan_for(self, args: list[bytes]) -> Plan | None:
+        name = args[0]
+        plan = self.plans.get(name)
+        if plan is None and name != name.lower():
+            plan = self.plans.get(name.lower())
+        return plan
+
+
+def passthrough_engine(table) -> Engine:
+    return Engine(PASSTHROUGH, table)

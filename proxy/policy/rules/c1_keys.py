@@ -1,0 +1,23 @@
+"""C1: KEYS is forbidden in production; the reply suggests SCAN."""
+
+from ..base import CommandRule, register
+
+
+@register
+class NoKeysCommand(CommandRule):
+    id = "C1"
+    title = "no KEYS"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.commands = frozenset(name.lower() for name in settings.strings("commands", ["keys"]))
+        self.suggest = settings.get("suggest", "SCAN 0 MATCH <pattern> COUNT 100, repeated until the cursor is 0", kind=str)
+
+    def applies_to(self, spec) -> bool:
+        return spec.name in self.commands
+
+    def check(self, call):
+        return self.finding(f"command {call.name.upper()}", f"use {self.suggest}")
+
+    def describe(self) -> str:
+        return f"deny {', '.join(sorted(c.upper() for c in self.commands))}; suggest {self.suggest}"
