@@ -83,20 +83,77 @@ def _resolve_upstream(config):
     return config.replace(upstream=Upstream(Address("127.0.0.1", local.port))), local
 
 
-def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None) -> int:
+def build_engine(path, table):
+    """The policy engine for the file at path (None: no rules). Raises PolicyError."""
+    from .policy import Engine, load_policy
+
+    if path is None:
+        return None
+    return Engine(load_policy(path), table)
+
+
+class PolicyWatcher:
+    """Hot reload: on SIGHUP and when the file changes, the new policy applies to the next command
+    of every connection; an invalid file is refused with a log line and the running policy stays."""
+
+    def __init__(self, proxy, path, table):
+        self.proxy = proxy
+        self.path = path
+        self.table = table
+        self.stamp = self._stamp()
+
+    def _stamp(self):
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+    def reload(self, reason: str) -> None:
+        from . import metrics
+        from .policy import PolicyError
+
+        self.stamp = self._stamp()
+        try:
+            engine = build_engine(self.path, self.table)
+        except PolicyError as exc:
+            metrics.POLICY_RELOADS.labels("refused").inc()
+            log.error("policy reload (%s) refused, keeping policy '%s': %s",
+                      reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
+            return
+        self.proxy.set_engine(engine)
+        metrics.POLICY_RELOADS.labels("applied").inc()
+        log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
+
+    async def watch(self, interval: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            stamp = self._stamp()
+            if stamp is not None and stamp != self.stamp:
+                self.reload("file changed")
+
+
+def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None) -> int:
     from .server import Proxy
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        proxy = Proxy(loop, config, table, databases)
+        proxy = Proxy(loop, config, table, databases, engine=engine)
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
+        watcher = None
+        if config.policy is not None:
+            watcher = PolicyWatcher(proxy, config.policy, table)
+            loop.add_signal_handler(signal.SIGHUP, watcher.reload, "SIGHUP")
+            watch_task = loop.create_task(watcher.watch())
         if on_ready is not None:
             on_ready(proxy)
         await stop.wait()
+        if watcher is not None:
+            watch_task.cancel()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         await proxy.shutdown(config.shutdown_timeout)
         return 0
@@ -105,11 +162,13 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         return runner.run(main())
 
 
-def _ready_line(config, address, source: str, workers: int) -> str:
+def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    policy = (f"policy '{engine.policy.name}' ({engine.policy.mode}, {len(engine.policy.rules)} rules)"
+              if engine is not None else "no policy")
     return (
-        f"redis-guard ready: listening on {listen}, upstream {config.upstream.url()}, "
+        f"redis-guard ready: listening on {listen}, upstream {config.upstream.url()}, {policy}, "
         f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
     )
 
@@ -124,7 +183,7 @@ def _reserve(listen: Address) -> socket.socket:
     return sock
 
 
-def _serve_workers(config, table, databases, source) -> int:
+def _serve_workers(config, table, databases, source, engine=None) -> int:
     reserved = _reserve(config.listen)
     address = reserved.getsockname()
     config = config.replace(listen=Address(config.listen.host, address[1]))
@@ -138,7 +197,7 @@ def _serve_workers(config, table, databases, source) -> int:
             code = 1
             try:
                 code = run_worker(
-                    config, table, databases, reuse_port=True,
+                    config, table, databases, reuse_port=True, engine=engine,
                     on_ready=lambda proxy: os.write(ready_w, b"."),
                 )
             finally:
@@ -154,7 +213,7 @@ def _serve_workers(config, table, databases, source) -> int:
             break
         received += chunk
     if len(received) == len(children):
-        print(_ready_line(config, address, source, len(children)), file=sys.stderr, flush=True)
+        print(_ready_line(config, address, source, len(children), engine), file=sys.stderr, flush=True)
     status = 0
     for pid in children:
         while True:
@@ -179,6 +238,10 @@ def cmd_serve(args) -> int:
             if args.workers < 1:
                 raise ConfigError("--workers must be at least 1")
             config = config.replace(workers=args.workers)
+        if args.policy:
+            config = config.replace(policy=os.path.abspath(args.policy))
+        if args.metrics:
+            config = config.replace(metrics=parse_address(args.metrics, 9121))
     except ConfigError as exc:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
@@ -193,12 +256,24 @@ def cmd_serve(args) -> int:
             table, databases, source = runner.run(load_command_table(config.upstream))
         finally:
             runner.close()
+        from .policy import PolicyError
+
+        try:
+            engine = build_engine(config.policy, table)
+        except PolicyError as exc:
+            print(f"redis-guard: {exc}", file=sys.stderr)
+            return 2
+        if config.metrics is not None:
+            from . import metrics
+
+            metrics.serve(config.metrics)
+            log.info("metrics on http://%s/metrics", config.metrics)
         if config.workers > 1:
-            return _serve_workers(config, table, databases, source)
+            return _serve_workers(config, table, databases, source, engine)
         return run_worker(
-            config, table, databases,
+            config, table, databases, engine=engine,
             on_ready=lambda proxy: print(
-                _ready_line(config, proxy.bound_address, source, 1), file=sys.stderr, flush=True
+                _ready_line(config, proxy.bound_address, source, 1, engine), file=sys.stderr, flush=True
             ),
         )
     except OSError as exc:
@@ -207,6 +282,74 @@ def cmd_serve(args) -> int:
     finally:
         if local is not None:
             local.stop()
+
+
+def _offline_engine(path):
+    from .commands.table import CommandTable
+    from .policy import Engine, load_policy
+
+    return Engine(load_policy(path), CommandTable.from_snapshot())
+
+
+def cmd_policy_check(args) -> int:
+    from .policy import PolicyError
+
+    try:
+        engine = _offline_engine(args.file)
+    except PolicyError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    policy = engine.policy
+    print(f"{args.file}: valid policy '{policy.name}'" + (f" (seed {policy.seed})" if policy.seed else ""))
+    if policy.description:
+        print(f"  {policy.description}")
+    print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
+    for rule in policy.rules:
+        mode = engine.modes.get(rule.id, "off")
+        print(f"  {rule.id:<4} {mode:<8} {rule.title}: {rule.describe()}")
+    planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
+    print(f"  compiled into {planned} commands")
+    return 0
+
+
+def cmd_policy_explain(args) -> int:
+    from . import errors
+    from .policy import PolicyError
+
+    words = [word for word in args.command if word != "--"]
+    if not words:
+        print("redis-guard policy explain FILE -- COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    try:
+        engine = _offline_engine(args.file)
+    except PolicyError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    command = [word.encode() for word in words]
+    plan = engine.plan_for(command)
+    if plan is None:
+        print(f"{words[0].upper()}: no rule of '{engine.policy.name}' applies: forwarded unchanged")
+        return 0
+    spec = plan.spec
+    rules = [rule.id for rule in (plan.command_rules or ())]
+    if plan.check_keys:
+        rules = [rule.id for rule in engine.key_rules] + rules
+    rules += [rule.id for rule in (plan.rewrite_rules or ())]
+    print(f"{spec.name.upper()}: rules that run: {', '.join(rules) or 'none'}")
+    verdict = engine.decide(plan, command)
+    if verdict is None:
+        print("decision: allowed, forwarded unchanged")
+        return 0
+    for finding in verdict.findings:
+        print(f"  {finding.rule} fired ({finding.mode}): {errors.violation_text(finding)}")
+    if verdict.reject is not None:
+        print(f"decision: rejected, the client gets -{errors.violation_text(verdict.reject)}")
+    elif verdict.commands is not None:
+        sent = "; ".join(" ".join(arg.decode("utf-8", "backslashreplace") for arg in cmd) for cmd in verdict.commands)
+        print(f"decision: rewritten by {', '.join(rule.id for rule in verdict.rewritten_by)}, sent as: {sent}")
+    else:
+        print("decision: allowed (audit findings are logged and counted)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,7 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:6380)")
     serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
+    serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
+    serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")
     serve.set_defaults(func=cmd_serve)
+    policy = commands.add_parser("policy", help="check or explain a policy file").add_subparsers(
+        dest="policy_command", required=True)
+    check = policy.add_parser("check", help="validate a policy file and print what it enforces")
+    check.add_argument("file")
+    check.set_defaults(func=cmd_policy_check)
+    explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
+                                "redis-guard policy explain FILE -- SET user:1 v")
+    explain.add_argument("file")
+    explain.add_argument("command", nargs=argparse.REMAINDER)
+    explain.set_defaults(func=cmd_policy_explain)
     return parser
 
 

@@ -8,6 +8,7 @@ proxy reads YAML or environment variables, so what the proxy runs with is exactl
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
@@ -60,6 +61,8 @@ class Config:
     connect_timeout: float = 2.0
     shutdown_timeout: float = 10.0
     workers: int = 1
+    policy: str | None = None  # path of the policy file; None: no rules
+    metrics: Address | None = None  # HTTP address of the Prometheus metrics
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -118,7 +121,8 @@ def _number(section: dict, key: str, default, kind, where: str):
     return kind(value)
 
 
-_TOP_KEYS = {"listen", "upstream", "limits", "upstream_options", "shutdown_timeout", "workers"}
+_TOP_KEYS = {"listen", "upstream", "limits", "upstream_options", "shutdown_timeout", "workers",
+             "policy", "metrics"}
 
 
 def load_config(path: str | None) -> Config:
@@ -139,13 +143,19 @@ def load_config(path: str | None) -> Config:
     defaults = Config()
     limits_in = _section(data, "limits", path)
     options = _section(data, "upstream_options", path)
+    base = Limits()
     limits = Limits(
-        max_request_bytes=_number(limits_in, "max_request_bytes", Limits.max_request_bytes, int, path),
-        max_args=_number(limits_in, "max_args", Limits.max_args, int, path),
-        client_write_buffer=_number(limits_in, "client_write_buffer", Limits.client_write_buffer, int, path),
+        max_request_bytes=_number(limits_in, "max_request_bytes", base.max_request_bytes, int, path),
+        max_args=_number(limits_in, "max_args", base.max_args, int, path),
+        client_write_buffer=_number(limits_in, "client_write_buffer", base.client_write_buffer, int, path),
     )
     upstream = data.get("upstream")
+    policy = data.get("policy")
+    if policy is not None:
+        policy = os.path.join(os.path.dirname(os.path.abspath(path)), str(policy))
     return Config(
+        policy=policy,
+        metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
         upstream=parse_upstream(str(upstream)) if upstream else None,
         limits=limits,

@@ -18,6 +18,9 @@ SELECT = 3  # shared pool of another database
 HELLO = 4  # shared pool of another protocol version, or PIN when it authenticates or names
 QUIT = 5  # answered by the proxy: +OK, then the connection closes
 SUBCOMMAND = 6  # decided by the subcommand (CLIENT ...)
+TXN_BEGIN = 7  # MULTI on a dedicated connection: the policy checks what is queued
+TXN_EXEC = 8  # EXEC: aborted when the policy rejected a queued command
+TXN_DISCARD = 9
 
 # Commands whose effect lives on the connection they run on.
 PINNING = {
@@ -64,7 +67,9 @@ CLIENT_SUBCOMMANDS = {
 DEDICATED_OVERRIDES = {
     "select": PASS,
     "hello": PASS,
-    "multi": PASS,
+    "multi": TXN_BEGIN,
+    "exec": TXN_EXEC,
+    "discard": TXN_DISCARD,
     "watch": PASS,
     "auth": PASS,
     "reset": PASS,

@@ -28,3 +28,16 @@ def shutting_down() -> bytes:
 
 
 OK = b"+OK\r\n"
+
+
+def violation_text(finding) -> str:
+    """The text of a policy rejection, without the leading '-': NOPERM is what clients already
+    map to a permission error."""
+    return f"NOPERM {finding.subject} breaks rule {finding.rule} ({finding.title}): {finding.advice}"
+
+
+def policy_violation(finding) -> bytes:
+    return resp_error(violation_text(finding))
+
+
+EXECABORT = b"-EXECABORT Transaction discarded because of previous errors.\r\n"

@@ -21,8 +21,11 @@ import socket
 
 import hiredis
 
-from . import connstate, errors
-from .connstate import HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, strict_int
+from . import connstate, errors, metrics
+from .connstate import (HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN, TXN_DISCARD,
+                        TXN_EXEC, strict_int)
+from .policy.base import AUDIT
+from .policy.engine import SessionState
 from .resp.reader import ParseLimits, RequestReader
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection
 
@@ -45,14 +48,50 @@ class Slot:
         self.buffered_size = 0
 
     def fail(self, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(self, error, partial)
+        self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink
+
+
+class ReplacingSink:
+    """Stands between an upstream connection and a session to swap one reply for another
+    (EXEC of a transaction the policy aborted: the DISCARD's +OK becomes EXECABORT)."""
+
+    __slots__ = ("session", "reply")
+
+    def __init__(self, session, reply: bytes):
+        self.session = session
+        self.reply = reply
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        if done:
+            self.session.deliver(slot, self.reply, done)
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(slot, error, False)
+
+
+class LaterCommands:
+    """The commands after one in the same pipeline, without copying them."""
+
+    __slots__ = ("commands", "start")
+
+    def __init__(self, commands, start: int):
+        self.commands = commands
+        self.start = start
+
+    def __iter__(self):
+        commands = self.commands
+        for index in range(self.start, len(commands)):
+            yield commands[index]
+
+    def __len__(self) -> int:
+        return len(self.commands) - self.start
 
 
 class ClientSession(asyncio.Protocol):
     __slots__ = (
         "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
         "actions", "held", "closing", "closed", "write_paused", "reading_paused",
-        "waiting_upstreams", "buffer_limit",
+        "waiting_upstreams", "buffer_limit", "policy_state", "txn_dirty", "after_exec",
     )
 
     def __init__(self, proxy: "Proxy"):
@@ -77,6 +116,9 @@ class ClientSession(asyncio.Protocol):
         self.reading_paused = set()  # reasons reading from the client is paused
         self.waiting_upstreams = set()  # upstream connections paused until we catch up
         self.buffer_limit = proxy.config.limits.client_write_buffer
+        self.policy_state = SessionState()
+        self.txn_dirty = False  # the policy rejected a command queued in the open MULTI
+        self.after_exec = []  # hidden commands the policy adds once the transaction has run
 
     # -- transport events -------------------------------------------------------------------
 
@@ -147,8 +189,21 @@ class ClientSession(asyncio.Protocol):
         commands = batch.commands
         count = len(commands)
         start = index
+        plans = self.proxy.policy_plans
         while index < count:
             name = commands[index][0]
+            if plans:
+                plan = plans.get(name, plans)
+                if plan is plans:
+                    plan = plans.get(name.lower())
+                if plan is not None:
+                    verdict = self.proxy.engine.decide(
+                        plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+                    if verdict is not None:
+                        next_index = self._apply_verdict(verdict, batch, start, index)
+                        if next_index is not None:
+                            start = index = next_index
+                            continue
             actions = self.actions
             action = actions.get(name)
             if action is None:
@@ -182,6 +237,12 @@ class ClientSession(asyncio.Protocol):
             self.closing = True
             self._maybe_close()
             return index + 1
+        if action == TXN_BEGIN:
+            self.policy_state.in_multi = True
+            self._forward(batch.span(index, index + 1), 1)
+            return index + 1
+        if action == TXN_EXEC or action == TXN_DISCARD:
+            return self._end_transaction(action, batch, index)
         if action == STREAM and self.dedicated:
             self._forward(batch.span(index, index + 1), 1, stream=True)
             return index + 1
@@ -208,6 +269,54 @@ class ClientSession(asyncio.Protocol):
                 return self._switch(batch, index, protocol=version)
         # PIN, STREAM, or HELLO with AUTH/SETNAME: move to our own connection.
         return self._switch(batch, index, dedicated=True)
+
+    # -- policy ----------------------------------------------------------------------------
+
+    def _apply_verdict(self, verdict, batch, start: int, index: int):
+        """Apply the engine's verdict on commands[index]. Returns where to continue, or None
+        when the command goes on as usual (findings in audit mode only)."""
+        args = batch.commands[index]
+        policy = self.proxy.engine.policy.name
+        for finding in verdict.findings:
+            metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, self.peer, policy)
+        if verdict.reject is None:
+            for rule in verdict.rewritten_by:
+                metrics.count_rewrite(rule, policy)
+        if verdict.reject is None and verdict.commands is None:
+            return None
+        if start < index:
+            self._forward(batch.span(start, index), index - start)
+        if verdict.reject is not None:
+            self._local(errors.policy_violation(verdict.reject))
+            if self.policy_state.in_multi:
+                self.txn_dirty = True  # Redis, too, aborts EXEC after a command it refused to queue
+            return index + 1
+        first, *extra = verdict.commands
+        self._forward(hiredis.pack_command(tuple(first)), 1)
+        if extra:
+            if self.policy_state.in_multi:
+                self.after_exec.extend(extra)  # extra replies would change what EXEC returns
+            elif self.upstream is not None and not self.upstream.closed:
+                self.upstream.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in extra),
+                                   HiddenSlot(len(extra)))
+        return index + 1
+
+    def _end_transaction(self, action: int, batch, index: int) -> int:
+        state = self.policy_state
+        dirty, extra = self.txn_dirty, self.after_exec
+        state.in_multi = False
+        state.expiring.clear()
+        self.txn_dirty = False
+        self.after_exec = []
+        if action == TXN_EXEC and dirty:
+            # Nothing of the transaction may run: discard it upstream, answer as Redis would.
+            self._forward(hiredis.pack_command(("DISCARD",)), 1, replace=errors.EXECABORT)
+            return index + 1
+        self._forward(batch.span(index, index + 1), 1)
+        if action == TXN_EXEC and extra and self.upstream is not None:
+            self.upstream.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in extra),
+                               HiddenSlot(len(extra)))
+        return index + 1
 
     def _switch(self, batch, index: int, db=None, protocol=None, dedicated=False) -> int:
         if self.inflight:
@@ -258,7 +367,7 @@ class ClientSession(asyncio.Protocol):
         conn = self.upstream = pool.get(self.pool_index)
         return conn
 
-    def _forward(self, data: bytes, count: int, stream: bool = False) -> None:
+    def _forward(self, data: bytes, count: int, stream: bool = False, replace: bytes | None = None) -> None:
         if self.streaming is not None:
             self.upstream.send(data, None)
             return
@@ -273,6 +382,8 @@ class ClientSession(asyncio.Protocol):
         slot = Slot(self, -1 if stream else count, conn)
         if stream:
             self.streaming = slot
+        elif replace is not None:
+            slot.session = ReplacingSink(self, replace)
         self.slots.append(slot)
         self.inflight += 1
         conn.send(data, slot)
@@ -459,7 +570,7 @@ class ClientSession(asyncio.Protocol):
 class Proxy:
     """Owns the listening socket, the shared pools and the command tables of one process."""
 
-    def __init__(self, loop, config, command_table, databases: int = 16):
+    def __init__(self, loop, config, command_table, databases: int = 16, engine=None):
         self.loop = loop
         self.config = config
         self.upstream = config.upstream
@@ -474,10 +585,25 @@ class Proxy:
         self.shared_actions, self.dedicated_actions = connstate.build_actions(
             [spec.name for spec in command_table if "|" not in spec.name], blocking
         )
+        self.engine = None
+        self.policy_plans: dict = {}
+        self.set_engine(engine)
         self.pools: dict[tuple[int, int], SharedPool] = {}
         self.sessions: set[ClientSession] = set()
         self._next_shared = 0
         self.server = None
+
+    def set_engine(self, engine) -> None:
+        """Use a (new) policy from the next command of every connection on."""
+        self.engine = engine
+        plans = {}
+        if engine is not None and engine.plans:
+            # Every known name maps to its plan or None, so a miss means "mixed case".
+            for spec in self.command_table:
+                for name in (spec.name, spec.name.upper()):
+                    plans[name.encode()] = None
+            plans.update(engine.plans)
+        self.policy_plans = plans
 
     def assign_shared(self) -> int:
         index = self._next_shared

@@ -52,12 +52,13 @@ class Verdict:
     instead (the first one's reply is the client's; the others' are hidden). `findings`: every
     rule that fired, enforced or audited, for logs and metrics."""
 
-    __slots__ = ("reject", "commands", "findings")
+    __slots__ = ("reject", "commands", "findings", "rewritten_by")
 
-    def __init__(self, reject=None, commands=None, findings=()):
+    def __init__(self, reject=None, commands=None, findings=(), rewritten_by=()):
         self.reject = reject
         self.commands = commands
         self.findings = findings
+        self.rewritten_by = rewritten_by  # the rewrite rules that changed the command
 
 
 class Plan:
@@ -154,6 +155,7 @@ class Engine:
                 if found is not None:
                     findings = [found] if findings is None else findings + [found]
         commands = None
+        rewriters = ()
         if plan.rewrite_rules:
             if call is None:
                 call = Call(args, spec, spec.name, find_keys(spec, args), later, state or SessionState())
@@ -165,6 +167,7 @@ class Engine:
                 rewritten = rule.rewrite(call)
                 if rewritten is not None:
                     commands = rewritten
+                    rewriters += (rule,)
                     call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state)
         if findings is None and commands is None:
             return None
@@ -172,7 +175,7 @@ class Engine:
         if findings:
             findings = [self._with_mode(finding) for finding in findings]
             reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
-        return Verdict(reject, None if reject else commands, tuple(findings or ()))
+        return Verdict(reject, None if reject else commands, tuple(findings or ()), rewriters)
 
     def _with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)

@@ -1,0 +1,126 @@
+"""The policy on live traffic: rejections in order, transactions, audit mode, reload, metrics."""
+
+import signal
+import time
+import urllib.request
+
+import pytest
+import redis
+
+from tests.servers import ProxyProcess, RedisServer, exchange, free_port
+
+POLICY = """
+name: {name}
+mode: {mode}
+rules:
+  C1: {{}}
+  K2: {{style: lowercase}}
+"""
+
+
+@pytest.fixture
+def setup(tmp_path):
+    server = RedisServer()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.format(name="first", mode="enforce"))
+    metrics_port = free_port()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"policy: policy.yaml\nmetrics: 127.0.0.1:{metrics_port}\n")
+    process = ProxyProcess(server.url, str(config))
+    yield server, process, policy, metrics_port
+    process.stop()
+    server.close()
+
+
+def test_rejection_names_the_rule_and_how_to_comply(setup):
+    server, process, _, _ = setup
+    client = redis.Redis(port=process.port)
+    with pytest.raises(redis.exceptions.NoPermissionError) as err:
+        client.set("UserProfile:1", "v")
+    assert str(err.value) == "key 'UserProfile:1' breaks rule K2 (lowercase): use 'userprofile:1'"
+    assert redis.Redis(port=server.port).exists("UserProfile:1") == 0
+    with pytest.raises(redis.exceptions.NoPermissionError, match="rule C1 .*SCAN"):
+        client.keys("*")
+
+
+def test_rejected_commands_keep_pipeline_order(setup):
+    _, process, _, _ = setup
+    payload = (b"SET ok:1 a\r\nSET Bad:1 b\r\nGET ok:1\r\nKEYS *\r\nINCR ok:n\r\n")
+    reply, closed = exchange(process.port, payload)
+    assert reply == (b"+OK\r\n"
+                     b"-NOPERM key 'Bad:1' breaks rule K2 (lowercase): use 'bad:1'\r\n"
+                     b"$1\r\na\r\n"
+                     b"-NOPERM command KEYS breaks rule C1 (no KEYS): use SCAN 0 MATCH <pattern> COUNT 100, "
+                     b"repeated until the cursor is 0\r\n"
+                     b":1\r\n")
+    assert not closed
+
+
+def test_rejected_command_inside_multi_aborts_exec(setup):
+    server, process, _, _ = setup
+    payload = b"MULTI\r\nSET tx:a 1\r\nSET TX:B 2\r\nEXEC\r\nGET tx:a\r\n"
+    reply, _ = exchange(process.port, payload)
+    assert reply == (b"+OK\r\n+QUEUED\r\n"
+                     b"-NOPERM key 'TX:B' breaks rule K2 (lowercase): use 'tx:b'\r\n"
+                     b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+                     b"$-1\r\n")
+    assert redis.Redis(port=server.port).exists("tx:a") == 0
+    # A clean transaction still runs.
+    reply, _ = exchange(process.port, b"MULTI\r\nSET tx:a 1\r\nEXEC\r\n")
+    assert reply == b"+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n"
+
+
+def test_destination_keys_are_checked(setup):
+    server, process, _, _ = setup
+    client = redis.Redis(port=process.port)
+    client.set("src:1", "v")
+    for call in (lambda: client.rename("src:1", "Dst:1"), lambda: client.copy("src:1", "Dst:2"),
+                 lambda: client.sort("src:list", store="Dst:3")):
+        with pytest.raises(redis.exceptions.NoPermissionError, match="rule K2"):
+            call()
+    assert redis.Redis(port=server.port).get("src:1") == b"v"
+
+
+def test_reload_on_change_and_sighup_keeps_running_policy_when_invalid(setup):
+    _, process, policy, _ = setup
+    client = redis.Redis(port=process.port)
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.set("Mixed:1", "v")
+    # An invalid file is refused; the running policy stays.
+    policy.write_text("name: broken\nrules:\n  K2: {style: weird}\n")
+    process.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "refused" not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "policy.yaml:3" in process.log
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.set("Mixed:1", "v")
+    # A valid change applies to the next command of the same connection, without a signal.
+    policy.write_text(POLICY.format(name="second", mode="audit"))
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            assert client.set("Mixed:1", "v") is True
+            break
+        except redis.exceptions.NoPermissionError:
+            assert time.monotonic() < deadline, process.log
+            time.sleep(0.1)
+    assert "policy reloaded (file changed): 'second'" in process.log
+
+
+def test_audit_mode_allows_logs_and_counts(setup):
+    _, process, policy, metrics_port = setup
+    policy.write_text(POLICY.format(name="dry-run", mode="audit"))
+    process.process.send_signal(signal.SIGHUP)
+    client = redis.Redis(port=process.port)
+    deadline = time.monotonic() + 5
+    while "'dry-run'" not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.set("AuditMe:1", "v") is True
+    deadline = time.monotonic() + 5
+    while '"outcome": "audited"' not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    line = next(line for line in process.lines if '"outcome": "audited"' in line)
+    assert '"rule": "K2"' in line and "AuditMe:1" in line and '"v"' not in line
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert 'redis_guard_policy_findings_total{mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body
