@@ -196,7 +196,8 @@ class ClientSession(asyncio.Protocol):
                 plan = plans.get(name, plans)
                 if plan is plans:
                     plan = plans.get(name.lower())
-                if plan is not None:
+                if plan is not None and not (plan.keys_only and len(commands[index]) > 1
+                                             and self.proxy.key_match(commands[index][1]) is not None):
                     verdict = self.proxy.engine.decide(
                         plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
                     if verdict is not None:
@@ -586,6 +587,7 @@ class Proxy:
             [spec.name for spec in command_table if "|" not in spec.name], blocking
         )
         self.engine = None
+        self.key_match = None
         self.policy_plans: dict = {}
         self.set_engine(engine)
         self.pools: dict[tuple[int, int], SharedPool] = {}
@@ -596,6 +598,7 @@ class Proxy:
     def set_engine(self, engine) -> None:
         """Use a (new) policy from the next command of every connection on."""
         self.engine = engine
+        self.key_match = engine.key_match if engine is not None else None
         plans = {}
         if engine is not None and engine.plans:
             # Every known name maps to its plan or None, so a miss means "mixed case".

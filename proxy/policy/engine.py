@@ -62,7 +62,7 @@ class Verdict:
 
 
 class Plan:
-    __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key")
+    __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys):
         self.spec = spec
@@ -76,6 +76,8 @@ class Plan:
             and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
             and not spec.subcommands and "VARIABLE_FLAGS" not in specs[0].flags
         )
+        # Only the name of argument 1 to check: the server does it inline with one match.
+        self.keys_only = self.simple_key and check_keys and not command_rules and not rewrite_rules
 
 
 def _effective(rule, policy_mode: str):
@@ -112,11 +114,11 @@ class Engine:
         if len(specs) > 1:
             # A container: the plan resolves the subcommand per call.
             if not any(self._rules_for(sub)[0] or self._rules_for(sub)[1] or
-                       (self.key_rules and sub.has_keys) for sub in specs):
+                       (self.key_match is not None and sub.has_keys) for sub in specs):
                 return None
-            return Plan(spec, None, None, bool(self.key_rules))
+            return Plan(spec, None, None, self.key_match is not None)
         command_rules, rewrite_rules = self._rules_for(spec)
-        check_keys = bool(self.key_rules) and spec.has_keys
+        check_keys = self.key_match is not None and spec.has_keys
         if not command_rules and not rewrite_rules and not check_keys:
             return None
         return Plan(spec, tuple(command_rules), tuple(rewrite_rules), check_keys)
@@ -133,7 +135,7 @@ class Engine:
             if spec is None or spec is plan.spec:
                 return None
             command_rules, rewrite_rules = self._rules_for(spec)
-            plan = Plan(spec, tuple(command_rules), tuple(rewrite_rules), bool(self.key_rules) and spec.has_keys)
+            plan = Plan(spec, tuple(command_rules), tuple(rewrite_rules), self.key_match is not None and spec.has_keys)
         spec = plan.spec
         findings = None
         if plan.check_keys and self.key_match is not None:
