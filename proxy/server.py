@@ -351,6 +351,7 @@ class ClientSession(asyncio.Protocol):
                 self.db = db
             if protocol is not None:
                 self.protocol = protocol
+                self.policy_state.protocol = protocol  # scripts the policy sends answer in it
             self.upstream = None
         return index
 
