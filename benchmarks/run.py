@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ALL_TARGETS = ("direct", "proxy", "twemproxy")
+ALL_TARGETS = ("direct", "proxy", "policy", "twemproxy")
+GOAL_POLICY_RATIO = 0.9  # policy on vs policy off (the passthrough proxy), issue 3
 FORBIDDEN_PORTS = {6379}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -244,9 +245,10 @@ def start_redis(procs: Processes, workdir: Path, timeout: float) -> Service:
     return svc
 
 
-def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse.Namespace) -> Service:
+def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse.Namespace,
+                name: str = "proxy", extra: tuple[str, ...] = ()) -> Service:
     port = free_port()
-    log = workdir / "proxy.log"
+    log = workdir / f"{name}.log"
     cmd = args.proxy_cmd.format(
         python=shlex.quote(sys.executable),
         config=shlex.quote(str(args.config)),
@@ -257,8 +259,9 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     argv = shlex.split(cmd)
     if args.workers:
         argv += ["--workers", str(args.workers)]
+    argv += list(extra)
     proc = procs.start(argv, log, cwd=REPO_ROOT)
-    svc = Service("proxy", port, proc, log, proc.pid)
+    svc = Service(name, port, proc, log, proc.pid)
     wait_for_ready_line(svc, args.ready_timeout)
     wait_for_ping(svc, args.ready_timeout)
     return svc
@@ -343,8 +346,8 @@ def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace) -
     if args.key_prefix is None:
         # Built-in tests use keys "key:__rand_int__" and a 3-byte value.
         return [base + ["-t", "set,get"]]
-    key = f"{args.key_prefix}__rand_int__"
-    return [base + ["SET", key, "xxx"], base + ["GET", key]]
+    key = f"{args.key_prefix}__rand_int__{args.key_suffix}"
+    return [base + ["SET", key, "xxx", *shlex.split(args.set_args)], base + ["GET", key]]
 
 
 def parse_csv(out: str) -> dict[str, dict[str, float]]:
@@ -438,6 +441,11 @@ def summarize(rounds: list[dict], targets: list[str]) -> dict:
                         [run["tests"][test]["p50_ms"] - d["tests"][test]["p50_ms"] for run, d in pairs])
                     entry["avg_added_ms"] = median(
                         [run["tests"][test]["avg_ms"] - d["tests"][test]["avg_ms"] for run, d in pairs])
+                proxies = [r[scn.name].get("proxy") for r in rounds if target in r.get(scn.name, {})]
+                policy_pairs = [(run, p) for run, p in zip(runs, proxies) if p is not None]
+                if target == "policy" and policy_pairs:
+                    entry["ratio_to_proxy"] = median(
+                        [run["tests"][test]["rps"] / p["tests"][test]["rps"] for run, p in policy_pairs])
                 t_sum["tests"][test] = entry
             t_sum["redis_cpu_us_per_req"] = median([run["redis_cpu_us_per_req"] for run in runs])
             if runs and "proxy_cpu_us_per_req" in runs[0]:
@@ -484,9 +492,16 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
 
 
 def goal_checks(summary: dict, targets: list[str]) -> list[dict]:
-    if "proxy" not in targets or "direct" not in targets:
-        return []
     checks = []
+    if "policy" in targets and "proxy" in targets:
+        for scn in SCENARIOS:
+            for test in TESTS:
+                ratio = summary[scn.name]["policy"]["tests"][test].get("ratio_to_proxy")
+                if ratio is not None:
+                    checks.append({"goal": f"{scn.label} {test} policy on >= {GOAL_POLICY_RATIO:.1f}x policy off",
+                                   "value": ratio, "ok": ratio >= GOAL_POLICY_RATIO})
+    if "proxy" not in targets or "direct" not in targets:
+        return checks
     for test in TESTS:
         c50 = summary["c50"]["proxy"]["tests"][test]["ratio_to_direct"]
         p16 = summary["c50_p16"]["proxy"]["tests"][test]["ratio_to_direct"]
@@ -540,6 +555,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="proxy command template; placeholders {python} {config} {port} "
                          "{redis_port} {workdir} (default: %(default)s)")
     ap.add_argument("--workers", type=int, default=0, help="append --workers N to the proxy command")
+    ap.add_argument("--policy", type=Path, default=REPO_ROOT / "configs" / "policies" / "strict-dotted.yaml",
+                    help="policy file of the 'policy' target (default: the strictest preset)")
+    ap.add_argument("--key-suffix", default="", help="text after __rand_int__ in --key-prefix keys")
+    ap.add_argument("--set-args", default="", help="extra SET arguments with --key-prefix, e.g. 'EX 3600'")
     ap.add_argument("--key-prefix", default=None,
                     help="use explicit 'SET <prefix>__rand_int__ xxx' / 'GET <prefix>__rand_int__' "
                          "instead of redis-benchmark's -t set,get (keys 'key:__rand_int__')")
@@ -591,6 +610,9 @@ def main(argv: list[str] | None = None) -> int:
                 services[target] = Service("direct", redis.port, None, redis.log_path, redis.pid)
             elif target == "proxy":
                 services[target] = start_proxy(procs, workdir, redis.port, args)
+            elif target == "policy":
+                services[target] = start_proxy(procs, workdir, redis.port, args, "policy",
+                                               ("--policy", str(args.policy)))
             else:
                 services[target] = start_twemproxy(procs, workdir, redis.port, args.ready_timeout)
         ports = ", ".join(f"{t}={s.port}" for t, s in services.items())
@@ -624,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(summary, args.targets, len(rounds))
         checks = goal_checks(summary, args.targets)
         if checks:
-            print("\nGoals (proxy target):")
+            print("\nGoals:")
             for c in checks:
                 print(f"  [{'ok' if c['ok'] else 'MISS'}] {c['goal']}: {c['value']:.3f}")
         elapsed = time.monotonic() - t_start

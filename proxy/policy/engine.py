@@ -74,7 +74,7 @@ class Plan:
         self.simple_key = (
             len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
             and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
-            and not spec.subcommands and "VARIABLE_FLAGS" not in specs[0].flags
+            and not spec.subcommands
         )
         # Only the name of argument 1 to check: the server does it inline with one match.
         self.keys_only = self.simple_key and check_keys and not command_rules and not rewrite_rules
