@@ -25,13 +25,16 @@ from . import connstate, errors, metrics
 from .connstate import (HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN, TXN_DISCARD,
                         TXN_EXEC, strict_int)
 from .policy.base import AUDIT
-from .policy.engine import SessionState
+from .policy.base import Finding
+from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection
 
 log = logging.getLogger("redis_guard.server")
 
 HELD = -1
+POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
+                                "the proxy could not decide on it; see the proxy's log"))
 
 
 class Slot:
@@ -198,8 +201,12 @@ class ClientSession(asyncio.Protocol):
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(commands[index]) > 1
                                              and self.proxy.key_match(commands[index][1]) is not None):
-                    verdict = self.proxy.engine.decide(
-                        plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+                    try:
+                        verdict = self.proxy.engine.decide(
+                            plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+                    except Exception:  # a bug in a rule must not take the connection down
+                        log.exception("policy engine failed on %r", commands[index][0])
+                        verdict = POLICY_FAILED
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)
                         if next_index is not None:
