@@ -42,7 +42,7 @@ def record(finding, outcome: str, args, peer, policy: str, key_index: int | None
     entry = {
         "event": "policy", "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
         "policy": policy, "command": args[0].decode("utf-8", "replace").upper(),
-        "subject": finding.subject,
+        "subject": finding.subject.encode("utf-8", "backslashreplace").decode("utf-8"),
         "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
     }
     decision_log.info(json.dumps(entry, ensure_ascii=False))

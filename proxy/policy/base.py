@@ -96,7 +96,7 @@ class Settings:
 def _kind_names(kinds) -> str:
     names = {bool: "true/false", int: "a whole number", float: "a number", str: "a string",
              list: "a list", tuple: "a list", dict: "a mapping"}
-    return " or ".join(names.get(k, k.__name__) for k in kinds)
+    return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
 
 
 class Rule:

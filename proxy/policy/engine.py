@@ -186,7 +186,7 @@ class Engine:
         return Finding(finding.rule, finding.title, finding.subject, finding.advice, mode)
 
     def _explain_key(self, key: bytes) -> list[Finding]:
-        text = key.decode("utf-8", "backslashreplace")
+        text = key.decode("utf-8", "surrogateescape")  # rules see the exact bytes
         found = []
         for rule in self.key_rules:
             finding = rule.check_key(text)

@@ -101,6 +101,8 @@ def load_policy_text(text: str, source: str | None = None) -> Policy:
                     lines[str(setting_key.value)] = _line(setting_key)
             else:
                 raise PolicyError(f"rule {rule_id}: settings must be a mapping", line, source)
+            if values.get("mode") is False:  # YAML reads a bare `off` as false
+                values["mode"] = "off"
             try:
                 built[rule_id] = cls.from_settings(Settings(rule_id, values, lines, line))
             except PolicyError as exc:

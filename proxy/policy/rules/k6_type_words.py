@@ -1,0 +1,113 @@
+"""K6: a key that names its value's type (`user:profile:hash:1`, `chat:messages:list:room_id:1`)
+must be written by a command of that type: `HSET` on `...:string` is rejected.
+
+The check needs the command, so K6 is a command rule. It applies to the commands Redis flags
+`write`, and within them to the keys whose key-spec flags say the value is written (`OW`,
+`INSERT`, `UPDATE`); what type the command writes comes from its COMMAND DOCS group. Generic
+commands (DEL, EXPIRE, RENAME, COPY, SORT ... STORE) have group 'generic' and are not checked.
+
+Settings: `words` (value type -> the word, or list of words, that names it in a key; it replaces
+the default mapping), `position` (`any` segment, or only the `last` one, is a type word),
+`required` (a key written without a type word is an error too, for the types that have a word)
+and `delimiter` (the segment separator, as in K1/K2/K5). Words compare case-insensitively: letter
+case is K2's business.
+"""
+
+from __future__ import annotations
+
+from ...commands.keyspecs import find_keys
+from ..base import CommandRule, register
+
+# COMMAND DOCS group -> the value type (TYPE's answer) that the group's write commands create.
+# Bitmaps and HyperLogLogs are strings, geo sets are sorted sets.
+GROUP_TYPES = {
+    "string": "string", "bitmap": "string", "hyperloglog": "string",
+    "list": "list", "hash": "hash", "set": "set",
+    "sorted-set": "zset", "geo": "zset", "stream": "stream",
+}
+TYPES = ("string", "list", "hash", "set", "zset", "stream")
+DEFAULT_WORDS = {"string": "string", "list": "list", "hash": "hash", "set": "set", "zset": "zset"}
+WRITE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})  # key-spec flags of a key whose value is written
+
+
+@register
+class TypeWords(CommandRule):
+    id = "K6"
+    title = "type word matches the value"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        words = settings.mapping("words", DEFAULT_WORDS)
+        self.position = settings.get("position", "any", kind=str, choices=("any", "last"))
+        self.required = settings.get("required", False, kind=bool)
+        self.delimiter = settings.get("delimiter", ":", kind=str)
+        if not self.delimiter:
+            raise settings.error("delimiter", "'delimiter' must not be empty")
+        self.types: dict[bytes, str] = {}  # lower-case word -> value type
+        self.word_for: dict[str, str] = {}  # value type -> the first word naming it
+        for value_type, spelled in words.items():
+            if value_type not in TYPES:
+                raise settings.error("words", f"'words' names unknown type '{value_type}' "
+                                              f"(Redis's types: {', '.join(TYPES)})")
+            if not isinstance(spelled, (str, list)) or not spelled:
+                raise settings.error("words", f"'words': {value_type} must be a word or a list of words")
+            for word in ([spelled] if isinstance(spelled, str) else spelled):
+                if not isinstance(word, str) or not word or self.delimiter in word:
+                    raise settings.error("words", f"'words': {value_type} needs a word without "
+                                                  f"'{self.delimiter}', got {word!r}")
+                key = word.lower().encode()
+                if self.types.setdefault(key, value_type) != value_type:
+                    raise settings.error("words", f"'words': '{word}' names both "
+                                                  f"{self.types[key]} and {value_type}")
+                self.word_for.setdefault(value_type, word)
+        self.split = self.delimiter.encode()
+
+    def applies_to(self, spec) -> bool:
+        return ("write" in spec.flags and spec.group in GROUP_TYPES
+                and any(not ks.flags.isdisjoint(WRITE_FLAGS) for ks in spec.key_specs))
+
+    def check(self, call):
+        keys = call.keys if call.keys is not None else find_keys(call.spec, call.args)
+        writes = GROUP_TYPES[call.spec.group]
+        types = self.types
+        for index, ks in keys:
+            if ks.flags.isdisjoint(WRITE_FLAGS):
+                continue
+            key = call.args[index]
+            segments = key.split(self.split)
+            if self.position == "last":
+                segments = segments[-1:]
+            named = False
+            for segment in segments:
+                value_type = types.get(segment.lower())
+                if value_type is None:
+                    continue
+                if value_type != writes:
+                    return self._mismatch(call, key, segment, value_type, writes)
+                named = True
+            if not named and self.required and writes in self.word_for:
+                return self._missing(call, key, writes)
+        return None
+
+    def _mismatch(self, call, key: bytes, word: bytes, named: str, writes: str):
+        text = key.decode("utf-8", "backslashreplace")
+        own = self.word_for.get(writes)
+        fix = f"name the key with '{own}'" if own else "drop the type word"
+        return self.finding(f"key '{text}'",
+                            f"{call.name.upper()} writes a {writes} but the key's type word "
+                            f"'{word.decode('utf-8', 'backslashreplace')}' says {named}: "
+                            f"write it with {named} commands or {fix}")
+
+    def _missing(self, call, key: bytes, writes: str):
+        text = key.decode("utf-8", "backslashreplace")
+        word = self.word_for[writes]
+        where = "as its last segment" if self.position == "last" else "as a segment"
+        return self.finding(f"key '{text}'",
+                            f"{call.name.upper()} writes a {writes}: the key must name its type "
+                            f"{where}, e.g. '{text}{self.delimiter}{word}'")
+
+    def describe(self) -> str:
+        words = ", ".join(f"{t}={w}" for t, w in self.word_for.items())
+        where = "the last segment" if self.position == "last" else "any segment"
+        return f"type words ({words}) in {where} match the writing command" + (
+            "; required on written keys" if self.required else "")
