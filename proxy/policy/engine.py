@@ -94,8 +94,9 @@ class Engine:
         active = [rule for rule in policy.rules if rule.mode != OFF]
         self.modes = {rule.id: _effective(rule, policy.mode) for rule in active}
         self.key_rules = [rule for rule in active if isinstance(rule, KeyRule)]
-        self.command_rules = [rule for rule in active
-                              if isinstance(rule, CommandRule) and not isinstance(rule, RewriteRule)]
+        # A rewrite rule may reject too (C3): it is checked when it has a check of its own.
+        self.command_rules = [rule for rule in active if isinstance(rule, CommandRule) and (
+            not isinstance(rule, RewriteRule) or type(rule).check is not RewriteRule.check)]
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
@@ -181,7 +182,7 @@ class Engine:
 
     def _with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)
-        if mode == finding.mode:
+        if mode == finding.mode or finding.mode == AUDIT:  # a rule's own audit finding (C3 warn) stays one
             return finding
         return Finding(finding.rule, finding.title, finding.subject, finding.advice, mode)
 
