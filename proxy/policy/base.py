@@ -147,8 +147,10 @@ class CommandRule(Rule):
 
 class RewriteRule(CommandRule):
     """A rule that changes commands rather than (or besides) rejecting them. `rewrite(call)`
-    returns the commands to send instead: the first one's reply goes to the client, the
-    replies of the others are hidden. None leaves the command as it is."""
+    returns the complete list of commands to send instead: the first one's reply goes to the
+    client, the replies of the others are hidden. In a chain, `call.args` is the first command
+    an earlier rule produced and `call.commands` all of them (None before any rewrite): keep the
+    ones you do not change. None leaves the command as it is."""
 
     def check(self, call) -> Finding | None:
         return None

@@ -21,15 +21,16 @@ from .loader import PASSTHROUGH, Policy
 class Call:
     """One command under decision, with what rules may need to know around it."""
 
-    __slots__ = ("args", "spec", "name", "keys", "later", "state")
+    __slots__ = ("args", "spec", "name", "keys", "later", "state", "commands")
 
-    def __init__(self, args, spec, name, keys, later, state):
+    def __init__(self, args, spec, name, keys, later, state, commands=None):
         self.args = args
         self.spec = spec
         self.name = name  # lower case; 'client|kill' for subcommands
         self.keys = keys  # [(argument index, KeySpec)]
         self.later = later  # the commands after this one in the same pipeline
         self.state = state  # the session's SessionState (transactions, protocol)
+        self.commands = commands  # in a rewrite chain: all the earlier rules send (args is [0])
 
     def key_names(self) -> list[bytes]:
         args = self.args
@@ -171,7 +172,7 @@ class Engine:
                 if rewritten is not None:
                     commands = rewritten
                     rewriters += (rule,)
-                    call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state)
+                    call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state, rewritten)
         if findings is None and commands is None:
             return None
         reject = None

@@ -1,0 +1,385 @@
+"""T1: every key a write can create (or strip of its TTL) is left with a TTL.
+
+Theory of operation
+-------------------
+*Which keys a command can create* comes from the command table, not from a list of names:
+a key whose key spec is flagged `INSERT` or `OW` (on a write command), or `RW` + `UPDATE` on a
+command flagged `denyoom` (it may grow memory: HSET, ZADD, INCR, SETRANGE, XADD...). `OW` also
+means "overwritten": SET, MSET, *STORE leave the key without the TTL it had. What no flag says is
+in two documented tables: `TTL_TABLE` (which argument is a TTL, which option keeps or clears one;
+T2 and T3 read it too) and `CREATION` (commands the flags over-report: LPUSHX only touches an
+existing list; and COPY/RENAME, whose destination takes the source's TTL).
+
+`action: reject` (a CommandRule, `RequireTtl`) is static: the proxy does not ask the server
+whether the key exists. A write that can create a key passes when it sets a TTL itself (`SET ...
+EX`, SETEX, PSETEX, RESTORE with a TTL), when a later command of the same pipeline gives the key
+one (EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT without XX/GT, `SET k ... EX`, SETEX, PSETEX, `GETEX k EX`;
+the first `LATER_SCAN` commands are looked at), or, inside MULTI, when an earlier command of the
+open transaction gave the key a TTL and this one keeps it (`SET k v EX 60` then `INCR k`; the
+session clears `state.expiring` at EXEC/DISCARD, this rule fills it). So every write of a
+counter or a hash field carries its EXPIRE; that is what "TTL mandatory" means without a
+round trip. `SET ... KEEPTTL` counts as no TTL (a new key has none) unless something above gives
+one. `PERSIST k` and `GETEX k PERSIST` are rejected. A transaction sent one command at a time
+(MULTI; HSET k; EXPIRE k; EXEC, each awaited) cannot be judged at the HSET: see the report on a
+pending-keys check at EXEC.
+
+`action: inject` (a RewriteRule, `InjectTtl`): `SET` without a TTL gets `EX <default_ttl>`;
+`SET ... KEEPTTL` and every other creating write (SETNX, GETSET, MSET: one per key, HSET, LPUSH,
+INCR, RENAME's destination...) are followed by a hidden `EXPIRE key <default_ttl> NX`, which
+gives a TTL only to a key that has none (so an existing TTL is never shortened or extended; needs
+Redis 7.0). Inside MULTI the output is the same; the session sends the hidden commands after
+EXEC, since their replies would change EXEC's. PERSIST / GETEX PERSIST are rejected in `check`.
+Injected TTL arguments are `InjectedTtl` bytes, so that T2 can tell them from the client's.
+
+Keys matching a `persistent` glob (fnmatch, case-sensitive, on the key decoded as UTF-8) are
+exempt. Scripts (EVAL, FCALL) create keys the proxy cannot see: C6 decides about them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from ..base import CommandRule, RewriteRule, Rule, register
+
+# -- the one table of TTL arguments (T1, T2, T3) ------------------------------------------------
+
+# SET/GETEX options that give a TTL: word -> (seconds per unit, absolute Unix time)
+TTL_OPTIONS = {b"ex": (1.0, False), b"px": (0.001, False), b"exat": (1.0, True), b"pxat": (0.001, True)}
+
+# command -> where its TTL is. Every one of them acts on the key at argument 1.
+#   ("options", i)            SET/GETEX options from argument i on: EX s | PX ms | EXAT t |
+#                             PXAT t-ms | KEEPTTL (keep the current TTL) | PERSIST (remove it)
+#   ("at", i, unit, absolute) argument i is a TTL in `unit` seconds, or a Unix time
+#   ("restore", i)            RESTORE: milliseconds at i, 0 for none, ABSTTL makes it a Unix time
+#   ("persist",)              removes the TTL
+TTL_TABLE = {
+    "set": ("options", 3),
+    "getex": ("options", 2),
+    "setex": ("at", 2, 1.0, False),
+    "psetex": ("at", 2, 0.001, False),
+    "expire": ("at", 2, 1.0, False),
+    "pexpire": ("at", 2, 0.001, False),
+    "expireat": ("at", 2, 1.0, True),
+    "pexpireat": ("at", 2, 0.001, True),
+    "restore": ("restore", 2),
+    "restore-asking": ("restore", 2),
+    "persist": ("persist",),
+}
+EXPIRE_FAMILY = frozenset({"expire", "pexpire", "expireat", "pexpireat"})
+# EXPIRE's conditions that never apply to a key without a TTL (GT: "no TTL" counts as infinite)
+NO_TTL_YET_FAILS = frozenset({b"xx", b"gt"})
+
+# What the key specs cannot say about creating a key (T1 only):
+#   "never"          touches an existing key only (LPUSHX, LINSERT, LSET, XSETID, ...)
+#   "carries"        the destination takes the source's TTL (COPY, RENAME, RENAMENX)
+#   ("with", WORD)   creates only with this option (XGROUP CREATE ... MKSTREAM)
+#   ("without", W)   creates unless this option is given (XADD ... NOMKSTREAM)
+CREATION = {
+    "lpushx": "never", "rpushx": "never", "linsert": "never", "lset": "never",
+    "xsetid": "never", "xgroup|createconsumer": "never",
+    "copy": "carries", "rename": "carries", "renamenx": "carries",
+    "xgroup|create": ("with", b"mkstream"),
+    "xadd": ("without", b"nomkstream"),
+}
+
+LATER_SCAN = 512  # how many later commands of a pipeline T1 looks through for an EXPIRE
+
+
+class TtlArgs:
+    """What one command does to the TTL of the key at argument 1."""
+
+    __slots__ = ("ttls", "keep", "clear")
+
+    def __init__(self):
+        self.ttls: list[tuple[int, float, bool]] = []  # (argument index, unit in seconds, absolute)
+        self.keep = False  # KEEPTTL
+        self.clear = False  # PERSIST, GETEX ... PERSIST
+
+
+def ttl_args(name: str, args) -> TtlArgs | None:
+    """The TTL arguments of a command (None: the command has no TTL semantics)."""
+    entry = TTL_TABLE.get(name)
+    if entry is None:
+        return None
+    found = TtlArgs()
+    kind = entry[0]
+    count = len(args)
+    if kind == "options":
+        i = entry[1]
+        while i < count:
+            word = args[i].lower()
+            option = TTL_OPTIONS.get(word)
+            if option is not None and i + 1 < count:
+                found.ttls.append((i + 1, option[0], option[1]))
+                i += 2
+                continue
+            if word == b"keepttl":
+                found.keep = True
+            elif word == b"persist":
+                found.clear = True
+            i += 1
+    elif kind == "at":
+        if entry[1] < count:
+            found.ttls.append((entry[1], entry[2], entry[3]))
+    elif kind == "restore":
+        at = entry[1]
+        if at < count and args[at] != b"0":
+            absolute = any(arg.lower() == b"absttl" for arg in args[4:])
+            found.ttls.append((at, 0.001, absolute))
+    else:  # persist
+        found.clear = True
+    return found
+
+
+def command_name(args) -> str:
+    """The lower-case name of a raw command (`args[0]`), for the tables above."""
+    return args[0].decode("latin-1").lower() if args else ""
+
+
+def creates(spec, ks_flags) -> bool:
+    """Whether the key found with these key-spec flags may be created by the command."""
+    if "INSERT" in ks_flags or "OW" in ks_flags:
+        return "write" in spec.flags
+    return "denyoom" in spec.flags and "RW" in ks_flags and "UPDATE" in ks_flags
+
+
+def may_create(spec) -> bool:
+    """At policy load: can this command create any key at all?"""
+    if CREATION.get(spec.name) == "never":
+        return False
+    return any(creates(spec, ks.flags) for ks in spec.key_specs)
+
+
+def creation(spec, args) -> str:
+    """Per call: 'never', 'carries' or 'creates' (the key specs decide per key)."""
+    rule = CREATION.get(spec.name)
+    if rule is None:
+        return "creates"
+    if isinstance(rule, str):
+        return rule
+    how, word = rule
+    present = _has_option(spec.name, args, word)
+    return "creates" if present == (how == "with") else "never"
+
+
+def _has_option(name: str, args, word: bytes) -> bool:
+    if name == "xadd":  # XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] n [LIMIT c]] id field value...
+        i = 2
+        while i < len(args):
+            arg = args[i].lower()
+            if arg == word:
+                return True
+            if arg in (b"maxlen", b"minid"):
+                i += 3 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 2
+            elif arg == b"limit":
+                i += 2
+            else:
+                return False  # the entry id: fields follow
+        return False
+    return any(arg.lower() == word for arg in args[3:])
+
+
+def gives_ttl(args, key: bytes) -> bool:
+    """Does this (later) command leave `key` with a TTL, whether it exists yet or not?"""
+    if len(args) < 3 or args[1] != key:
+        return False
+    name = command_name(args)
+    if name in EXPIRE_FAMILY:
+        return not any(arg.lower() in NO_TTL_YET_FAILS for arg in args[3:])
+    if name in ("setex", "psetex", "set", "getex"):
+        found = ttl_args(name, args)
+        return bool(found.ttls)
+    return False
+
+
+class InjectedTtl(bytes):
+    """A TTL argument the proxy wrote (T2 jitters these whatever its `client_ttls`)."""
+
+    __slots__ = ()
+
+
+def text(key: bytes) -> str:
+    return key.decode("utf-8", "backslashreplace")
+
+
+def glob_matcher(patterns):
+    """One compiled match for fnmatch-style globs on a decoded key; None when there are none."""
+    if not patterns:
+        return None
+    match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.S).match
+    return lambda key: match(key.decode("utf-8", "surrogateescape")) is not None
+
+
+# -- the rule -----------------------------------------------------------------------------------
+
+
+@register
+class TtlRequired(Rule):
+    """T1 as the policy names it; `action` chooses the class that does the work."""
+
+    id = "T1"
+    title = "every key has a TTL"
+
+    @classmethod
+    def from_settings(cls, settings):
+        action = settings.get("action", "reject", kind=str, choices=("reject", "inject"))
+        rule = (InjectTtl if action == "inject" else RequireTtl)(settings)
+        settings.check_unused()
+        return rule
+
+
+class _TtlCommon:
+    id = "T1"
+    title = "every key has a TTL"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.action = settings.get("action", "reject", kind=str, choices=("reject", "inject"))
+        self.default_ttl = settings.get("default_ttl", 3600, kind=int, minimum=1)
+        self.persistent = settings.strings("persistent")
+        self.exempt = glob_matcher(self.persistent)
+        self.ttl = InjectedTtl(str(self.default_ttl).encode())
+
+    def describe(self) -> str:
+        what = ("reject writes that leave a key without a TTL" if self.action == "reject"
+                else f"add a TTL of {self.default_ttl} s to writes that leave a key without one")
+        if self.persistent:
+            what += f"; persistent: {', '.join(self.persistent)}"
+        return what + "; PERSIST rejected"
+
+    def _persist_finding(self, call, info):
+        """PERSIST k / GETEX k PERSIST on a key that is not persistent."""
+        if info is None or not info.clear or len(call.args) < 2:
+            return None
+        key = call.args[1]
+        if self.exempt is not None and self.exempt(key):
+            return None
+        return self.finding(f"key '{text(key)}'", "do not remove its TTL: keys of this policy expire "
+                            "(set a new TTL with EXPIRE instead)")
+
+    def _needing_ttl(self, call, info):
+        """(index, key, clears its TTL) of every key this write may leave without a TTL."""
+        spec = call.spec
+        how = creation(spec, call.args)
+        if how == "never":
+            return
+        args = call.args
+        sets_ttl = info is not None and bool(info.ttls)
+        for index, ks in call.keys or ():
+            flags = ks.flags
+            if not creates(spec, flags):
+                continue
+            key = args[index]
+            if sets_ttl and index == 1:
+                continue
+            if self.exempt is not None and self.exempt(key):
+                continue
+            # OW (not INSERT-only): the write replaces the value and with it the TTL; so do SET
+            # and GETSET whatever their flags (SET ... GET is RW), unless KEEPTTL
+            if call.name == "set":
+                clears = not info.keep
+            else:
+                clears = call.name == "getset" or ("OW" in flags and "INSERT" not in flags)
+            yield index, key, clears, how
+
+
+class RequireTtl(_TtlCommon, CommandRule):
+    """`action: reject`."""
+
+    def applies_to(self, spec) -> bool:
+        return may_create(spec) or spec.name in TTL_TABLE
+
+    def check(self, call):
+        info = ttl_args(call.name, call.args)
+        found = self._persist_finding(call, info)
+        if found is not None:
+            return found
+        state = call.state
+        cleared = None
+        for index, key, clears, how in self._needing_ttl(call, info):
+            if how == "carries":
+                continue
+            if state.in_multi and not clears and key in state.expiring:
+                continue
+            if not _later_gives_ttl(call.later, key):
+                return self.finding(f"key '{text(key)}'", self._advice(call, key, info))
+            if clears:
+                cleared = (cleared or []) + [key]
+        if state.in_multi:
+            self._track(call, info, cleared)
+        return None
+
+    def _advice(self, call, key: bytes, info) -> str:
+        then = f"send EXPIRE {text(key)} <seconds> after it in the same pipeline or transaction"
+        if call.name == "set":
+            if info is not None and info.keep:
+                return f"KEEPTTL leaves a new key without a TTL: use EX <seconds> instead, or {then}"
+            return f"add EX <seconds> (or PX, EXAT, PXAT), or {then}"
+        return then
+
+    @staticmethod
+    def _track(call, info, cleared) -> None:
+        """Inside MULTI: remember the keys this command leaves with a TTL (for the next ones)."""
+        expiring = call.state.expiring
+        args = call.args
+        if info is not None and len(args) > 1:
+            if info.clear:
+                expiring.discard(args[1])
+            elif gives_ttl(args, args[1]):
+                expiring.add(args[1])
+                return
+        for key in cleared or ():
+            expiring.discard(key)  # replaced: the TTL it had is gone (the later EXPIRE gives one)
+
+
+def _later_gives_ttl(later, key: bytes) -> bool:
+    if not later:
+        return False
+    for count, args in enumerate(later):
+        if count >= LATER_SCAN:
+            return False
+        if gives_ttl(args, key):
+            return True
+    return False
+
+
+class InjectTtl(_TtlCommon, RewriteRule):
+    """`action: inject`."""
+
+    def applies_to(self, spec) -> bool:
+        return may_create(spec) or spec.name in ("persist", "getex")
+
+    def check(self, call):
+        return self._persist_finding(call, ttl_args(call.name, call.args))
+
+    def rewrite(self, call):
+        commands = current_commands(call)
+        args = commands[0]
+        if not same_command(call, args):
+            return None  # an earlier rewrite sent something else
+        info = ttl_args(call.name, args)
+        first = args
+        extras = []
+        seen = set()
+        for index, key, clears, how in self._needing_ttl(call, info):
+            if call.name == "set" and not info.keep:
+                first = [*args, b"EX", self.ttl]
+            elif key not in seen:
+                seen.add(key)
+                extras.append([b"EXPIRE", key, self.ttl, b"NX"])
+        if first is args and not extras:
+            return None
+        return [first, *commands[1:], *extras]
+
+
+def current_commands(call) -> list:
+    """What the rewrite chain sends so far: the earlier rewrite rules' output (with the engine's
+    `Call.commands`, see the report), else just this command."""
+    return getattr(call, "commands", None) or [call.args]
+
+
+def same_command(call, args) -> bool:
+    """Is `args` still the command the plan was made for (not already turned into an EVAL)?"""
+    name = call.name.partition("|")[0]
+    return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()

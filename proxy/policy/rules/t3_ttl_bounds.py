@@ -1,0 +1,75 @@
+"""T3: TTLs within bounds: not forever, not absurdly short.
+
+A CommandRule on every command with a TTL argument (T1's `TTL_TABLE`: `SET ... EX/PX/EXAT/PXAT`,
+SETEX, PSETEX, GETEX, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, RESTORE with a TTL). The TTL in seconds
+(a Unix time counts from now) must lie in [`min_ttl`, `max_ttl`]; a negative or past TTL, which
+deletes the key, is below any minimum. `PERSIST k` and `GETEX k PERSIST` are rejected: a key
+without a TTL is "forever". Keys matching a `persistent` glob (as T1's) are exempt from both.
+Arguments that are not integers are left for Redis to refuse.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..base import CommandRule, register
+from .t1_ttl import TTL_TABLE, glob_matcher, text, ttl_args
+
+UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
+
+
+def duration(seconds: float) -> str:
+    """'1 s', '0.001 s', '30 days', '2 h', '90 s' (whole larger units only)."""
+    if seconds >= 60 and float(seconds).is_integer():
+        for size, one, many in UNITS:
+            if seconds % size == 0:
+                count = int(seconds // size)
+                return f"{count} {one if count == 1 else many}"
+    if float(seconds).is_integer():
+        return f"{int(seconds)} s"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + " s"
+
+
+@register
+class TtlBounds(CommandRule):
+    id = "T3"
+    title = "TTL bounds"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.min_ttl = settings.get("min_ttl", 1, kind=(int, float), minimum=0)
+        self.max_ttl = settings.get("max_ttl", 2592000, kind=(int, float), minimum=0)
+        if self.max_ttl < self.min_ttl:
+            raise settings.error("max_ttl", f"'max_ttl' ({self.max_ttl}) is below 'min_ttl' ({self.min_ttl})")
+        self.persistent = settings.strings("persistent")
+        self.exempt = glob_matcher(self.persistent)
+        self.bounds = f"use a TTL between {duration(self.min_ttl)} and {duration(self.max_ttl)}"
+
+    def applies_to(self, spec) -> bool:
+        return spec.name in TTL_TABLE
+
+    def check(self, call):
+        args = call.args
+        if len(args) < 2:
+            return None
+        info = ttl_args(call.name, args)
+        if info is None or not (info.ttls or info.clear):
+            return None
+        key = args[1]
+        if self.exempt is not None and self.exempt(key):
+            return None
+        if info.clear:
+            return self.finding(f"key '{text(key)}'", f"do not make it persistent: {self.bounds}")
+        for index, unit, absolute in info.ttls:
+            try:
+                number = int(args[index])
+            except ValueError:
+                continue
+            seconds = number * unit - (time.time() if absolute else 0)
+            if seconds < self.min_ttl or seconds > self.max_ttl:
+                got = duration(seconds) if seconds > 0 else "an expiry that deletes the key at once"
+                return self.finding(f"key '{text(key)}'", f"{self.bounds} (got {got})")
+        return None
+
+    def describe(self) -> str:
+        return f"TTLs from {duration(self.min_ttl)} to {duration(self.max_ttl)}; PERSIST rejected"

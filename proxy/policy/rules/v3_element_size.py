@@ -1,0 +1,74 @@
+"""V3: single elements bounded: hash field values, list items, set and sorted-set members.
+
+A CommandRule; the arguments alone decide. `ELEMENTS` is the one table of which arguments are
+elements written (field names, scores and moves of existing elements are not). Streams and
+HyperLogLogs are not checked.
+"""
+
+from __future__ import annotations
+
+from ..base import CommandRule, register
+from .t1_ttl import text
+from .v2_cardinality import zadd_members
+
+
+def _from(first, step=1):
+    return lambda args: args[first::step]
+
+
+def _at(position):
+    return lambda args: args[position:position + 1]
+
+
+def _zadd(args):
+    parsed = zadd_members(args)
+    return parsed[1] if parsed else ()
+
+
+def _geoadd(args):
+    parsed = zadd_members(args, geo=True)
+    return parsed[1] if parsed else ()
+
+
+# command -> (what its elements are called, the elements it writes as a function of the arguments)
+ELEMENTS = {
+    "hset": ("hash field value", _from(3, 2)),
+    "hmset": ("hash field value", _from(3, 2)),
+    "hsetnx": ("hash field value", _at(3)),
+    "lpush": ("list item", _from(2)),
+    "rpush": ("list item", _from(2)),
+    "lpushx": ("list item", _from(2)),
+    "rpushx": ("list item", _from(2)),
+    "linsert": ("list item", _at(4)),
+    "lset": ("list item", _at(3)),
+    "sadd": ("set member", _from(2)),
+    "zadd": ("sorted-set member", _zadd),
+    "zincrby": ("sorted-set member", _at(3)),
+    "geoadd": ("sorted-set member", _geoadd),
+}
+
+
+@register
+class ElementSize(CommandRule):
+    id = "V3"
+    title = "element size"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.max_element_bytes = settings.get("max_element_bytes", 1024, kind=int, minimum=1)
+
+    def applies_to(self, spec) -> bool:
+        return spec.name in ELEMENTS
+
+    def check(self, call):
+        what, elements = ELEMENTS[call.name]
+        limit = self.max_element_bytes
+        for element in elements(call.args):
+            if len(element) > limit:
+                key = call.args[1] if len(call.args) > 1 else b""
+                return self.finding(f"key '{text(key)}'", f"keep each {what} at most {limit} bytes "
+                                    f"(got {len(element)} bytes)")
+        return None
+
+    def describe(self) -> str:
+        return f"hash field values, list items, set and sorted-set members at most {self.max_element_bytes} bytes"
