@@ -312,13 +312,18 @@ class ClientSession(asyncio.Protocol):
     def _end_transaction(self, action: int, batch, index: int) -> int:
         state = self.policy_state
         dirty, extra = self.txn_dirty, self.after_exec
-        state.in_multi = False
-        state.expiring.clear()
+        unmet = state.unmet() if action == TXN_EXEC and not dirty else ()
+        state.end_transaction()
         self.txn_dirty = False
         self.after_exec = []
-        if action == TXN_EXEC and dirty:
+        if unmet:
+            for finding in unmet:
+                metrics.record(finding, "rejected", batch.commands[index], self.peer, self.proxy.engine.policy.name)
+            reply = errors.policy_violation(unmet[0])
+        if action == TXN_EXEC and (dirty or unmet):
             # Nothing of the transaction may run: discard it upstream, answer as Redis would.
-            self._forward(hiredis.pack_command(("DISCARD",)), 1, replace=errors.EXECABORT)
+            self._forward(hiredis.pack_command(("DISCARD",)), 1,
+                          replace=reply if unmet else errors.EXECABORT)
             return index + 1
         self._forward(batch.span(index, index + 1), 1)
         if action == TXN_EXEC and extra and self.upstream is not None:

@@ -40,12 +40,22 @@ class Call:
 class SessionState:
     """What the engine remembers per client connection."""
 
-    __slots__ = ("in_multi", "protocol", "expiring")
+    __slots__ = ("in_multi", "protocol", "expiring", "owed")
 
     def __init__(self):
         self.in_multi = False
         self.protocol = 2
         self.expiring: set[bytes] = set()  # keys given a TTL earlier in the open transaction
+        self.owed: dict[bytes, object] = {}  # key -> finding, for writes still owing a TTL at EXEC
+
+    def unmet(self) -> list:
+        """Findings for keys written in the transaction and still without a TTL."""
+        return [finding for key, finding in self.owed.items() if key not in self.expiring]
+
+    def end_transaction(self) -> None:
+        self.in_multi = False
+        self.expiring.clear()
+        self.owed.clear()
 
 
 class Verdict:

@@ -150,5 +150,13 @@ def test_ttl_required_unless_the_pipeline_sets_it(tmp_path, server):
         pipe.expire("ttl:h2", 60)
         assert pipe.execute() == [1, True]
         assert client.set("ttl:s", "v", ex=60) is True
+        # A transaction sent command by command: the EXPIRE may come later, before EXEC.
+        reply, _ = exchange(process.port, b"MULTI\r\nHSET ttl:t f v\r\n")
+        assert reply == b"+OK\r\n+QUEUED\r\n"
+        sock_reply, _ = exchange(process.port, b"MULTI\r\nHSET ttl:t f v\r\nEXPIRE ttl:t 60\r\nEXEC\r\n")
+        assert sock_reply == b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:1\r\n"
+        sock_reply, _ = exchange(process.port, b"MULTI\r\nHSET ttl:u f v\r\nEXEC\r\nEXISTS ttl:u\r\n")
+        assert sock_reply.startswith(b"+OK\r\n+QUEUED\r\n-NOPERM key 'ttl:u' breaks rule T1")
+        assert sock_reply.endswith(b":0\r\n")
     finally:
         process.stop()

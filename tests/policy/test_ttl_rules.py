@@ -235,26 +235,26 @@ def test_t1_later_scan_is_bounded():
 
 
 def test_t1_reject_in_transaction():
-    """Inside MULTI, a key given a TTL by an earlier queued command may be written by commands
-    that keep its TTL; a command that replaces the value needs a TTL of its own again."""
+    """Inside MULTI a write without a TTL is not refused at once: the transaction may give the
+    key a TTL before EXEC. The state records what is owed; the session checks it at EXEC."""
     state = SessionState()
     state.in_multi = True
-    assert decide(REJECT, "INCR c", state=state).reject is not None
-    assert decide(REJECT, "SET c 0 EX 60", state=state) is None
-    assert b"c" in state.expiring
     assert decide(REJECT, "INCR c", state=state) is None
-    assert decide(REJECT, "HSET h f v", state=state).reject is not None
-    assert decide(REJECT, "EXPIRE h 60", state=state) is None
+    assert [f.rule for f in state.unmet()] == ["T1"]
+    assert decide(REJECT, "SET c 0 EX 60", state=state) is None
+    assert b"c" in state.expiring and state.unmet() == []
+    assert decide(REJECT, "INCR c", state=state) is None
     assert decide(REJECT, "HSET h f v", state=state) is None
+    assert [f.subject for f in state.unmet()] == ["key 'h'"]
+    assert decide(REJECT, "EXPIRE h 60", state=state) is None
+    assert state.unmet() == []
     assert decide(REJECT, "SET c 1 KEEPTTL", state=state) is None  # keeps the TTL given above
-    assert decide(REJECT, "SET c 1", state=state).reject is not None  # replaces it
-    assert decide(REJECT, "SET c 1", ["EXPIRE c 5"], state=state) is None
-    assert b"c" not in state.expiring  # until the EXPIRE is queued
+    assert decide(REJECT, "SET c 1", state=state) is None  # replaces it: owed again
+    assert b"c" not in state.expiring and [f.subject for f in state.unmet()] == ["key 'c'"]
     assert decide(REJECT, "EXPIRE c 5", state=state) is None
-    assert b"c" in state.expiring
+    assert b"c" in state.expiring and state.unmet() == []
     assert decide(REJECT, "PERSIST c", state=state).reject is not None
-    state.in_multi = False
-    state.expiring.clear()
+    state.end_transaction()
     assert decide(REJECT, "INCR c", state=state).reject is not None  # outside MULTI: no memory
 
 

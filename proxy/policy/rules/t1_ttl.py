@@ -303,7 +303,12 @@ class RequireTtl(_TtlCommon, CommandRule):
             if state.in_multi and not clears and key in state.expiring:
                 continue
             if not _later_gives_ttl(call.later, key):
-                return self.finding(f"key '{text(key)}'", self._advice(call, key, info))
+                finding = self.finding(f"key '{text(key)}'", self._advice(call, key, info))
+                if not state.in_multi:
+                    return finding
+                # A transaction sent command by command may still give it a TTL before EXEC:
+                # the session checks what is still owed then.
+                state.owed[key] = finding
             if clears:
                 cleared = (cleared or []) + [key]
         if state.in_multi:
