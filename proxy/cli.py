@@ -384,7 +384,11 @@ def main(argv=None) -> int:
         format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
         stream=sys.stderr,
     )
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `redis-guard policy check FILE | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ here are the proxy's own. Each is a complete RESP error line, ready to write.
 
 from __future__ import annotations
 
+import re
+
 
 def resp_error(text: str) -> bytes:
     """A RESP error line; CR/LF inside the text would end the line early, so they become spaces."""
@@ -34,6 +36,20 @@ def violation_text(finding) -> str:
     """The text of a policy rejection, without the leading '-': NOPERM is what clients already
     map to a permission error."""
     return f"NOPERM {finding.subject} breaks rule {finding.rule} ({finding.title}): {finding.advice}"
+
+
+_VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
+
+
+def parse_violation(reply: bytes):
+    """The Finding behind a NOPERM reply a policy script sent, or None."""
+    from .policy.base import Finding
+
+    match = _VIOLATION.match(reply)
+    if match is None:
+        return None
+    subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
+    return Finding(rule, title, subject, advice)
 
 
 def policy_violation(finding) -> bytes:

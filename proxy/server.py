@@ -72,6 +72,29 @@ class ReplacingSink:
         self.session.slot_failed(slot, error, False)
 
 
+class ScriptVerdictSink:
+    """For a command the policy sent as a server-side script (atomic caps, size checks): a
+    refusal comes back as the script's NOPERM error, and is counted and logged like the
+    proxy's own."""
+
+    __slots__ = ("session", "args")
+
+    def __init__(self, session, args):
+        self.session = session
+        self.args = args
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        if data.startswith(b"-NOPERM "):
+            finding = errors.parse_violation(data)
+            if finding is not None:
+                session = self.session
+                metrics.record(finding, "rejected", self.args, session.peer, session.proxy.engine.policy.name)
+        self.session.deliver(slot, data, done)
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(slot, error, partial)
+
+
 class LaterCommands:
     """The commands after one in the same pipeline, without copying them."""
 
@@ -300,7 +323,8 @@ class ClientSession(asyncio.Protocol):
                 self.txn_dirty = True  # Redis, too, aborts EXEC after a command it refused to queue
             return index + 1
         first, *extra = verdict.commands
-        self._forward(hiredis.pack_command(tuple(first)), 1)
+        self._forward(hiredis.pack_command(tuple(first)), 1,
+                      observe=args if first[0] in (b"EVAL", b"EVALSHA") else None)
         if extra:
             if self.policy_state.in_multi:
                 self.after_exec.extend(extra)  # extra replies would change what EXEC returns
@@ -381,7 +405,8 @@ class ClientSession(asyncio.Protocol):
         conn = self.upstream = pool.get(self.pool_index)
         return conn
 
-    def _forward(self, data: bytes, count: int, stream: bool = False, replace: bytes | None = None) -> None:
+    def _forward(self, data: bytes, count: int, stream: bool = False, replace: bytes | None = None,
+                 observe=None) -> None:
         if self.streaming is not None:
             self.upstream.send(data, None)
             return
@@ -398,6 +423,8 @@ class ClientSession(asyncio.Protocol):
             self.streaming = slot
         elif replace is not None:
             slot.session = ReplacingSink(self, replace)
+        elif observe is not None:
+            slot.session = ScriptVerdictSink(self, observe)
         self.slots.append(slot)
         self.inflight += 1
         conn.send(data, slot)

@@ -1,6 +1,7 @@
 """Rules that change what is sent, on live traffic: TTL injection, DEL→UNLINK, atomic caps."""
 
 import threading
+import time
 
 import pytest
 import redis
@@ -113,6 +114,11 @@ def test_collection_cap_is_atomic_under_concurrent_writers(proxy, server):
         thread.join(30)
     assert direct.scard("cap:set") == 20  # exactly the cap: 120 attempts, 100 refused
     assert len(errors) == 100
+    # Refusals made by the server-side script are logged and counted like the proxy's own.
+    deadline = time.monotonic() + 5
+    while proxy.log.count('"rule": "V2"') < 100 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proxy.log.count('"rule": "V2"') == 100
     client = redis.Redis(port=proxy.port)
     client.hset("cap:hash", mapping={f"f{i}": i for i in range(5)})
     with pytest.raises(redis.exceptions.NoPermissionError, match="V2"):
@@ -158,5 +164,33 @@ def test_ttl_required_unless_the_pipeline_sets_it(tmp_path, server):
         sock_reply, _ = exchange(process.port, b"MULTI\r\nHSET ttl:u f v\r\nEXEC\r\nEXISTS ttl:u\r\n")
         assert sock_reply.startswith(b"+OK\r\n+QUEUED\r\n-NOPERM key 'ttl:u' breaks rule T1")
         assert sock_reply.endswith(b":0\r\n")
+    finally:
+        process.stop()
+
+
+SCRIPT_POLICY = """
+name: scripts
+rules:
+  K2: {style: lowercase}
+  C6: {scripts: %s}
+"""
+
+
+@pytest.mark.parametrize("mode", ["declared", "deny"])
+def test_scripts_are_no_way_around_the_rules(tmp_path, server, mode):
+    process = start(tmp_path, server, SCRIPT_POLICY % mode)
+    try:
+        client = redis.Redis(port=process.port)
+        script = "return redis.call('SET', KEYS[1], ARGV[1])"
+        with pytest.raises(redis.exceptions.NoPermissionError, match="rule (K2|C6)"):
+            client.eval(script, 1, "Bad:Key", "v")
+        if mode == "declared":
+            assert client.eval(script, 1, "good:key", "v") == b"OK"
+        else:
+            with pytest.raises(redis.exceptions.NoPermissionError, match="rule C6"):
+                client.eval(script, 1, "good:key", "v")
+            with pytest.raises(redis.exceptions.NoPermissionError, match="rule C6"):
+                client.script_load(script)
+        assert redis.Redis(port=server.port).exists("Bad:Key") == 0
     finally:
         process.stop()
