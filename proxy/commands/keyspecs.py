@@ -217,10 +217,17 @@ def _synthetic(flags: frozenset[str]) -> KeySpec:
     return KeySpec(BeginSearch("unknown"), FindKeys("unknown"), flags, "from a getkeys proc")
 
 
-@lru_cache(maxsize=256)
+_WITH_FLAGS: dict = {}
+
+
 def _with_flags(ks: KeySpec, flags: frozenset[str]) -> KeySpec:
-    """``ks`` with the flags a VARIABLE_FLAGS proc settled on."""
-    return replace(ks, flags=flags)
+    """``ks`` with the flags a VARIABLE_FLAGS proc settled on. Cached by the spec's identity:
+    hashing a KeySpec (nested dataclasses) costs more than the whole SET lookup."""
+    key = (id(ks), flags)
+    found = _WITH_FLAGS.get(key)
+    if found is None or found[0] is not ks:
+        found = _WITH_FLAGS[key] = (ks, replace(ks, flags=flags))
+    return found[1]
 
 
 def _sort_keys(spec: CommandSpec, args: Sequence[bytes]) -> KeyPositions:

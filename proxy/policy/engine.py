@@ -21,9 +21,10 @@ from .loader import PASSTHROUGH, Policy
 class Call:
     """One command under decision, with what rules may need to know around it."""
 
-    __slots__ = ("args", "spec", "name", "keys", "later", "state", "commands")
+    __slots__ = ("args", "spec", "name", "keys", "later", "state", "commands", "memo")
 
     def __init__(self, args, spec, name, keys, later, state, commands=None):
+        self.memo = None  # what one rule works out for the others (e.g. the TTL arguments)
         self.args = args
         self.spec = spec
         self.name = name  # lower case; 'client|kill' for subcommands
@@ -73,7 +74,8 @@ class Verdict:
 
 
 class Plan:
-    __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only")
+    __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
+                 "first_key")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys):
         self.spec = spec
@@ -87,6 +89,9 @@ class Plan:
             and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
             and not spec.subcommands
         )
+        # The key of argument 1 with its documented spec: what find_keys would say, for free.
+        self.first_key = (((1, specs[0]),) if self.simple_key and "VARIABLE_FLAGS" not in specs[0].flags
+                          else None)
         # Only the name of argument 1 to check: the server does it inline with one match.
         self.keys_only = self.simple_key and check_keys and not command_rules and not rewrite_rules
 
@@ -161,10 +166,12 @@ class Engine:
                         findings = found if findings is None else findings + found
         call = None
         if plan.command_rules:
-            call = Call(args, spec, spec.name, None, later, state or SessionState())
+            if plan.first_key is not None and len(args) > 1:
+                keys = plan.first_key
+            else:
+                keys = find_keys(spec, args) if spec.has_keys else []
+            call = Call(args, spec, spec.name, keys, later, state or SessionState())
             for rule in plan.command_rules:
-                if rule.id in ("C6", "T1", "T3", "V1", "V2", "V3") and call.keys is None:
-                    call.keys = find_keys(spec, args)
                 found = rule.check(call)
                 if found is not None:
                     findings = [found] if findings is None else findings + [found]

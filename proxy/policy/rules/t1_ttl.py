@@ -97,6 +97,18 @@ class TtlArgs:
         self.clear = False  # PERSIST, GETEX ... PERSIST
 
 
+def call_ttl_args(call) -> TtlArgs | None:
+    """ttl_args of the call, worked out once for all the TTL rules that ask."""
+    memo = call.memo
+    if memo is None:
+        memo = call.memo = {}
+    try:
+        return memo["ttl"]
+    except KeyError:
+        found = memo["ttl"] = ttl_args(call.name, call.args)
+        return found
+
+
 def ttl_args(name: str, args) -> TtlArgs | None:
     """The TTL arguments of a command (None: the command has no TTL semantics)."""
     entry = TTL_TABLE.get(name)
@@ -291,7 +303,7 @@ class RequireTtl(_TtlCommon, CommandRule):
         return may_create(spec) or spec.name in TTL_TABLE
 
     def check(self, call):
-        info = ttl_args(call.name, call.args)
+        info = call_ttl_args(call)
         found = self._persist_finding(call, info)
         if found is not None:
             return found
@@ -356,7 +368,7 @@ class InjectTtl(_TtlCommon, RewriteRule):
         return may_create(spec) or spec.name in ("persist", "getex")
 
     def check(self, call):
-        return self._persist_finding(call, ttl_args(call.name, call.args))
+        return self._persist_finding(call, call_ttl_args(call))
 
     def rewrite(self, call):
         commands = current_commands(call)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from ..base import CommandRule, register
-from .t1_ttl import TTL_TABLE, glob_matcher, text, ttl_args
+from .t1_ttl import TTL_TABLE, call_ttl_args, glob_matcher, text, ttl_args
 
 UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
 
@@ -52,7 +52,7 @@ class TtlBounds(CommandRule):
         args = call.args
         if len(args) < 2:
             return None
-        info = ttl_args(call.name, args)
+        info = call_ttl_args(call) if args is call.args else ttl_args(call.name, args)
         if info is None or not (info.ttls or info.clear):
             return None
         key = args[1]
