@@ -222,8 +222,8 @@ class ClientSession(asyncio.Protocol):
                 plan = plans.get(name, plans)
                 if plan is plans:
                     plan = plans.get(name.lower())
-                if plan is not None and not (plan.keys_only and len(commands[index]) > 1
-                                             and self.proxy.key_match(commands[index][1]) is not None):
+                if plan is not None and not (plan.keys_only and len(commands[index]) > 1 and (
+                        commands[index][1] in self.proxy.good_keys or self.proxy.key_ok(commands[index][1]))):
                     try:
                         verdict = self.proxy.engine.decide(
                             plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
@@ -627,7 +627,8 @@ class Proxy:
             [spec.name for spec in command_table if "|" not in spec.name], blocking
         )
         self.engine = None
-        self.key_match = None
+        self.key_ok = None
+        self.good_keys = {}
         self.policy_plans: dict = {}
         self.set_engine(engine)
         self.pools: dict[tuple[int, int], SharedPool] = {}
@@ -638,7 +639,8 @@ class Proxy:
     def set_engine(self, engine) -> None:
         """Use a (new) policy from the next command of every connection on."""
         self.engine = engine
-        self.key_match = engine.key_match if engine is not None else None
+        self.key_ok = engine.key_ok if engine is not None else None
+        self.good_keys = engine.good_keys if engine is not None else {}
         plans = {}
         if engine is not None and engine.plans:
             # Every known name maps to its plan or None, so a miss means "mixed case".

@@ -115,6 +115,7 @@ class Engine:
             not isinstance(rule, RewriteRule) or type(rule).check is not RewriteRule.check)]
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
+        self.good_keys: dict[bytes, bool] = {}  # names that passed every key rule (bounded)
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
         if patterns:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
@@ -146,6 +147,21 @@ class Engine:
 
     # -- per command ------------------------------------------------------------------------
 
+    GOOD_KEYS_MAX = 1 << 17
+
+    def key_ok(self, key: bytes) -> bool:
+        """Does this name pass every key rule? A lookup for names seen before (applications
+        reuse their keys), else one compiled match."""
+        good = self.good_keys
+        if key in good:
+            return True
+        if self.key_match(key) is None:
+            return False
+        if len(good) >= self.GOOD_KEYS_MAX:
+            good.clear()  # cheaper than LRU bookkeeping on every hit
+        good[key] = True
+        return True
+
     def decide(self, plan: Plan, args: list[bytes], later=(), state: SessionState | None = None) -> Verdict | None:
         if plan.command_rules is None:  # container: resolve the subcommand now
             spec = self.table.lookup(args)
@@ -157,11 +173,11 @@ class Engine:
         findings = None
         if plan.check_keys and self.key_match is not None:
             if plan.simple_key:
-                if len(args) > 1 and self.key_match(args[1]) is None:
+                if len(args) > 1 and not self.key_ok(args[1]):
                     findings = self._explain_key(args[1])
             else:
                 for index, _ in find_keys(spec, args):
-                    if self.key_match(args[index]) is None:
+                    if not self.key_ok(args[index]):
                         found = self._explain_key(args[index])
                         findings = found if findings is None else findings + found
         call = None
