@@ -4,9 +4,10 @@
 #   docker run --rm -p 6380:6380 redis-guard --upstream redis://my-redis:6379
 #
 # The image listens on 0.0.0.0:6380 and uses /etc/redis-guard/config.yaml (a copy of
-# configs/passthrough.yaml: no rules). To use your own policy, mount it over that file:
-#   docker run --rm -p 6380:6380 -v "$PWD/my-policy.yaml:/etc/redis-guard/config.yaml:ro" \
-#       redis-guard --upstream redis://my-redis:6379
+# configs/passthrough.yaml: no rules). The presets are in /etc/redis-guard/policies/:
+#   docker run --rm -p 6380:6380 redis-guard --upstream redis://my-redis:6379 \
+#       --policy /etc/redis-guard/policies/strict-dotted.yaml --metrics 0.0.0.0:9121
+# To use your own policy, mount it and name it with --policy (it reloads when the file changes).
 # Arguments after the image name are appended to `redis-guard serve ...` (a later --listen wins).
 FROM python:3.11-slim
 
