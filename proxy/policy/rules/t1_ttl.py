@@ -308,6 +308,9 @@ class RequireTtl(_TtlCommon, CommandRule):
         if found is not None:
             return found
         state = call.state
+        keys = call.keys
+        if info is not None and info.ttls and not state.in_multi and len(keys) == 1 and keys[0][0] == 1:
+            return None  # the common `SET k v EX n`: it gives its only key a TTL itself
         cleared = None
         for index, key, clears, how in self._needing_ttl(call, info):
             if how == "carries":
