@@ -22,12 +22,12 @@ import socket
 import hiredis
 
 from . import connstate, errors, metrics
-from .connstate import (HELLO, PASS, PIN, QUIT, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN, TXN_DISCARD,
+from .connstate import (HELLO, PASS, QUIT, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN, TXN_DISCARD,
                         TXN_EXEC, strict_int)
-from .policy.base import AUDIT
-from .policy.base import Finding
+from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
+from .slots import LaterCommands, ReplacingSink, ScriptVerdictSink, Slot
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection
 
 log = logging.getLogger("redis_guard.server")
@@ -35,82 +35,6 @@ log = logging.getLogger("redis_guard.server")
 HELD = -1
 POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
                                 "the proxy could not decide on it; see the proxy's log"))
-
-
-class Slot:
-    """Replies a client awaits from one upstream connection for one run of its requests.
-    remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
-
-    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
-
-    def __init__(self, session: "ClientSession", remaining: int, conn=None):
-        self.session = session
-        self.remaining = remaining
-        self.conn = conn
-        self.buffered = None
-        self.buffered_size = 0
-
-    def fail(self, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink
-
-
-class ReplacingSink:
-    """Stands between an upstream connection and a session to swap one reply for another
-    (EXEC of a transaction the policy aborted: the DISCARD's +OK becomes EXECABORT)."""
-
-    __slots__ = ("session", "reply")
-
-    def __init__(self, session, reply: bytes):
-        self.session = session
-        self.reply = reply
-
-    def deliver(self, slot, data: bytes, done: int) -> None:
-        if done:
-            self.session.deliver(slot, self.reply, done)
-
-    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(slot, error, False)
-
-
-class ScriptVerdictSink:
-    """For a command the policy sent as a server-side script (atomic caps, size checks): a
-    refusal comes back as the script's NOPERM error, and is counted and logged like the
-    proxy's own."""
-
-    __slots__ = ("session", "args")
-
-    def __init__(self, session, args):
-        self.session = session
-        self.args = args
-
-    def deliver(self, slot, data: bytes, done: int) -> None:
-        if data.startswith(b"-NOPERM "):
-            finding = errors.parse_violation(data)
-            if finding is not None:
-                session = self.session
-                metrics.record(finding, "rejected", self.args, session.peer, session.proxy.engine.policy.name)
-        self.session.deliver(slot, data, done)
-
-    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(slot, error, partial)
-
-
-class LaterCommands:
-    """The commands after one in the same pipeline, without copying them."""
-
-    __slots__ = ("commands", "start")
-
-    def __init__(self, commands, start: int):
-        self.commands = commands
-        self.start = start
-
-    def __iter__(self):
-        commands = self.commands
-        for index in range(self.start, len(commands)):
-            yield commands[index]
-
-    def __len__(self) -> int:
-        return len(self.commands) - self.start
 
 
 class ClientSession(asyncio.Protocol):
@@ -159,8 +83,10 @@ class ClientSession(asyncio.Protocol):
                 pass
         transport.set_write_buffer_limits(high=self.buffer_limit)
         self.proxy.sessions.add(self)
+        metrics.CLIENTS.inc()
 
     def connection_lost(self, exc) -> None:
+        metrics.CLIENTS.dec()
         self.closed = True
         self.proxy.sessions.discard(self)
         self._release_upstreams()
@@ -602,10 +528,6 @@ class ClientSession(asyncio.Protocol):
         self._pause_reading("shutdown")
         self.closing = True
         self._maybe_close()
-
-    @property
-    def idle(self) -> bool:
-        return not self.slots
 
 
 class Proxy:

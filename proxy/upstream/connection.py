@@ -20,12 +20,13 @@ import time
 
 import hiredis
 
-from .. import errors
+from .. import errors, metrics
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
 
 CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
+CLOSED_BY_PROXY = "closed by the proxy"
 
 
 class StartupSlot:
@@ -154,7 +155,7 @@ class UpstreamConnection(asyncio.Protocol):
         return self.state is CLOSED
 
     def close(self) -> None:
-        self.fail("closed by the proxy")
+        self.fail(CLOSED_BY_PROXY)
 
     def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:
         if self.state is CLOSED:
@@ -166,6 +167,8 @@ class UpstreamConnection(asyncio.Protocol):
             self.transport.abort()
         pending, self.pending = self.pending, collections.deque()
         self.out = []
+        if reason != CLOSED_BY_PROXY:
+            metrics.UPSTREAM_ERRORS.inc()
         if pending:
             log.warning("upstream %s: %s (%d request runs in flight)", self.label, reason, len(pending))
         if reply is not None:

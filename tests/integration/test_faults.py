@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, exchange, free_port
+from tests.servers import ProxyProcess, RedisServer, exchange
 
 
 @pytest.fixture

@@ -1,0 +1,87 @@
+"""What a client awaits: slots in its reply queue, and the sinks that stand in for a session.
+
+A `Slot` is one run of a client's requests waiting for replies from one upstream connection; the
+upstream connection hands reply bytes to `slot.session.deliver`. Usually that is the client's
+session itself; a sink in between changes what reaches it (the policy's EXECABORT for an aborted
+transaction) or observes it (refusals sent back by the policy's server-side scripts).
+"""
+
+from __future__ import annotations
+
+from . import errors, metrics
+
+
+class Slot:
+    """Replies a client awaits from one upstream connection for one run of its requests.
+    remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
+
+    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
+
+    def __init__(self, session, remaining: int, conn=None):
+        self.session = session
+        self.remaining = remaining
+        self.conn = conn
+        self.buffered = None
+        self.buffered_size = 0
+
+    def fail(self, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink
+
+
+class ReplacingSink:
+    """Stands between an upstream connection and a session to swap one reply for another
+    (EXEC of a transaction the policy aborted: the DISCARD's +OK becomes EXECABORT)."""
+
+    __slots__ = ("session", "reply")
+
+    def __init__(self, session, reply: bytes):
+        self.session = session
+        self.reply = reply
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        if done:
+            self.session.deliver(slot, self.reply, done)
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(slot, error, False)
+
+
+class ScriptVerdictSink:
+    """For a command the policy sent as a server-side script (atomic caps, size checks): a
+    refusal comes back as the script's NOPERM error, and is counted and logged like the
+    proxy's own."""
+
+    __slots__ = ("session", "args")
+
+    def __init__(self, session, args):
+        self.session = session
+        self.args = args
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        if data.startswith(b"-NOPERM "):
+            finding = errors.parse_violation(data)
+            if finding is not None:
+                session = self.session
+                metrics.record(finding, "rejected", self.args, session.peer, session.proxy.engine.policy.name)
+        self.session.deliver(slot, data, done)
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(slot, error, partial)
+
+
+class LaterCommands:
+    """The commands after one in the same pipeline, without copying them."""
+
+    __slots__ = ("commands", "start")
+
+    def __init__(self, commands, start: int):
+        self.commands = commands
+        self.start = start
+
+    def __iter__(self):
+        commands = self.commands
+        for index in range(self.start, len(commands)):
+            yield commands[index]
+
+    def __len__(self) -> int:
+        return len(self.commands) - self.start
