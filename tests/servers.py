@@ -23,6 +23,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def missing_cluster_tools() -> list[str]:
+    """Which of redis-server and redis-cli (what a real Redis Cluster needs) are not on PATH."""
+    return [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+
+
+def wait_for(check, timeout: float, what: str, *,
+             errors: tuple[type[BaseException], ...] = (OSError, ValueError), interval: float = 0.05):
+    """Poll `check()` until it returns something truthy, and return that; an exception in `errors`
+    counts as "not yet". Bounded by `timeout` and by a number of polls; TimeoutError after."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    for _ in range(int(timeout / interval) + 2):
+        try:
+            result = check()
+            if result:
+                return result
+        except errors as exc:
+            last_error = exc
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval)
+    detail = f" (last error: {last_error!r})" if last_error else ""
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
 def wait_port(port: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

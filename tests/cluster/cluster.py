@@ -9,8 +9,13 @@
     finally:
         cluster.close()
 
+Also: replicas=0; ports=[...] (fixed ports, for replies whose bytes name them); join=False (nodes
+that have not met: call create() to join them, or meet and assign slots by hand); bind= (more
+addresses to listen on, e.g. "::1 127.0.0.1"). `addresses` gives each node as a proxy.config.Address.
+
 Every wait is bounded in time and in number of polls; every process is one this class started and
-is stopped by its own pid. Nothing listens anywhere but 127.0.0.1, and port 6379 is never used.
+is stopped by its own pid. Nothing listens anywhere but 127.0.0.1 unless `bind` says so, and port
+6379 is never used.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from proxy.config import Address
+from tests.servers import missing_cluster_tools, wait_for
 
 HOST = "127.0.0.1"
 BUS_OFFSET = 10000
@@ -149,25 +158,34 @@ class ClusterNode:
 
 class RedisCluster:
     def __init__(self, masters: int = 3, replicas: int = 1, *, node_timeout_ms: int = 1000,
-                 ready_timeout: float = 30.0, extra_args: tuple[str, ...] = ()):
-        for tool in ("redis-server", "redis-cli"):
-            if shutil.which(tool) is None:
-                raise ClusterError(f"{tool} is not installed (apt-get install -y redis-server)")
-        if masters < 3:
+                 ready_timeout: float = 30.0, extra_args: tuple[str, ...] = (),
+                 ports: Sequence[int] | None = None, join: bool = True, bind: str = HOST):
+        """`masters * (1 + replicas)` nodes, joined and ready unless `join=False` (then each node is
+        its own one-node cluster owning no slot, and the masters/replicas split is only what a
+        later `create()` uses). `ports`: exactly these (bus: port + 10000), or fail; by default
+        free ones. `bind`: what redis-server listens on; it must include 127.0.0.1."""
+        missing = missing_cluster_tools()
+        if missing:
+            raise ClusterError(f"{' and '.join(missing)} not installed (apt-get install -y redis-server)")
+        if join and masters < 3:
             # redis-cli --cluster create refuses fewer than 3 masters
             raise ClusterError("a Redis Cluster needs at least 3 masters")
+        total = masters * (1 + replicas)
+        if ports is not None and (len(ports) != total or 6379 in ports):
+            raise ClusterError(f"ports: want {total} ports other than 6379, got {list(ports)}")
         self.masters_count = masters
         self.replicas_count = replicas
         self.node_timeout_ms = node_timeout_ms
         self.extra_args = tuple(extra_args)
+        self.bind = bind
         self.dir = tempfile.mkdtemp(prefix="rg-test-cluster-")
         self.nodes: list[ClusterNode] = []
         self._clients: list[redis.Redis] = []
         try:
-            total = masters * (1 + replicas)
-            for port in pick_cluster_ports(total):
-                self.nodes.append(self._start_node(port))
-            self._create(ready_timeout)
+            for port in ports if ports is not None else pick_cluster_ports(total):
+                self.nodes.append(self._start_node(port, attempts=1 if ports is not None else 5))
+            if join:
+                self.create(ready_timeout)
         except BaseException:
             self.close()
             raise
@@ -175,12 +193,15 @@ class RedisCluster:
     # ---------------------------------------------------------------- processes
 
     def _spawn(self, node: ClusterNode) -> None:
-        args = ["redis-server", "--port", str(node.port), "--bind", HOST,
+        args = ["redis-server", "--port", str(node.port), "--bind", self.bind,
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--save", "", "--appendonly", "no", "--dir", self.dir,
                 # 7.0 waits 5 s before a diskless full sync to batch replicas; nothing to batch here
-                "--repl-diskless-sync-delay", "0", *self.extra_args]
+                "--repl-diskless-sync-delay", "0",
+                # CLUSTER SHARDS calls a replica 'loading' until its offset passes 0, which takes the
+                # master's first replication ping (every 10 s by default)
+                "--repl-ping-replica-period", "1", *self.extra_args]
         node.log_path = os.path.join(self.dir, f"redis-{node.port}.log")
         with open(node.log_path, "ab") as log:
             node.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
@@ -206,6 +227,7 @@ class RedisCluster:
             node = ClusterNode(port=port)
             self._spawn(node)
             if self._wait_started(node):
+                node.node_id = self.command(node, "CLUSTER", "MYID")
                 return node
             self._stop_process(node, signal.SIGKILL)
             self._drop_control(node)
@@ -228,7 +250,9 @@ class RedisCluster:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout)
 
-    def _create(self, timeout: float) -> None:
+    def create(self, timeout: float = 30.0, *, wait: bool = True) -> None:
+        """Join every node with `redis-cli --cluster create` (the first `masters` nodes become the
+        masters, in order); then, unless `wait=False`, wait_ready()."""
         cmd = ["redis-cli", "--cluster", "create", *[n.address for n in self.nodes],
                "--cluster-replicas", str(self.replicas_count), "--cluster-yes"]
         try:
@@ -239,10 +263,9 @@ class RedisCluster:
         if out.returncode != 0 or "[OK] All 16384 slots covered" not in out.stdout:
             raise ClusterError(f"redis-cli --cluster create failed ({out.returncode}):\n"
                                f"{out.stdout}\n{out.stderr}")
-        for node in self.nodes:
-            node.node_id = self._control(node).execute_command("CLUSTER", "MYID")
-        self.wait_ready(timeout, masters=self.masters_count,
-                        replicas=self.masters_count * self.replicas_count)
+        if wait:
+            self.wait_ready(timeout, masters=self.masters_count,
+                            replicas=self.masters_count * self.replicas_count)
 
     # ---------------------------------------------------------------- connections
 
@@ -287,6 +310,11 @@ class RedisCluster:
         raise ClusterError("no cluster node answers")
 
     # ---------------------------------------------------------------- topology
+
+    @property
+    def addresses(self) -> list[Address]:
+        """Every node (live or not, in start order) as the proxy spells an address."""
+        return [Address(HOST, n.port) for n in self.nodes]
 
     @property
     def seeds(self) -> str:
@@ -393,21 +421,12 @@ class RedisCluster:
     # ---------------------------------------------------------------- waiting
 
     def _wait(self, what: str, check, timeout: float):
-        """Poll `check()` until it returns a truthy value; bounded by `timeout` and a poll count."""
-        deadline = time.monotonic() + timeout
-        last_error = None
-        for _ in range(int(timeout / POLL) + 2):
-            try:
-                result = check()
-                if result:
-                    return result
-            except (redis.RedisError, OSError, ClusterError, KeyError) as exc:
-                last_error = exc
-            if time.monotonic() > deadline:
-                break
-            time.sleep(POLL)
-        detail = f" (last error: {last_error!r})" if last_error else ""
-        raise ClusterError(f"timed out after {timeout}s waiting for {what}{detail}\n{self.describe()}")
+        """wait_for(check), with ClusterError and every node's state when it times out."""
+        try:
+            return wait_for(check, timeout, what, interval=POLL,
+                            errors=(redis.RedisError, OSError, ClusterError, KeyError))
+        except TimeoutError as exc:
+            raise ClusterError(f"{exc}\n{self.describe()}") from None
 
     def _info_field(self, node: ClusterNode, section: str, name: str) -> str | None:
         text = self.command(node, "INFO", section) if section != "cluster" else \
@@ -453,6 +472,15 @@ class RedisCluster:
                 return None
         return agreed
 
+    def _all_online(self) -> bool:
+        """Every live node's CLUSTER SHARDS calls every live node 'online' (not 'loading')."""
+        live = self._live()
+        for node in live:
+            health = {e.get("id"): e.get("health") for shard in self.shards(node) for e in shard["nodes"]}
+            if any(health.get(n.node_id) != "online" for n in live):
+                return False
+        return True
+
     def _replicas_linked(self) -> bool:
         """Every live replica's master_link_status is up."""
         for node in self._live():
@@ -465,7 +493,8 @@ class RedisCluster:
                    replicas: int | None = None) -> None:
         """Until every live node says cluster_state:ok, all live views agree on roles and slot owners
         (optionally: with this many slot-owning masters and replicas), every node's own INFO role
-        matches that view, and every replica's master_link_status is up."""
+        matches that view, every replica's master_link_status is up and every live node's CLUSTER
+        SHARDS calls every live node online."""
 
         def ready():
             shape = self._converged()
@@ -481,9 +510,9 @@ class RedisCluster:
                 role = self.command(node, "INFO", "replication").get("role")
                 if ("master" if role == "master" else "replica") != shape[node.node_id][0]:
                     return False
-            return self._replicas_linked()
+            return self._replicas_linked() and self._all_online()
 
-        self._wait("cluster_state:ok on every node, agreeing views and all replica links up",
+        self._wait("cluster_state:ok on every node, agreeing views, all replica links up and all online",
                    ready, timeout)
         self.refresh()
 

@@ -10,36 +10,18 @@ the replica of each is recorded in ``REPLICA_OF``.
 
 from __future__ import annotations
 
-import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 
 from proxy.routing.slots import hash_slot
+from tests.cluster.cluster import RedisCluster
+from tests.servers import missing_cluster_tools, wait_for
 
-from .cluster import CLUSTER_ARGS, Conn, call, wait_for
+from .cluster import Conn, call
 
-HOST = "127.0.0.1"
 LONE = 31000
 PORTS = [31001, 31002, 31003, 31004, 31005, 31006]
-
-
-class FixedNode:
-    def __init__(self, port: int, *extra: str) -> None:
-        self.port = port
-        self.dir = tempfile.mkdtemp(prefix="rg-capture-")
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--cluster-port", str(port + 10000), "--bind", HOST,
-             "--save", "", "--appendonly", "no", "--dir", self.dir, *CLUSTER_ARGS, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        wait_for(lambda: call(port, "PING") == b"PONG", 10, f"node {port}")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def key_in_slot(slot: int) -> bytes:
@@ -59,39 +41,29 @@ def raw(port: int, *args, resp3: bool = False) -> bytes:
 
 def main() -> None:
     out: dict[str, bytes] = {}
-    nodes: list[FixedNode] = []
+    clusters: list[RedisCluster] = []
     try:
         # A lone node: no slots, then every slot, before it has met anyone.
-        lone = FixedNode(LONE)
-        nodes.append(lone)
+        lone = RedisCluster(masters=1, replicas=0, join=False, ports=[LONE])
+        clusters.append(lone)
         out["lone_no_slots_get"] = raw(LONE, "GET", "foo")
         call(LONE, "CLUSTER", "ADDSLOTSRANGE", 0, 16383)
         wait_for(lambda: b"cluster_state:ok" in call(LONE, "CLUSTER", "INFO"), 10, "lone node ok")
         out["lone_shards"] = raw(LONE, "CLUSTER", "SHARDS")
         out["lone_slots"] = raw(LONE, "CLUSTER", "SLOTS")
         lone.close()
-        nodes.remove(lone)
+        clusters.remove(lone)
 
         # Six nodes; the default diskless sync delay (5 s) leaves the replicas 'loading' a while.
-        nodes += [FixedNode(p, "--repl-diskless-sync-delay", "5") for p in PORTS]
-        subprocess.run(["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in PORTS),
-                        "--cluster-replicas", "1", "--cluster-yes"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=60)
+        cluster = RedisCluster(masters=3, replicas=1, join=False, ports=PORTS,
+                               extra_args=("--repl-diskless-sync-delay", "5"))
+        clusters.append(cluster)
+        cluster.create(60, wait=False)
         out["loading_shards"] = wait_for(
             lambda: (r := raw(31001, "CLUSTER", "SHARDS")).count(b"loading") == 3 and r, 20, "loading")
-        ids = {p: call(p, "CLUSTER", "MYID") for p in PORTS}
-        port_of = {v: k for k, v in ids.items()}
-
-        def all_online() -> bool:
-            return all(raw(p, "CLUSTER", "SHARDS").count(b"online") == 6 for p in PORTS)
-
-        wait_for(all_online, 30, "all online")
-        replica_of = {}
-        for p in PORTS:
-            line = next(l for l in call(p, "CLUSTER", "NODES").split(b"\n") if b"myself" in l)
-            fields = line.split()
-            if fields[3] != b"-":
-                replica_of[p] = port_of[fields[3]]
+        ids = {n.port: n.node_id for n in cluster.nodes}
+        cluster.wait_ready(30)  # and every node's CLUSTER SHARDS calls all six online
+        replica_of = {n.port: cluster.node_by_id(n.master_id).port for n in cluster.nodes if not n.is_master}
         out["online_shards"] = raw(31001, "CLUSTER", "SHARDS")
         out["online_slots"] = raw(31001, "CLUSTER", "SLOTS")
         out["online_shards_resp3"] = raw(31001, "CLUSTER", "SHARDS", resp3=True)
@@ -140,9 +112,7 @@ def main() -> None:
         # Failures. The replica of 31003 dies; then 31002 dies (its replica takes over); then
         # 31003 dies with no replica left.
         def stop(port: int) -> None:
-            node = next(n for n in nodes if n.port == port)
-            node.close()
-            nodes.remove(node)
+            cluster.kill(cluster.node_by_port(port), signal.SIGTERM)
 
         replica_3 = next(r for r, m in replica_of.items() if m == 31003)
         stop(replica_3)
@@ -161,8 +131,8 @@ def main() -> None:
         out["master_fail_slots"] = raw(31001, "CLUSTER", "SLOTS")
         out["master_fail_get"] = raw(31001, "GET", key_in_slot(12000))
     finally:
-        for node in nodes:
-            node.close()
+        for c in clusters:
+            c.close()
 
     w = sys.stdout.write
     w('"""Real replies captured by ``python -m tests.routing.capture_replies`` (see its docstring)\n')
@@ -183,6 +153,6 @@ def redis_version() -> str:
 
 
 if __name__ == "__main__":
-    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
+    if missing_cluster_tools():
         sys.exit("redis-server and redis-cli are needed")
     main()

@@ -1,17 +1,11 @@
 """Fixtures for the routing tests: a real Redis Cluster (3 masters, 1 replica each), a lone
 cluster-enabled node with no slots, and the snapshot command table. Skipped without
-redis-server and redis-cli."""
+redis-server, redis-cli and redis-py."""
 
 import pytest
 
 from proxy.commands import CommandTable
-
-from .cluster import Cluster, ClusterNode, have_redis
-
-
-def _need_redis() -> None:
-    if not have_redis():
-        pytest.skip("redis-server / redis-cli not installed")
+from tests.cluster.start import start_cluster
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +16,7 @@ def table() -> CommandTable:
 @pytest.fixture(scope="session")
 def cluster():
     """Shared and read-only: tests that change the topology start their own."""
-    _need_redis()
-    c = Cluster(masters=3, replicas=1)
+    c = start_cluster(masters=3, replicas=1)
     yield c
     c.close()
 
@@ -31,7 +24,6 @@ def cluster():
 @pytest.fixture(scope="session")
 def lone_node():
     """A cluster-enabled node that owns no slot (CLUSTER KEYSLOT still answers)."""
-    _need_redis()
-    node = ClusterNode()
-    yield node
-    node.close()
+    c = start_cluster(masters=1, replicas=0, join=False)
+    yield c.nodes[0]
+    c.close()

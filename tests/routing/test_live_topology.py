@@ -7,6 +7,7 @@ from __future__ import annotations
 import hiredis
 import pytest
 
+from proxy.config import Address
 from proxy.routing.multikey import Forward, Planner, Reject
 from proxy.routing.redirect import (
     ASKING,
@@ -17,22 +18,26 @@ from proxy.routing.redirect import (
 )
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import SLOT_COUNT, hash_slot
+from tests.cluster.start import start_cluster
+from tests.servers import wait_for
 
-from .cluster import Cluster, Conn, call, have_redis, wait_for
+from .cluster import Conn, call
 
 
 @pytest.fixture(scope="module")
 def own_cluster():
-    if not have_redis():
-        pytest.skip("redis-server / redis-cli not installed")
-    c = Cluster(masters=3, replicas=0)
+    c = start_cluster(masters=3, replicas=0)
     yield c
     c.close()
 
 
-def current(cluster: Cluster) -> SlotMap:
+def current(cluster) -> SlotMap:
     first = cluster.addresses[0]
     return SlotMap.from_cluster_shards(call(first, "CLUSTER", "SHARDS"), first)
+
+
+def node_ids(cluster) -> dict[Address, str]:
+    return {address: cluster.node_by_port(address.port).node_id for address in cluster.addresses}
 
 
 def key_in(slot: int, prefix: bytes = b"key:") -> bytes:
@@ -44,7 +49,7 @@ def test_moved_updates_the_map(own_cluster) -> None:
     slot = 42
     old_owner = before.master_for_slot(slot)
     new_owner = next(m for m in before.masters() if m != old_owner)
-    ids = own_cluster.node_ids()
+    ids = node_ids(own_cluster)
     for node in [new_owner, old_owner, *(m for m in before.masters() if m not in (old_owner, new_owner))]:
         assert call(node, "CLUSTER", "SETSLOT", slot, "NODE", ids[new_owner]) == b"OK"
     wait_for(lambda: all(SlotMap.from_cluster_shards(call(a, "CLUSTER", "SHARDS"), a).master_for_slot(slot)
@@ -65,7 +70,7 @@ def test_ask_and_tryagain_while_a_slot_migrates(own_cluster) -> None:
     slot = 5000
     source = slotmap.master_for_slot(slot)
     target = next(m for m in slotmap.masters() if m != source)
-    ids = own_cluster.node_ids()
+    ids = node_ids(own_cluster)
     present, absent = key_in(slot, b"present:"), key_in(slot, b"absent:")
     call(source, "SET", present, "v")
     try:
@@ -102,7 +107,7 @@ def test_lost_master_leaves_slots_uncovered(own_cluster, table) -> None:
     lost = sum(r.end - r.start + 1 for r in slotmap.ranges() if r.master == victim)
     key = next(b"k%d" % i for i in range(10000) if slotmap.master_for_key(b"k%d" % i) == victim)
     survivor_key = next(b"k%d" % i for i in range(10000) if slotmap.master_for_key(b"k%d" % i) == first)
-    next(n for n in own_cluster.nodes if n.address == victim).close()
+    own_cluster.kill(own_cluster.node_by_port(victim.port))
 
     def failed():
         m = SlotMap.from_cluster_shards(call(first, "CLUSTER", "SHARDS"), first)

@@ -21,8 +21,11 @@ from proxy.routing.redirect import (
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
 
+from tests.cluster.start import start_cluster
+from tests.servers import wait_for
+
 from .captured import REPLIES
-from .cluster import ClusterNode, Conn, call, have_redis, wait_for
+from .cluster import Conn, call
 
 MOVED, ASK = False, True
 
@@ -153,25 +156,24 @@ def _ipv6_loopback() -> bool:
         return False
 
 
-@pytest.mark.skipif(not have_redis(), reason="redis-server / redis-cli not installed")
 @pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
 def test_live_ipv6_moved() -> None:
     """Two nodes on ::1: Redis writes the address in MOVED without brackets."""
-    a, b = ClusterNode("--bind", "::1 127.0.0.1"), ClusterNode("--bind", "::1 127.0.0.1")
+    pair = start_cluster(masters=2, replicas=0, join=False, bind="::1 127.0.0.1")
+    a, b = pair.nodes
     try:
-        call(a.address, "CLUSTER", "MEET", "::1", b.port, b.bus_port)
-        call(a.address, "CLUSTER", "ADDSLOTSRANGE", 0, 8191)
-        call(b.address, "CLUSTER", "ADDSLOTSRANGE", 8192, 16383)
-        wait_for(lambda: all(len(call(n.address, "CLUSTER", "SLOTS")) == 2 and
-                             b"cluster_state:ok" in call(n.address, "CLUSTER", "INFO") for n in (a, b)),
+        call(a.port, "CLUSTER", "MEET", "::1", b.port, b.bus_port)
+        call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 8191)
+        call(b.port, "CLUSTER", "ADDSLOTSRANGE", 8192, 16383)
+        wait_for(lambda: all(len(call(n.port, "CLUSTER", "SLOTS")) == 2 and
+                             b"cluster_state:ok" in call(n.port, "CLUSTER", "INFO") for n in (a, b)),
                  20, "both nodes ok")
         with Conn(Address("::1", a.port)) as conn:
             reply = conn.raw(("GET", "foo"))[0]  # slot 12182, on b
         assert reply == b"-MOVED 12182 ::1:%d\r\n" % b.port
         assert parse_redirect(reply).address(Address("::1", a.port)) == Address("::1", b.port)
-        shards = SlotMap.from_cluster_shards(call(a.address, "CLUSTER", "SHARDS"))
+        shards = SlotMap.from_cluster_shards(call(a.port, "CLUSTER", "SHARDS"))
         assert shards.master_for_key(b"foo") == Address("::1", b.port)
         assert shards.describe().endswith(f"[::1]:{b.port} [8192-16383]")
     finally:
-        a.close()
-        b.close()
+        pair.close()

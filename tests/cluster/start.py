@@ -1,0 +1,18 @@
+"""A RedisCluster for a fixture or a test: skipped, not failed, where redis-server, redis-cli or
+redis-py is missing (tests/cluster/cluster.py imports redis-py, so it is imported here late)."""
+
+import pytest
+
+from tests.servers import missing_cluster_tools
+
+
+def start_cluster(**kwargs):
+    """RedisCluster(**kwargs) (see tests/cluster/cluster.py), or a skip; the caller closes it."""
+    missing = missing_cluster_tools()
+    if missing:
+        pytest.skip(f"Redis Cluster tests need {' and '.join(missing)} on PATH "
+                    "(apt-get install -y redis-server)")
+    pytest.importorskip("redis", reason="Redis Cluster tests need redis-py (pip install redis)")
+    from tests.cluster.cluster import RedisCluster
+
+    return RedisCluster(**kwargs)
