@@ -267,8 +267,13 @@ class ClientSession(asyncio.Protocol):
         self.txn_dirty = False
         self.after_exec = []
         if unmet:
+            engine = self.proxy.engine
+            unmet = [engine.with_mode(finding) for finding in unmet]
             for finding in unmet:
-                metrics.record(finding, "rejected", batch.commands[index], self.peer, self.proxy.engine.policy.name)
+                metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected",
+                               batch.commands[index], self.peer, engine.policy.name)
+            unmet = [finding for finding in unmet if finding.mode != AUDIT]
+        if unmet:
             reply = errors.policy_violation(unmet[0])
         if action == TXN_EXEC and (dirty or unmet):
             # Nothing of the transaction may run: discard it upstream, answer as Redis would.

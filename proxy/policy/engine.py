@@ -210,11 +210,11 @@ class Engine:
             return None
         reject = None
         if findings:
-            findings = [self._with_mode(finding) for finding in findings]
+            findings = [self.with_mode(finding) for finding in findings]
             reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
         return Verdict(reject, None if reject else commands, tuple(findings or ()), rewriters)
 
-    def _with_mode(self, finding: Finding) -> Finding:
+    def with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)
         if mode == finding.mode or finding.mode == AUDIT:  # a rule's own audit finding (C3 warn) stays one
             return finding

@@ -187,7 +187,7 @@ def parse_junit(path: str) -> dict[str, str]:
 
 
 def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, timeout: float = 420,
-            workdir: str | None = None, extra: list[str] = ()) -> dict:
+            workdir: str | None = None, extra: list[str] = (), config: str | None = None) -> dict:
     """Run each suite directly and through the proxy (or directly twice when `flaky`), concurrently.
 
     Returns {"runs": [Run...], "direct": {id: outcome}, "proxy": {id: outcome},
@@ -213,7 +213,7 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
                 servers.append(server)
                 url = server.url
                 if run.through_proxy:
-                    proxy = ProxyProcess(server.url)
+                    proxy = ProxyProcess(server.url, *([config] if config else []))
                     proxies.append(proxy)
                     url = proxy.url
                 runs.append(run)
@@ -253,11 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(SUITES), help="only these suites")
     parser.add_argument("--timeout", type=float, default=420, help="seconds for each pytest run")
     parser.add_argument("--workdir", help="where junit XML and logs go (default: a new tmp dir)")
+    parser.add_argument("--config", help="proxy config file (default: configs/passthrough.yaml); e.g. "
+                        "one whose policy is in audit mode, to check the policy changes nothing")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -k or --deselect")
     opts = parser.parse_args(argv)
     suites = {k: v for k, v in SUITES.items() if not opts.suite or k in opts.suite}
     try:
-        result = compare(suites, flaky=opts.flaky, timeout=opts.timeout, workdir=opts.workdir,
+        result = compare(suites, flaky=opts.flaky, timeout=opts.timeout, workdir=opts.workdir, config=opts.config,
                          extra=opts.pytest_args)
     except SuiteUnavailable as exc:
         print(f"redis-py suite unavailable: {exc}", file=sys.stderr)

@@ -194,3 +194,21 @@ def test_scripts_are_no_way_around_the_rules(tmp_path, server, mode):
         assert redis.Redis(port=server.port).exists("Bad:Key") == 0
     finally:
         process.stop()
+
+
+def test_audit_mode_never_changes_what_runs(tmp_path, server):
+    """A dry run logs what would be refused, inside transactions too, and changes nothing."""
+    process = start(tmp_path, server, "name: dry\nmode: audit\n" + REJECT_POLICY.split("\n", 2)[2] +
+                    "  C4: {}\n  V2: {max_elements: 1}\n")
+    evals = lambda: redis.Redis(port=server.port).info("commandstats").get("cmdstat_eval", {}).get("calls", 0)
+    try:
+        before = evals()
+        reply, _ = exchange(process.port, b"MULTI\r\nHSET audit:h f v\r\nEXEC\r\nSADD audit:s a b c\r\nDEL audit:s\r\n")
+        assert reply == b"+OK\r\n+QUEUED\r\n*1\r\n:1\r\n:3\r\n:1\r\n"
+        assert evals() == before  # no script was sent in place of SADD
+        deadline = time.monotonic() + 5
+        while '"outcome": "audited"' not in process.log and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert '"rule": "T1"' in process.log and '"outcome": "rejected"' not in process.log
+    finally:
+        process.stop()
