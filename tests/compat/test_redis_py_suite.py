@@ -6,7 +6,10 @@ Run it by hand with `python -m tests.compat.redis_py_suite` to see every differe
 
 import pytest
 
-from tests.compat.redis_py_suite import SuiteUnavailable, compare, counts
+import yaml
+
+from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, compare, counts
+from tests.servers import REPO
 
 pytestmark = pytest.mark.compat
 
@@ -37,3 +40,22 @@ def test_redis_py_suite_same_through_proxy(tmp_path):
         + "\n  ".join(f"{t}: {proxy.get(t, 'missing')}" for t in unexpected) + f"\n{summary}")
     fixed = sorted(t for t in KNOWN_PROXY_BUGS if direct.get(t) == "passed" and proxy.get(t) == "passed")
     assert not fixed, f"fixed now, remove from KNOWN_PROXY_BUGS: {fixed}"
+
+
+def test_strictest_policy_in_audit_mode_changes_nothing(tmp_path):
+    """A dry run of the strictest preset runs every rule on every command of the client's suite
+    (transactions, pipelines, pub/sub, scripts) and must change no reply."""
+    with open(f"{REPO}/configs/policies/strict-dotted.yaml", encoding="utf-8") as handle:
+        policy = yaml.safe_load(handle)
+    policy["mode"] = "audit"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    (tmp_path / "config.yaml").write_text("policy: policy.yaml\n")
+    try:
+        result = compare({"sync": SUITES["sync"]}, workdir=str(tmp_path), config=str(tmp_path / "config.yaml"))
+    except SuiteUnavailable as exc:
+        pytest.skip(f"redis-py's test suite is not available: {exc}")
+    for run in result["runs"]:
+        assert run.returncode in (0, 1) and len(run.outcomes) > 500, f"{run.name} did not complete"
+    direct, proxy = result["direct"], result["proxy"]
+    worse = sorted(t for t, outcome in direct.items() if outcome == "passed" and proxy.get(t) != "passed")
+    assert not [t for t in worse if t not in ALLOWED], worse
