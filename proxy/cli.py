@@ -335,6 +335,7 @@ def cmd_policy_explain(args) -> int:
     if plan.check_keys:
         rules = [rule.id for rule in engine.key_rules] + rules
     rules += [rule.id for rule in (plan.rewrite_rules or ())]
+    rules = list(dict.fromkeys(rules))  # a rule that both checks and rewrites is named once
     print(f"{spec.name.upper()}: rules that run: {', '.join(rules) or 'none'}")
     verdict = engine.decide(plan, command)
     if verdict is None:
