@@ -346,7 +346,11 @@ def cmd_policy_explain(args) -> int:
     if verdict.reject is not None:
         print(f"decision: rejected, the client gets -{errors.violation_text(verdict.reject)}")
     elif verdict.commands is not None:
-        sent = "; ".join(" ".join(arg.decode("utf-8", "backslashreplace") for arg in cmd) for cmd in verdict.commands)
+        def shown(arg: bytes) -> str:
+            text = arg.decode("utf-8", "backslashreplace")
+            return f"<script: {text.splitlines()[0]}>" if "\n" in text else text
+
+        sent = "; ".join(" ".join(shown(arg) for arg in cmd) for cmd in verdict.commands)
         print(f"decision: rewritten by {', '.join(rule.id for rule in verdict.rewritten_by)}, sent as: {sent}")
     else:
         print("decision: allowed (audit findings are logged and counted)")
