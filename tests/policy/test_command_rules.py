@@ -6,6 +6,8 @@ import functools
 
 import pytest
 
+from tests.policy.helpers import load_error
+
 from proxy.commands.table import CommandTable
 from proxy.errors import violation_text
 from proxy.policy import AUDIT, ENFORCE, Engine, PolicyError, SessionState, load_policy_text
@@ -59,9 +61,7 @@ def command_args(spec) -> list[bytes]:
 
 
 def policy_error(rules: str) -> PolicyError:
-    with pytest.raises(PolicyError) as err:
-        load_policy_text(f"name: t\nrules:\n{rules}\n")
-    return err.value
+    return load_error(f"name: t\nrules:\n{rules}\n")
 
 
 # Two things C3 needs from the engine that it does not do yet (see the report): calling `check`

@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from tests.policy.helpers import load_error
+
 from proxy.commands.table import CommandTable
 from proxy.policy.base import KeyRule, PolicyError
 from proxy.policy.engine import Engine
@@ -632,12 +634,10 @@ ONE_CHARACTER = "'delimiter' must be one punctuation character such as ':', '/' 
     ("K11:\n  mode: strict", 4, "rule K11: 'mode' must be one of enforce, audit, off, got 'strict'"),
 ])
 def test_setting_errors(rules, line, message):
-    text = "name: test\nrules:\n" + textwrap.indent(rules, "  ")
-    with pytest.raises(PolicyError) as error:
-        load_policy_text(text, "test.yaml")
-    assert error.value.message == message
-    assert error.value.line == line
-    assert str(error.value) == f"test.yaml:{line}: {message}"
+    error = load_error("name: test\nrules:\n" + textwrap.indent(rules, "  "), "test.yaml")
+    assert error.message == message
+    assert error.line == line
+    assert str(error) == f"test.yaml:{line}: {message}"
 
 
 def test_flow_mapping_errors_point_at_the_rule():
