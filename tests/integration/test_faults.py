@@ -202,3 +202,24 @@ def test_server_refusal_at_start_up_reaches_the_client(tmp_path):
     finally:
         process.stop()
         server.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_upstream_credentials_and_database_from_the_url(protocol):
+    """The proxy authenticates its own connections (shared and dedicated) with the URL's user,
+    password and database; clients need no credentials of their own."""
+    server = RedisServer(None, "--requirepass", "s3cret")
+    process = ProxyProcess(f"redis://:s3cret@127.0.0.1:{server.port}/2")
+    try:
+        client = redis.Redis(port=process.port, protocol=protocol)
+        assert client.set("creds:k", "v") is True
+        pipe = client.pipeline(transaction=True)  # a dedicated connection, authenticated too
+        pipe.get("creds:k").incr("creds:n")
+        assert pipe.execute() == [b"v", 1]
+        direct = redis.Redis(port=server.port, password="s3cret", db=2)
+        assert direct.get("creds:k") == b"v"
+        assert redis.Redis(port=server.port, password="s3cret", db=0).get("creds:k") is None
+        assert "s3cret" not in process.log  # the ready line shows the URL with the password hidden
+    finally:
+        process.stop()
+        server.close()
