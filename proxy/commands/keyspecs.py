@@ -63,6 +63,11 @@ KeyPositions = list[tuple[int, "KeySpec"]]
 
 def find_keys(spec: CommandSpec, args: Sequence[bytes], *, include_not_keys: bool = False) -> KeyPositions:
     """Argument index of each key of ``args`` (``args[0]`` is the command name)."""
+    direct = _DIRECT.get(id(spec))
+    if direct is None:
+        direct = _DIRECT[id(spec)] = (spec, _direct_proc(spec))
+    if direct[0] is spec and direct[1] is not None and len(args) >= 2:
+        return direct[1].find(spec, args)
     argc = len(args)
     keys: KeyPositions = []
     use_proc = False  # Redis would call the command's getkeys proc
@@ -129,6 +134,23 @@ def find_keys(spec: CommandSpec, args: Sequence[bytes], *, include_not_keys: boo
         if proc is not None:
             return proc.find(spec, args)
     return keys
+
+
+# Commands whose only key spec is "argument 1" with VARIABLE_FLAGS (SET, BITFIELD): the generic
+# pass would find argument 1 and then defer to the proc anyway, so the proc is asked at once.
+_DIRECT: dict[int, tuple] = {}
+
+
+def _direct_proc(spec: CommandSpec):
+    specs = spec.key_specs
+    if len(specs) != 1 or spec.name not in GETKEYS_PROCS:
+        return None
+    ks = specs[0]
+    if ("VARIABLE_FLAGS" in ks.flags and ks.begin_search.kind == "index" and ks.begin_search.pos == 1
+            and ks.find_keys.kind == "range" and ks.find_keys.lastkey == 0 and ks.find_keys.keystep == 1
+            and not ks.flags & {"INCOMPLETE", "NOT_KEY"}):
+        return GETKEYS_PROCS[spec.name]
+    return None
 
 
 def parse_numkeys(arg: bytes) -> int | None:

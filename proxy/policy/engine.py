@@ -24,7 +24,7 @@ class Call:
     __slots__ = ("args", "spec", "name", "keys", "later", "state", "commands", "memo")
 
     def __init__(self, args, spec, name, keys, later, state, commands=None):
-        self.memo = None  # what one rule works out for the others (e.g. the TTL arguments)
+        self.memo = None  # the TTL arguments, worked out once for the TTL rules (t1_ttl.call_ttl_args)
         self.args = args
         self.spec = spec
         self.name = name  # lower case; 'client|kill' for subcommands

@@ -99,14 +99,10 @@ class TtlArgs:
 
 def call_ttl_args(call) -> TtlArgs | None:
     """ttl_args of the call, worked out once for all the TTL rules that ask."""
-    memo = call.memo
-    if memo is None:
-        memo = call.memo = {}
-    try:
-        return memo["ttl"]
-    except KeyError:
-        found = memo["ttl"] = ttl_args(call.name, call.args)
-        return found
+    found = call.memo
+    if found is None:
+        found = call.memo = (ttl_args(call.name, call.args),)
+    return found[0]
 
 
 def ttl_args(name: str, args) -> TtlArgs | None:
