@@ -142,19 +142,21 @@ class ClientSession(asyncio.Protocol):
         count = len(commands)
         start = index
         plans = self.proxy.policy_plans
+        good_keys = self.proxy.good_keys
         while index < count:
-            name = commands[index][0]
+            args = commands[index]
+            name = args[0]
             if plans:
                 plan = plans.get(name, plans)
                 if plan is plans:
                     plan = plans.get(name.lower())
-                if plan is not None and not (plan.keys_only and len(commands[index]) > 1 and (
-                        commands[index][1] in self.proxy.good_keys or self.proxy.key_ok(commands[index][1]))):
+                if plan is not None and not (plan.keys_only and len(args) > 1 and (
+                        args[1] in good_keys or self.proxy.key_ok(args[1]))):
                     try:
                         verdict = self.proxy.engine.decide(
-                            plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+                            plan, args, LaterCommands(commands, index + 1), self.policy_state)
                     except Exception:  # a bug in a rule must not take the connection down
-                        log.exception("policy engine failed on %r", commands[index][0])
+                        log.exception("policy engine failed on %r", name)
                         verdict = POLICY_FAILED
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)
@@ -169,7 +171,7 @@ class ClientSession(asyncio.Protocol):
                 index += 1
                 continue
             if action == SUBCOMMAND:
-                action = connstate.client_action(commands[index], self.dedicated)
+                action = connstate.client_action(args, self.dedicated)
                 if action == PASS:
                     index += 1
                     continue
