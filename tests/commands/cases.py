@@ -194,3 +194,12 @@ GETKEYS_DIVERGES: list[tuple[str, list[int], str]] = [
 
 def split(line: str) -> list[bytes]:
     return [part.encode() for part in shlex.split(line)]
+
+
+def as_bytes(value):
+    """A snapshot's JSON strings back as the bytes hiredis gives for a live reply."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, list):
+        return [as_bytes(v) for v in value]
+    return value

@@ -7,6 +7,8 @@ import hiredis
 from proxy.commands import CommandTable
 from proxy.commands import snapshot
 
+from .cases import as_bytes
+
 
 def _serve(sock: socket.socket, replies: bytes, received: list[bytes]) -> None:
     data = b""
@@ -47,17 +49,8 @@ def test_docs_error_means_no_docs() -> None:
 
 def test_render_is_stable_and_round_trips(table: CommandTable) -> None:
     data = json.loads(snapshot.DEFAULT_SNAPSHOT.read_text())
-    as_bytes = _as_bytes(data["command_info"]), _as_bytes(data["command_docs"])
-    reversed_info = list(reversed(as_bytes[0]))
-    text = snapshot.render(reversed_info, as_bytes[1], data["redis_version"])
+    info, docs = as_bytes(data["command_info"]), as_bytes(data["command_docs"])
+    text = snapshot.render(list(reversed(info)), docs, data["redis_version"])
     assert text == snapshot.DEFAULT_SNAPSHOT.read_text()
     again = json.loads(text)
     assert list(CommandTable.from_replies(again["command_info"], again["command_docs"]).walk()) == list(table.walk())
-
-
-def _as_bytes(value):
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, list):
-        return [_as_bytes(v) for v in value]
-    return value

@@ -5,6 +5,8 @@ import pytest
 
 from proxy.commands import DEFAULT_SNAPSHOT, CommandSpec, CommandTable, KeySpec
 
+from .cases import as_bytes
+
 
 def test_snapshot_is_redis_7_0(table: CommandTable) -> None:
     assert table.redis_version.startswith("7.0.")
@@ -101,17 +103,9 @@ def test_has_keys(table: CommandTable) -> None:
     assert table["eval"].has_keys
 
 
-def _as_bytes(value):
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, list):
-        return [_as_bytes(v) for v in value]
-    return value
-
-
 def test_from_replies_reads_hiredis_bytes_like_the_snapshot(table: CommandTable) -> None:
     data = json.loads(DEFAULT_SNAPSHOT.read_text())
-    live = CommandTable.from_replies(_as_bytes(data["command_info"]), _as_bytes(data["command_docs"]))
+    live = CommandTable.from_replies(as_bytes(data["command_info"]), as_bytes(data["command_docs"]))
     assert list(live.walk()) == list(table.walk())
     assert [dict(c.subcommands) for c in live] == [dict(c.subcommands) for c in table]
 

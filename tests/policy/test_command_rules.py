@@ -64,18 +64,6 @@ def policy_error(rules: str) -> PolicyError:
     return load_error(f"name: t\nrules:\n{rules}\n")
 
 
-# Two things C3 needs from the engine that it does not do yet (see the report): calling `check`
-# of a RewriteRule, and keeping a finding a rule reports as audit (C3 `warn`) in audit. The
-# tests that need them are expected to fail until the engine does, and run normally after.
-ENGINE_CHECKS_REWRITE_RULES = rejection(engine("  C3: {commands: {SORT: reject}}"), "SORT", "k") is not None
-needs_rewrite_check = pytest.mark.xfail(
-    not ENGINE_CHECKS_REWRITE_RULES, strict=True,
-    reason="engine: Engine.command_rules leaves RewriteRules out, so C3.check never runs")
-_warned = findings(engine("  C3: {commands: {SMEMBERS: warn}}"), "SMEMBERS", "k")
-ENGINE_KEEPS_AUDIT = bool(_warned) and _warned[0].mode == AUDIT
-needs_audit_kept = pytest.mark.xfail(
-    not (ENGINE_CHECKS_REWRITE_RULES and ENGINE_KEEPS_AUDIT), strict=True,
-    reason="engine: _with_mode turns a rule's own audit finding (C3 warn) into enforce")
 
 
 # -- C2: denied commands ------------------------------------------------------------------------
@@ -371,7 +359,6 @@ def test_c3_defaults_are_the_documented_ones():
                             "sort": ("reject", None), "smembers": ("warn", None)}
 
 
-@needs_rewrite_check
 def test_c3_engine_rejects_a_range_above_the_limit():
     eng = engine("  C3: {}")
     assert rejection(eng, "LRANGE", "k", "0", "100").rule == "C3"
@@ -379,7 +366,6 @@ def test_c3_engine_rejects_a_range_above_the_limit():
     assert decide(eng, "LRANGE", "k", "0", "99") is None
 
 
-@needs_audit_kept
 def test_c3_engine_warn_forwards_with_an_audit_finding():
     verdict = decide(engine("  C3: {}"), "SMEMBERS", "k")
     assert verdict.reject is None and verdict.commands is None

@@ -18,7 +18,6 @@ from tests.policy.helpers import load_error
 
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy_text
-from proxy.policy.engine import Call
 from proxy.policy.rules.t1_ttl import InjectedTtl, creation, may_create, ttl_args
 from proxy.policy.rules.t3_ttl_bounds import duration
 
@@ -53,20 +52,6 @@ def rejected_by(verdict):
     return verdict.reject.rule if verdict is not None and verdict.reject is not None else None
 
 
-def _engine_checks_rewrite_rules() -> bool:
-    eng = engine("rules: {V1: {}}")
-    plan = eng.plan_for([b"SET", b"k", b"v"])
-    return plan is not None and bool(plan.command_rules)
-
-
-ENGINE_CHECKS_REWRITES = _engine_checks_rewrite_rules()
-ENGINE_PASSES_COMMANDS = "commands" in Call.__slots__
-needs_rewrite_checks = pytest.mark.xfail(
-    not ENGINE_CHECKS_REWRITES, strict=True,
-    reason="engine change E1: run check() of rewrite rules that define one (T1 inject, V1, V2)")
-needs_chain = pytest.mark.xfail(
-    not ENGINE_PASSES_COMMANDS, strict=True,
-    reason="engine change E2: Call.commands carries the rewrite chain's whole output")
 
 REJECT = "rules: {T1: {action: reject, persistent: ['config:*', 'static:*:v?']}}"
 INJECT = "rules: {T1: {action: inject, default_ttl: 600, persistent: ['config:*']}}"
@@ -312,7 +297,6 @@ def test_t1_inject_inside_multi_same_output():
     assert decide(INJECT, "SET k v", state=state).commands == [words("SET k v EX 600")]
 
 
-@needs_rewrite_checks
 @pytest.mark.parametrize("command", ["PERSIST k", "GETEX k PERSIST"])
 def test_t1_inject_rejects_persist(command):
     verdict = decide(INJECT, command)
@@ -361,7 +345,6 @@ def test_t2_leaves_client_ttls_by_default():
     assert decide(JITTER, "EXPIRE k 50") is None
 
 
-@needs_chain
 def test_t2_jitters_hidden_expire():
     seeded(JITTER)
     values = {int(decide(JITTER, "HSET h f v").commands[1][2]) for _ in range(50)}
