@@ -18,7 +18,8 @@ import sys
 
 import hiredis
 
-from .config import Address, ConfigError, Upstream, load_config, parse_address, parse_upstream
+from .config import (Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
+                     parse_upstream)
 
 log = logging.getLogger("redis_guard")
 
@@ -138,7 +139,12 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        proxy = Proxy(loop, config, table, databases, engine=engine)
+        if config.upstream_cluster:
+            from .cluster.proxy import ClusterProxy
+
+            proxy = ClusterProxy(loop, config, table, engine=engine)
+        else:
+            proxy = Proxy(loop, config, table, databases, engine=engine)
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -168,7 +174,8 @@ def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
     policy = (f"policy '{engine.policy.name}' ({engine.policy.mode}, {len(engine.policy.rules)} rules)"
               if engine is not None else "no policy")
     return (
-        f"redis-guard ready: listening on {listen}, upstream {config.upstream.url()}, {policy}, "
+        f"redis-guard ready: listening on {listen}, upstream "
+        f"{'cluster ' + ','.join(str(seed.address) for seed in config.upstream_cluster) if config.upstream_cluster else config.upstream.url()}, {policy}, "
         f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
     )
 
@@ -233,7 +240,12 @@ def cmd_serve(args) -> int:
         if args.listen:
             config = config.replace(listen=parse_address(args.listen, 6380))
         if args.upstream:
-            config = config.replace(upstream=parse_upstream(args.upstream))
+            config = config.replace(upstream=parse_upstream(args.upstream), upstream_cluster=())
+        if args.upstream_cluster:
+            config = config.replace(upstream_cluster=parse_cluster_seeds(args.upstream_cluster))
+        if config.upstream_cluster:
+            # The first seed names the cluster in logs and lends its credentials to every node.
+            config = config.replace(upstream=config.upstream_cluster[0])
         if args.workers is not None:
             if args.workers < 1:
                 raise ConfigError("--workers must be at least 1")
@@ -246,7 +258,7 @@ def cmd_serve(args) -> int:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
     try:
-        config, local = _resolve_upstream(config)
+        config, local = (config, None) if config.upstream_cluster else _resolve_upstream(config)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
@@ -365,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML configuration file (e.g. configs/passthrough.yaml)")
     serve.add_argument("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:6380)")
     serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
+    serve.add_argument("--upstream-cluster", help="HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
     serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
     serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")

@@ -63,6 +63,8 @@ class Config:
     workers: int = 1
     policy: str | None = None  # path of the policy file; None: no rules
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
+    upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
+    failover_timeout: float = 10.0  # how long a request waits for a cluster slot's new owner
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -107,6 +109,18 @@ def parse_upstream(url: str) -> Upstream:
     return Upstream(address, username, password, db)
 
 
+def parse_cluster_seeds(value) -> tuple[Upstream, ...]:
+    """'host:port,host:port' (or a YAML list); each may be a redis:// URL with credentials."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    seeds = tuple(parse_upstream(str(item).strip()) for item in items if str(item).strip())
+    if not seeds:
+        raise ConfigError("upstream_cluster: give at least one HOST:PORT")
+    for seed in seeds:
+        if seed.db:
+            raise ConfigError(f"upstream_cluster {seed.address}: a cluster has only database 0")
+    return seeds
+
+
 def _section(data: dict, name: str, where: str) -> dict:
     value = data.get(name) or {}
     if not isinstance(value, dict):
@@ -121,7 +135,7 @@ def _number(section: dict, key: str, default, kind, where: str):
     return kind(value)
 
 
-_TOP_KEYS = {"listen", "upstream", "limits", "upstream_options", "shutdown_timeout", "workers",
+_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "limits", "upstream_options", "shutdown_timeout", "workers",
              "policy", "metrics"}
 
 
@@ -150,6 +164,8 @@ def load_config(path: str | None) -> Config:
         client_write_buffer=_number(limits_in, "client_write_buffer", base.client_write_buffer, int, path),
     )
     upstream = data.get("upstream")
+    if upstream and data.get("upstream_cluster"):
+        raise ConfigError(f"{path}: give 'upstream' or 'upstream_cluster', not both")
     policy = data.get("policy")
     if policy is not None:
         policy = os.path.join(os.path.dirname(os.path.abspath(path)), str(policy))
@@ -158,6 +174,8 @@ def load_config(path: str | None) -> Config:
         metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
         upstream=parse_upstream(str(upstream)) if upstream else None,
+        upstream_cluster=parse_cluster_seeds(data["upstream_cluster"]) if data.get("upstream_cluster") else (),
+        failover_timeout=_number(options, "failover_timeout", 10.0, float, path),
         limits=limits,
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),

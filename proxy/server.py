@@ -152,12 +152,7 @@ class ClientSession(asyncio.Protocol):
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
                         args[1] in good_keys or self.proxy.key_ok(args[1]))):
-                    try:
-                        verdict = self.proxy.engine.decide(
-                            plan, args, LaterCommands(commands, index + 1), self.policy_state)
-                    except Exception:  # a bug in a rule must not take the connection down
-                        log.exception("policy engine failed on %r", name)
-                        verdict = POLICY_FAILED
+                    verdict = self._decide(plan, commands, index)
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)
                         if next_index is not None:
@@ -183,6 +178,14 @@ class ClientSession(asyncio.Protocol):
                 return
         if start < count:
             self._forward(batch.raw if start == 0 else batch.span(start, count), count - start)
+
+    def _decide(self, plan, commands, index: int):
+        try:
+            return self.proxy.engine.decide(
+                plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+        except Exception:  # a bug in a rule must not take the connection down
+            log.exception("policy engine failed on %r", commands[index][0])
+            return POLICY_FAILED
 
     def _special(self, action: int, batch, start: int, index: int) -> int:
         """Handle commands[index]; commands[start:index] are ordinary and not yet sent.
@@ -256,10 +259,15 @@ class ClientSession(asyncio.Protocol):
         if extra:
             if self.policy_state.in_multi:
                 self.after_exec.extend(extra)  # extra replies would change what EXEC returns
-            elif self.upstream is not None and not self.upstream.closed:
-                self.upstream.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in extra),
-                                   HiddenSlot(len(extra)))
+            else:
+                self._send_hidden(extra)
         return index + 1
+
+    def _send_hidden(self, commands) -> None:
+        """Commands the policy adds after the client's, on the same connection, replies unseen."""
+        conn = self.upstream
+        if conn is not None and not conn.closed:
+            conn.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands), HiddenSlot(len(commands)))
 
     def _end_transaction(self, action: int, batch, index: int) -> int:
         state = self.policy_state
@@ -283,9 +291,8 @@ class ClientSession(asyncio.Protocol):
                           replace=reply if unmet else errors.EXECABORT)
             return index + 1
         self._forward(batch.span(index, index + 1), 1)
-        if action == TXN_EXEC and extra and self.upstream is not None:
-            self.upstream.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in extra),
-                               HiddenSlot(len(extra)))
+        if action == TXN_EXEC and extra:
+            self._send_hidden(extra)
         return index + 1
 
     def _switch(self, batch, index: int, db=None, protocol=None, dedicated=False) -> int:
@@ -540,6 +547,8 @@ class ClientSession(asyncio.Protocol):
 class Proxy:
     """Owns the listening socket, the shared pools and the command tables of one process."""
 
+    session_class = ClientSession
+
     def __init__(self, loop, config, command_table, databases: int = 16, engine=None):
         self.loop = loop
         self.config = config
@@ -597,10 +606,10 @@ class Proxy:
     async def start(self, sock: socket.socket | None = None, reuse_port: bool = False):
         listen = self.config.listen
         if sock is not None:
-            self.server = await self.loop.create_server(lambda: ClientSession(self), sock=sock)
+            self.server = await self.loop.create_server(lambda: self.session_class(self), sock=sock)
         else:
             self.server = await self.loop.create_server(
-                lambda: ClientSession(self), listen.host, listen.port,
+                lambda: self.session_class(self), listen.host, listen.port,
                 reuse_address=True, reuse_port=reuse_port or None, backlog=1024,
             )
         return self.server

@@ -327,7 +327,8 @@ def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
     return commands
 
 
-def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None) -> UpstreamConnection:
-    conn = UpstreamConnection(loop, upstream.address, startup_commands(upstream, db, protocol), on_close)
+def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None,
+                    cls=UpstreamConnection, **extra) -> UpstreamConnection:
+    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol), on_close, **extra)
     conn.connect(timeout)
     return conn

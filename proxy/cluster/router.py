@@ -1,0 +1,243 @@
+"""The cluster router: who owns each slot, the shared connections to every master, and what
+happens when the answer changes under a request.
+
+It owns the `SlotMap` (from `CLUSTER SHARDS`, or `CLUSTER SLOTS` on servers without it, asked
+of any node it knows, seeds last), one `NodePool` of shared, write-batched connections per
+(master, protocol), and the requests in flight between owners:
+
+* `-MOVED slot node`: the map learns the new owner at once (`SlotMap.with_moved`), the command is
+  sent there, and a full refresh is scheduled.
+* `-ASK slot node`: `ASKING` then the command, on the importing node; the map does not change.
+* `-TRYAGAIN` (a multi-key command during a slot's migration): sent again after a back-off.
+* A node that cannot be reached: requests that were never sent wait ("park") until a refresh
+  names a new owner (a replica promoted by the failover), at most `failover_timeout`; requests
+  that were in flight when a connection broke get an error, as from a standalone server.
+
+Refreshes are rate-limited (`min_refresh_interval`) and run on MOVED, on connection failures and,
+while requests are parked, until they can go. A command is redirected at most `max_redirects`
+times; then the client gets the last error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import hiredis
+
+from .. import errors
+from ..config import Upstream
+from ..routing.redirect import ClusterError, classify_error, parse_redirect
+from ..routing.slotmap import SlotMap, TopologyError
+from ..upstream.connection import HiddenSlot
+from ..upstream.probe import ask
+from .connection import NodePool, RoutedSlot
+
+log = logging.getLogger("redis_guard.cluster")
+
+ASKING = hiredis.pack_command(("ASKING",))
+
+
+class ClusterRouter:
+    max_redirects = 5
+    tryagain_delay = 0.02  # doubled on every TRYAGAIN of the same command
+
+    def __init__(self, loop, seeds, credentials: Upstream | None, shared_connections: int,
+                 connect_timeout: float, failover_timeout: float = 10.0, min_refresh_interval: float = 0.2):
+        self.loop = loop
+        self.seeds = list(seeds)
+        self.username = credentials.username if credentials else None
+        self.password = credentials.password if credentials else None
+        self.size = shared_connections
+        self.connect_timeout = connect_timeout
+        self.failover_timeout = failover_timeout
+        self.min_refresh_interval = min_refresh_interval
+        self.slotmap = SlotMap.empty()
+        self.pools: dict[tuple, NodePool] = {}
+        self.parked: list[tuple[float, RoutedSlot, int, int]] = []
+        self.refresh_task = None
+        self.refresh_wanted = False
+        self.last_refresh = -1e9
+        self.refreshes = 0
+
+    # -- topology ----------------------------------------------------------------------------
+
+    def upstream_for(self, node) -> Upstream:
+        return Upstream(node, self.username, self.password, 0)
+
+    async def start(self) -> None:
+        """The first map; raises ConnectionError when no seed answers with a usable one."""
+        if not await self.refresh_once():
+            raise ConnectionError(f"no cluster node answered CLUSTER SHARDS/SLOTS among {', '.join(map(str, self.seeds))}")
+
+    def _candidates(self):
+        known = list(self.slotmap.masters())
+        for node in self.slotmap.nodes:
+            known.append(node.address)
+        known += self.seeds
+        return list(dict.fromkeys(known))
+
+    async def refresh_once(self) -> bool:
+        self.last_refresh = time.monotonic()
+        for node in self._candidates():
+            try:
+                new = await self._ask_topology(node)
+            except (OSError, asyncio.TimeoutError, ConnectionError, PermissionError, TopologyError) as exc:
+                log.debug("cluster node %s: no topology (%s)", node, exc)
+                continue
+            if new.covered_slots == 0:
+                continue
+            self.refreshes += 1
+            if new != self.slotmap:
+                if self.slotmap.covered_slots:
+                    log.info("cluster topology changed: %s", new.describe())
+                self.slotmap = new
+            self._redispatch()
+            return True
+        self._redispatch()
+        return False
+
+    async def _ask_topology(self, node) -> SlotMap:
+        upstream = self.upstream_for(node)
+        (reply,) = await ask(upstream, [("CLUSTER", "SHARDS")], timeout=1.0)
+        if isinstance(reply, hiredis.ReplyError):
+            (reply,) = await ask(upstream, [("CLUSTER", "SLOTS")], timeout=1.0)
+            if isinstance(reply, hiredis.ReplyError):
+                raise TopologyError(str(reply))
+            return SlotMap.from_cluster_slots(reply, node)
+        return SlotMap.from_cluster_shards(reply, node)
+
+    def request_refresh(self) -> None:
+        """Look at the topology again soon (at most every min_refresh_interval)."""
+        self.refresh_wanted = True
+        if self.refresh_task is None:
+            self.refresh_task = self.loop.create_task(self._refresh_loop())
+
+    async def _refresh_loop(self) -> None:
+        try:
+            while self.refresh_wanted or self.parked:
+                wait = self.last_refresh + self.min_refresh_interval - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                self.refresh_wanted = False
+                await self.refresh_once()
+                self._expire_parked()
+        except Exception:  # the loop must come back on the next request
+            log.exception("cluster topology refresh failed")
+        finally:
+            self.refresh_task = None
+
+    def node_failed(self, node, reason: str) -> None:
+        log.info("cluster node %s: %s; refreshing the topology", node, reason)
+        self.request_refresh()
+
+    # -- connections -------------------------------------------------------------------------
+
+    def pool(self, node, protocol: int) -> NodePool:
+        key = (node, protocol)
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = NodePool(self.loop, self.upstream_for(node), protocol, self.size,
+                                              self.connect_timeout, self)
+        return pool
+
+    def connection(self, hash_slot: int | None, protocol: int, index: int):
+        """The shared connection for a slot (None: any master), or None when its owner is
+        unknown or down for now."""
+        slotmap = self.slotmap
+        node = slotmap.master_for_slot(hash_slot) if hash_slot is not None else None
+        if node is None:
+            masters = slotmap.masters()
+            if hash_slot is not None or not masters:
+                return None
+            node = masters[index % len(masters)]
+        return self.pool(node, protocol).get(index % self.size)
+
+    # -- requests between owners -------------------------------------------------------------
+
+    def send(self, slot: RoutedSlot, protocol: int, index: int) -> None:
+        """Send a slot's commands to the owner of its hash slot now, or park it."""
+        conn = self.connection(slot.hash_slot, protocol, index)
+        if conn is None:
+            self.park(slot, protocol, index)
+            return
+        slot.conn = conn
+        data = slot.request(0) if slot.count == 1 else slot.source.span(slot.first, slot.first + slot.count)
+        if slot.asking:
+            slot.asking = False
+            conn.send(ASKING, HiddenSlot(1))
+        conn.send(data, slot)
+
+    def park(self, slot: RoutedSlot, protocol: int | None = None, index: int | None = None) -> None:
+        conn = slot.conn
+        if protocol is None:
+            protocol, index = (conn.protocol, conn.index) if conn is not None else (2, 0)
+        slot.conn = None
+        self.parked.append((time.monotonic() + self.failover_timeout, slot, protocol, index))
+        self.request_refresh()
+
+    def _redispatch(self) -> None:
+        parked, self.parked = self.parked, []
+        for deadline, slot, protocol, index in parked:
+            if slot.session is None:
+                continue
+            if self.connection(slot.hash_slot, protocol, index) is None:
+                self.parked.append((deadline, slot, protocol, index))
+            else:
+                self.send(slot, protocol, index)
+
+    def _expire_parked(self) -> None:
+        now = time.monotonic()
+        keep = []
+        for entry in self.parked:
+            deadline, slot, _protocol, _index = entry
+            if now < deadline:
+                keep.append(entry)
+                continue
+            node = self.slotmap.master_for_slot(slot.hash_slot) if slot.hash_slot is not None else None
+            slot.fail(errors.upstream_unavailable(str(node or "cluster"),
+                                                  f"no reachable owner for slot {slot.hash_slot} "
+                                                  f"after {self.failover_timeout:g}s"), False)
+        self.parked = keep
+
+    def redirected(self, conn, slot: RoutedSlot, error: bytes) -> None:
+        """`conn` answered the next command of `slot` with MOVED/ASK/TRYAGAIN."""
+        if slot.count > 1:
+            retry = slot.session.split_run(conn, slot)
+        else:
+            conn.pending.popleft()
+            retry = slot
+        retry.attempts += 1
+        if retry.attempts > self.max_redirects:
+            retry.conn = None
+            retry.session.deliver(retry, error, 1)
+            return
+        kind = classify_error(error)
+        if kind is ClusterError.TRYAGAIN:
+            delay = self.tryagain_delay * (1 << (retry.attempts - 1))
+            self.loop.call_later(delay, self.send, retry, conn.protocol, conn.index)
+            return
+        redirect = parse_redirect(error)
+        node = redirect.address(conn.address)
+        retry.hash_slot = redirect.slot
+        if kind is ClusterError.MOVED:
+            self.slotmap = self.slotmap.with_moved(redirect.slot, node)
+            self.request_refresh()
+        else:
+            retry.asking = True
+        target = self.pool(node, conn.protocol).get(conn.index % self.size)
+        if target is None:
+            self.park(retry, conn.protocol, conn.index)
+            return
+        retry.conn = target
+        if retry.asking:
+            retry.asking = False
+            target.send(ASKING, HiddenSlot(1))
+        target.send(retry.request(0), retry)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+        if self.refresh_task is not None:
+            self.refresh_task.cancel()

@@ -1,0 +1,696 @@
+"""A client session in front of a Redis Cluster: every command goes to its slot's owner.
+
+Theory of operation: the session reads batches as in standalone mode and checks the policy the
+same way; what changes is where a command goes. Consecutive commands bound for the same shared
+connection (the same master) are sent as one slice of the client's bytes with one `RoutedSlot`,
+so a pipeline of keys on one master costs what it costs standalone, and the in-order slot queue
+puts replies from several masters back in the client's order. A command's target comes from a
+table built from the command table: its one key at argument 1 (most commands), no key (any
+master, spread by client), or the `Planner` (key specs; multi-key commands split per slot and
+merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
+FLUSHDB, KEYS, WAIT) go to every master. Connection state that a client believes a single
+server holds is kept here (CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or on a connection of
+the client's own: a transaction on the owner of its first key's slot (later keys of another
+slot get CROSSSLOT and abort it), a blocking command on its key's owner, a subscription on any
+node (SSUBSCRIBE: the shard's owner). Before a command moves to another kind of connection,
+everything the client has in flight finishes, so its commands still run in the order it sent
+them.
+"""
+
+from __future__ import annotations
+
+import hiredis
+
+from .. import errors
+from ..connstate import HELLO, PASS, STREAM, SUBCOMMAND, TXN_DISCARD, TXN_EXEC, authenticates, strict_int
+from ..policy.engine import SessionState
+from ..routing.multikey import Forward, Reject, Split
+from ..routing.redirect import CROSSSLOT
+from ..routing.slots import hash_slot
+from ..server import HELD, ClientSession
+from ..slots import Slot
+from ..upstream.connection import CLOSED, HiddenSlot, UpstreamConnection, open_connection
+from .connection import RoutedSlot
+from .keyspace import FANOUT, decode_cursor, merge_min, scan_reply
+
+# Actions of the cluster session, beside connstate's PASS/STREAM/SUBCOMMAND/HELLO/TXN_*.
+LOCAL = 20  # answered from the session's own state
+TXN_PIN = 21  # MULTI/WATCH: a connection of the client's own, on the first key's owner
+BLOCK = 22  # a blocking command: a connection of the client's own, on its key's owner
+EVERY_MASTER = 23  # sent to every master, replies merged
+SCAN = 24
+
+MULTI = hiredis.pack_command(("MULTI",))
+CLUSTER_MODE = b"$7\r\ncluster\r\n"
+STANDALONE_MODE = b"$10\r\nstandalone\r\n"
+
+
+def cluster_actions(table, shared_actions: dict) -> dict:
+    actions = dict(shared_actions)
+    for name, action in shared_actions.items():
+        if action == SUBCOMMAND:
+            actions[name] = LOCAL  # CLIENT
+        elif action not in (PASS, STREAM, HELLO):
+            actions[name] = PASS  # SELECT: the node answers; QUIT is set below
+    for spec in table:
+        if "blocking" in spec.flags and "|" not in spec.name:
+            for name in (spec.name.encode(), spec.name.upper().encode()):
+                actions[name] = BLOCK
+    named = {
+        b"multi": TXN_PIN, b"watch": TXN_PIN, b"auth": LOCAL, b"reset": LOCAL, b"readonly": LOCAL,
+        b"readwrite": LOCAL, b"asking": LOCAL, b"hello": LOCAL, b"client": LOCAL, b"quit": None,
+        b"wait": EVERY_MASTER, b"scan": SCAN,
+        **{name: EVERY_MASTER for name in FANOUT},
+    }
+    for name, action in named.items():
+        for spelled in (name, name.upper()):
+            if action is None:
+                continue
+            actions[spelled] = action
+    return actions
+
+
+class RouteTable:
+    """Per command name: where its key is (argument 1, none, or ask the Planner)."""
+
+    FIRST_ARG, NO_KEY, PLANNED = 0, 1, 2
+
+    def __init__(self, table, planner):
+        self.planner = planner
+        self.kinds: dict[bytes, int] = {}
+        from ..routing.multikey import SPLIT_COMMANDS
+        for spec in table:
+            if "|" in spec.name:
+                continue
+            specs = spec.key_specs
+            if spec.subcommands or spec.name in SPLIT_COMMANDS or "movablekeys" in spec.flags:
+                kind = self.PLANNED
+            elif not specs:
+                kind = self.NO_KEY
+            elif (len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
+                  and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0):
+                kind = self.FIRST_ARG
+            else:
+                kind = self.PLANNED
+            for name in (spec.name.encode(), spec.name.upper().encode()):
+                self.kinds[name] = kind
+
+    def decide(self, args, master_for_slot):
+        """A hash slot (int), None (no key: any master), or the Planner's Split/Reject."""
+        name = args[0]
+        kind = self.kinds.get(name)
+        if kind is None:
+            kind = self.kinds.get(name.lower(), self.NO_KEY)
+        if kind == self.FIRST_ARG:
+            return hash_slot(args[1]) if len(args) > 1 else None
+        if kind == self.NO_KEY:
+            return None
+        decision = self.planner.plan(args, master_for_slot)
+        if type(decision) is Forward:
+            return decision.slot
+        return decision
+
+
+class Gather:
+    """One client reply made from the complete replies of several parts (a split command, or
+    every master): `merge` turns them, in part order, into the reply."""
+
+    __slots__ = ("session", "slot", "replies", "left", "merge")
+
+    def __init__(self, session, slot: Slot, parts: int, merge):
+        self.session = session
+        self.slot = slot
+        self.replies = [[] for _ in range(parts)]
+        self.left = parts
+        self.merge = merge
+
+    def part_done(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            replies = [b"".join(chunks) for chunks in self.replies]
+            try:
+                reply = self.merge(replies)
+            except (ValueError, IndexError) as exc:
+                reply = errors.resp_error(f"ERR the proxy could not merge the replies of the cluster nodes: {exc}")
+            self.session.deliver(self.slot, reply, 1)
+
+
+class PartSink:
+    """Receives one part's reply for a Gather (stands where a session would)."""
+
+    __slots__ = ("gather", "index", "session")
+
+    def __init__(self, gather: Gather, index: int):
+        self.gather = gather
+        self.index = index
+        self.session = gather.session
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        self.gather.replies[self.index].append(data)
+        if done:
+            slot.remaining -= done
+            if slot.remaining == 0:
+                self.gather.part_done()
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        if slot.remaining == 0:
+            return
+        slot.remaining = 0
+        self.gather.replies[self.index] = [error]
+        self.gather.part_done()
+
+
+class TransformSink:
+    """Collects one whole reply and hands the session `transform(reply)` instead."""
+
+    __slots__ = ("session", "chunks", "transform")
+
+    def __init__(self, session, transform):
+        self.session = session
+        self.chunks = []
+        self.transform = transform
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        self.chunks.append(data)
+        if done:
+            self.session.deliver(slot, self.transform(b"".join(self.chunks)), done)
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        self.session.slot_failed(slot, error, False)
+
+
+class ClusterSession(ClientSession):
+    __slots__ = ("router", "routes", "route_slot", "txn_conn", "txn_slot", "txn_deferred", "own_conns",
+                 "client_name", "client_id", "drain_first", "cluster_actions")
+
+    def __init__(self, proxy):
+        super().__init__(proxy)
+        self.router = proxy.router
+        self.routes = proxy.routes
+        self.cluster_actions = self.actions = proxy.cluster_actions
+        self.route_slot = None  # the hash slot of the command being sent by _forward
+        self.txn_conn = None  # the client's own connection while a transaction is open
+        self.txn_slot = None  # the slot the transaction is pinned to (None until its first key)
+        self.txn_deferred = None  # MULTI and keyless commands before the transaction's first key
+        self.own_conns = {}  # node -> this client's own connection (transactions, blocking)
+        self.client_name = None
+        self.client_id = proxy.next_client_id()
+        self.drain_first = False  # the next command waits for everything in flight
+
+    def connection_lost(self, exc) -> None:
+        super().connection_lost(exc)
+        for conn in self.own_conns.values():
+            conn.close()
+        self.own_conns.clear()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _run(self, batch, index: int) -> None:
+        if self.dedicated:  # a subscription (or MONITOR): everything goes to that connection
+            return super()._run(batch, index)
+        commands = batch.commands
+        count = len(commands)
+        start = index
+        plans = self.proxy.policy_plans
+        good_keys = self.proxy.good_keys
+        routes = self.routes
+        router = self.router
+        run_conn = None
+        run_slot = None
+        while index < count:
+            args = commands[index]
+            name = args[0]
+            if self.drain_first:
+                if start < index:
+                    self._send_run(batch, start, index, run_conn, run_slot)
+                    start = index
+                    run_conn = None
+                if self.inflight:
+                    self.held = (batch, index)
+                    self._pause_reading("switch")
+                    return
+                self.drain_first = False
+            if plans:
+                plan = plans.get(name, plans)
+                if plan is plans:
+                    plan = plans.get(name.lower())
+                if plan is not None and not (plan.keys_only and len(args) > 1 and (
+                        args[1] in good_keys or self.proxy.key_ok(args[1]))):
+                    verdict = self._decide(plan, commands, index)
+                    if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
+                        if start < index:
+                            self._send_run(batch, start, index, run_conn, run_slot)
+                        run_conn = None
+                        routed = routes.decide(args, router.slotmap.master_for_slot)
+                        self.route_slot = routed if type(routed) is int else None
+                        if self.txn_deferred is not None and verdict.reject is None:
+                            self._pin_deferred(self.route_slot)
+                        self.upstream = self.txn_conn
+                        start = index = self._apply_verdict(verdict, batch, index, index)
+                        continue
+                    if verdict is not None:
+                        self._apply_verdict(verdict, batch, index, index)  # audit findings only
+            action = self.actions.get(name)
+            if action is None:
+                action = self.actions.get(name.lower(), PASS)
+            if self.txn_conn is not None or self.txn_deferred is not None:
+                if start < index:
+                    self._send_run(batch, start, index, run_conn, run_slot)
+                run_conn = None
+                start = index = self._in_transaction(action, batch, index)
+                if start == HELD:
+                    return
+                continue
+            if action == PASS:
+                routed = routes.decide(args, router.slotmap.master_for_slot)
+                if routed is None or type(routed) is int:
+                    conn = router.connection(routed, self.protocol, self.pool_index)
+                    if conn is not None and conn is run_conn:
+                        index += 1
+                        continue
+                    if start < index:
+                        self._send_run(batch, start, index, run_conn, run_slot)
+                    start = index
+                    if conn is None:
+                        self._park(batch, index, routed)
+                        start = index = index + 1
+                        run_conn = None
+                        continue
+                    run_conn, run_slot = conn, routed
+                    index += 1
+                    continue
+                if start < index:
+                    self._send_run(batch, start, index, run_conn, run_slot)
+                run_conn = None
+                if type(routed) is Reject:
+                    self._local(routed.reply)
+                else:
+                    self._split(routed)
+                start = index = index + 1
+                continue
+            if start < index:
+                self._send_run(batch, start, index, run_conn, run_slot)
+            run_conn = None
+            start = index = self._cluster_special(action, batch, index)
+            if start == HELD or self.closing:
+                return
+            if self.dedicated:  # subscribed: the rest goes to that connection
+                return super()._run(batch, index)
+        if start < count:
+            self._send_run(batch, start, count, run_conn, run_slot)
+
+    def _send_run(self, batch, start: int, stop: int, conn, hash_slot) -> None:
+        slot = RoutedSlot(self, stop - start, conn, batch, start, hash_slot)
+        self.slots.append(slot)
+        self.inflight += 1
+        if conn is None:
+            self.router.park(slot, self.protocol, self.pool_index)
+            return
+        conn.send(batch.raw if start == 0 and stop == len(batch.commands) else batch.span(start, stop), slot)
+        if conn.write_paused:
+            conn.blocked_sessions.add(self)
+            self._pause_reading("upstream-slow")
+
+    def _park(self, batch, index: int, hash_slot) -> None:
+        slot = RoutedSlot(self, 1, None, batch, index, hash_slot)
+        self.slots.append(slot)
+        self.inflight += 1
+        self.router.park(slot, self.protocol, self.pool_index)
+
+    def split_run(self, conn, slot: RoutedSlot) -> RoutedSlot:
+        """The router is sending the next command of `slot` again elsewhere: cut the run there.
+        Returns the slot that now awaits that one command's reply."""
+        done = slot.count - slot.remaining
+        rest = slot.remaining - 1
+        tail = RoutedSlot(self, rest, conn, slot.source, slot.first + done + 1, slot.hash_slot) if rest else None
+        if tail is not None:
+            conn.pending[0] = tail
+        else:
+            conn.pending.popleft()
+        if done == 0:
+            retry = slot
+            slot.count = slot.remaining = 1
+            added = [tail] if tail else []
+        else:
+            retry = RoutedSlot(self, 1, None, slot.source, slot.first + done, slot.hash_slot)
+            retry.attempts = slot.attempts
+            added = [retry, tail] if tail else [retry]
+        slots = self.slots
+        at = next((i for i, queued in enumerate(slots) if queued is slot), None)
+        if at is None:  # the client is gone
+            return retry
+        for offset, queued in enumerate(added):
+            slots.insert(at + 1 + offset, queued)
+        self.inflight += len(added)
+        if retry is not slot:
+            slot.count = done
+            slot.remaining = 0
+            if at == 0:
+                slots.popleft()
+                self.inflight -= 1
+                self._head_done()
+            else:
+                self._slot_done()
+        return retry
+
+    def _forward(self, data: bytes, count: int, stream: bool = False, replace: bytes | None = None,
+                 observe=None) -> None:
+        """What the policy sends instead of a command (and EXEC/DISCARD): to the transaction's
+        connection, else by `route_slot`."""
+        if self.streaming is not None or self.dedicated or self.upstream is not None:
+            super()._forward(data, count, stream, replace, observe)
+            return
+        slot = RoutedSlot(self, count, None, data, 0, self.route_slot)
+        if replace is not None:
+            from ..slots import ReplacingSink
+            slot.session = ReplacingSink(self, replace)
+        elif observe is not None:
+            from ..slots import ScriptVerdictSink
+            slot.session = ScriptVerdictSink(self, observe)
+        self.slots.append(slot)
+        self.inflight += 1
+        self.router.send(slot, self.protocol, self.pool_index)
+
+    def _send_hidden(self, commands) -> None:
+        if self.upstream is not None:
+            super()._send_hidden(commands)
+            return
+        conn = self.slots[-1].conn if self.slots else None  # where the command they follow went
+        if conn is not None and not conn.closed:
+            conn.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands), HiddenSlot(len(commands)))
+
+    def _switch(self, batch, index: int, db=None, protocol=None, dedicated=False) -> int:
+        if not dedicated:
+            return super()._switch(batch, index, db, protocol, dedicated)
+        if self.inflight:
+            self.held = (batch, index)
+            self._pause_reading("switch")
+            return HELD
+        # A subscription (or MONITOR): a connection of the client's own, for good. SSUBSCRIBE
+        # on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
+        routed = self.routes.decide(batch.commands[index], self.router.slotmap.master_for_slot)
+        node = self.router.slotmap.master_for_slot(routed) if type(routed) is int else None
+        if node is None:
+            masters = self.router.slotmap.masters()
+            node = masters[self.pool_index % len(masters)] if masters else self.proxy.upstream.address
+        self.dedicated = True
+        self.actions = self.proxy.dedicated_actions
+        self.upstream = open_connection(self.loop, self.router.upstream_for(node), 0, self.protocol,
+                                        self.proxy.config.connect_timeout, self._dedicated_closed)
+        return index
+
+    def _current_upstream(self):
+        if self.upstream is not None:
+            return self.upstream
+        return self.router.connection(None, self.protocol, self.pool_index)
+
+    # -- several parts, one reply -----------------------------------------------------------
+
+    def _gather(self, parts, merge) -> None:
+        """parts: [(node or None, hash slot or None, request bytes)]."""
+        slot = Slot(self, 1)
+        self.slots.append(slot)
+        self.inflight += 1
+        gather = Gather(self, slot, len(parts), merge)
+        router = self.router
+        for index, (node, hash_slot, data) in enumerate(parts):
+            part = RoutedSlot(PartSink(gather, index), 1, None, data, 0, hash_slot)
+            if node is None:
+                router.send(part, self.protocol, self.pool_index)
+                continue
+            conn = router.pool(node, self.protocol).get(self.pool_index % router.size)
+            if conn is None:
+                part.session.slot_failed(part, errors.upstream_unavailable(str(node), "not connected"), False)
+                continue
+            part.conn = conn
+            conn.send(data, part)
+
+    def _split(self, split: Split) -> None:
+        self._gather([(None, sub.slot, sub.encode()) for sub in split.subcommands], split.merge)
+
+    def _every_master(self, args, merge) -> None:
+        masters = self.router.slotmap.masters()
+        if not masters:
+            self._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+            return
+        data = hiredis.pack_command(tuple(args))
+        self._gather([(node, None, data) for node in masters], merge)
+
+    def _scan(self, args) -> None:
+        masters = self.router.slotmap.masters()
+        decoded = decode_cursor(args[1]) if len(args) > 1 else None
+        if decoded is None or decoded[0] >= len(masters):
+            self._local(errors.resp_error("ERR invalid cursor"))
+            return
+        position, node_cursor = decoded
+        data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
+        total = len(masters)
+        self._gather([(masters[position], None, data)],
+                     lambda replies: scan_reply(replies[0], position, total))
+
+    # -- commands with connection state -----------------------------------------------------
+
+    def _cluster_special(self, action: int, batch, index: int) -> int:
+        args = batch.commands[index]
+        name = args[0].lower()
+        if action == EVERY_MASTER:
+            self._every_master(args, merge_min if name == b"wait" else FANOUT[name])
+            return index + 1
+        if action == SCAN:
+            self._scan(args)
+            return index + 1
+        if action == LOCAL:
+            return self._answer_locally(batch, index, name, args)
+        if action == TXN_PIN:
+            return self._begin_transaction(batch, index, name, args)
+        if action == BLOCK:
+            return self._blocking(batch, index, args)
+        # STREAM (subscriptions, MONITOR): the core pins the client to one connection for good.
+        return self._special(action, batch, index, index)
+
+    def _answer_locally(self, batch, index: int, name: bytes, args) -> int:
+        if name == b"client":
+            sub = args[1].lower() if len(args) > 1 else b""
+            if sub == b"setname" and len(args) == 3:
+                if any(c <= 32 or c >= 127 for c in args[2]):
+                    self._local(errors.resp_error("ERR Client names cannot contain spaces, newlines or special characters."))
+                else:
+                    self.client_name = args[2] or None
+                    self._local(errors.OK)
+                return index + 1
+            if sub == b"getname" and len(args) == 2:
+                name_ = self.client_name
+                self._local(b"$%d\r\n%s\r\n" % (len(name_), name_) if name_ else
+                            (b"_\r\n" if self.protocol == 3 else b"$-1\r\n"))
+                return index + 1
+            if sub == b"id" and len(args) == 2:
+                self._local(b":%d\r\n" % self.client_id)
+                return index + 1
+            if sub == b"setinfo" and len(args) == 4:
+                self._local(errors.OK)
+                return index + 1
+            if sub in (b"tracking", b"reply"):
+                return self._special(STREAM, batch, index, index)
+            self._send_keyless(batch, index)  # CLIENT INFO/LIST/KILL...: a master answers
+            return index + 1
+        if name in (b"readonly", b"readwrite", b"asking"):
+            self._local(errors.OK if len(args) == 1 else errors.resp_error(
+                f"ERR wrong number of arguments for '{name.decode()}' command"))
+            return index + 1
+        if name == b"auth" or (name == b"hello" and authenticates(args)):
+            self._local(errors.resp_error(
+                "ERR the proxy authenticates to the cluster itself; connect without credentials"))
+            return index + 1
+        if name == b"hello":
+            return self._hello(batch, index, args)
+        if name == b"reset":
+            if self.inflight:
+                self.held = (batch, index)
+                self._pause_reading("switch")
+                return HELD
+            self.client_name = None
+            self.protocol = 2
+            self.policy_state = SessionState()
+            self._local(b"+RESET\r\n")
+            return index + 1
+        self._send_keyless(batch, index)
+        return index + 1
+
+    def _hello(self, batch, index: int, args) -> int:
+        rest = [arg.lower() for arg in args[2:]]
+        if b"setname" in rest:
+            at = 2 + rest.index(b"setname")
+            if at + 1 < len(args):
+                self.client_name = args[at + 1]
+            args = args[:at] + args[at + 2:]
+        version = strict_int(args[1]) if len(args) > 1 else None
+        if version in (2, 3) and version != self.protocol:
+            if self.inflight:
+                self.held = (batch, index)
+                self._pause_reading("switch")
+                return HELD
+            self.protocol = version
+            self.policy_state.protocol = version
+        slot = RoutedSlot(TransformSink(self, lambda reply: reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)),
+                          1, None, hiredis.pack_command(tuple(args)), 0, None)
+        self.slots.append(slot)
+        self.inflight += 1
+        self.router.send(slot, self.protocol, self.pool_index)
+        return index + 1
+
+    def _send_keyless(self, batch, index: int) -> None:
+        slot = RoutedSlot(self, 1, None, batch, index, None)
+        self.slots.append(slot)
+        self.inflight += 1
+        self.router.send(slot, self.protocol, self.pool_index)
+
+    def _own_connection(self, node) -> UpstreamConnection:
+        conn = self.own_conns.get((node, self.protocol))
+        if conn is None or conn.state is CLOSED:
+            conn = self.own_conns[(node, self.protocol)] = open_connection(
+                self.loop, self.router.upstream_for(node), 0, self.protocol, self.proxy.config.connect_timeout)
+        return conn
+
+    def _blocking(self, batch, index: int, args) -> int:
+        routed = self.routes.decide(args, self.router.slotmap.master_for_slot)
+        if type(routed) is Reject:
+            self._local(routed.reply)
+            return index + 1
+        if type(routed) is Split:
+            self._local(CROSSSLOT)
+            return index + 1
+        node = self.router.slotmap.master_for_slot(routed) if routed is not None else None
+        if node is None:
+            masters = self.router.slotmap.masters()
+            if routed is not None or not masters:
+                self._local(errors.resp_error("CLUSTERDOWN Hash slot not served"))
+                return index + 1
+            node = masters[self.pool_index % len(masters)]
+        if self.inflight:  # what the client sent before (an LPUSH its BLPOP waits for) goes first
+            self.held = (batch, index)
+            self._pause_reading("switch")
+            return HELD
+        conn = self._own_connection(node)
+        self.upstream = conn
+        ClientSession._forward(self, batch.span(index, index + 1), 1)
+        self.upstream = None
+        self.drain_first = True
+        return index + 1
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def _first_key_slot(self, commands, index: int):
+        """The hash slot of the first command with keys from `index` up to EXEC/DISCARD."""
+        master_for_slot = self.router.slotmap.master_for_slot
+        for args in commands[index:]:
+            name = args[0].lower()
+            if name in (b"exec", b"discard"):
+                return None
+            routed = self.routes.decide(args, master_for_slot)
+            if type(routed) is int:
+                return routed
+        return None
+
+    def _begin_transaction(self, batch, index: int, name: bytes, args) -> int:
+        if self.inflight:
+            self.held = (batch, index)
+            self._pause_reading("switch")
+            return HELD
+        if name == b"watch":
+            routed = self.routes.decide(args, self.router.slotmap.master_for_slot)
+            if type(routed) is not int:
+                self._local(CROSSSLOT if type(routed) in (Split, Reject) else errors.resp_error(
+                    "ERR wrong number of arguments for 'watch' command"))
+                return index + 1
+            self._pin(routed)
+            self.upstream = self.txn_conn
+            ClientSession._forward(self, batch.span(index, index + 1), 1)
+            return index + 1
+        self.policy_state.in_multi = True
+        hash_slot = self._first_key_slot(batch.commands, index + 1)
+        if hash_slot is None:
+            # No key yet: the transaction goes where its first key will send it.
+            self.txn_deferred = []
+            self._local(errors.OK)
+            return index + 1
+        self._pin(hash_slot)
+        self.upstream = self.txn_conn
+        ClientSession._forward(self, batch.span(index, index + 1), 1)
+        return index + 1
+
+    def _pin(self, hash_slot) -> None:
+        node = self.router.slotmap.master_for_slot(hash_slot) if hash_slot is not None else None
+        if node is None:
+            masters = self.router.slotmap.masters()
+            node = masters[self.pool_index % len(masters)] if masters else self.proxy.upstream.address
+        self.txn_conn = self._own_connection(node)
+        self.txn_slot = hash_slot
+
+    def _pin_deferred(self, hash_slot) -> None:
+        deferred, self.txn_deferred = self.txn_deferred, None
+        self._pin(hash_slot)
+        self._replay(deferred)
+
+    def _in_transaction(self, action: int, batch, index: int) -> int:
+        args = batch.commands[index]
+        name = args[0].lower()
+        if self.txn_deferred is not None:
+            if name in (b"exec", b"discard"):
+                if name == b"discard":
+                    self.txn_deferred = None
+                    self._end_local_transaction()
+                    self._local(errors.OK)
+                    return index + 1
+                self.txn_deferred = deferred
+                self._pin_deferred(None)
+                return self._end(action if action in (TXN_EXEC, TXN_DISCARD) else TXN_EXEC, batch, index)
+            routed = self.routes.decide(args, self.router.slotmap.master_for_slot)
+            if type(routed) is not int:
+                if type(routed) in (Split, Reject):
+                    self._local(CROSSSLOT)
+                    self.txn_dirty = True
+                else:
+                    self.txn_deferred.append(batch.span(index, index + 1))
+                    self._local(b"+QUEUED\r\n")
+                return index + 1
+            self._pin_deferred(routed)
+        if name in (b"exec", b"discard"):
+            return self._end(TXN_EXEC if name == b"exec" else TXN_DISCARD, batch, index)
+        if self.policy_state.in_multi or name != b"unwatch":
+            routed = self.routes.decide(args, self.router.slotmap.master_for_slot)
+            if type(routed) in (Split, Reject) or (type(routed) is int and self.txn_slot is not None
+                                                  and routed != self.txn_slot):
+                self._local(CROSSSLOT)
+                if self.policy_state.in_multi:
+                    self.txn_dirty = True
+                return index + 1
+            if type(routed) is int and self.txn_slot is None:
+                self.txn_slot = routed
+        if name == b"multi" and not self.policy_state.in_multi:
+            self.policy_state.in_multi = True
+        self.upstream = self.txn_conn
+        ClientSession._forward(self, batch.span(index, index + 1), 1)
+        if name == b"unwatch" and not self.policy_state.in_multi:
+            self._leave_transaction()
+        return index + 1
+
+    def _replay(self, deferred) -> None:
+        """Send the MULTI and keyless commands already answered with +OK/+QUEUED."""
+        self.txn_conn.send(MULTI + b"".join(deferred), HiddenSlot(1 + len(deferred)))
+
+    def _end(self, action: int, batch, index: int) -> int:
+        self.upstream = self.txn_conn
+        next_index = self._end_transaction(action, batch, index)
+        self._leave_transaction()
+        return next_index
+
+    def _end_local_transaction(self) -> None:
+        self.policy_state.end_transaction()
+        self.txn_dirty = False
+        self.after_exec = []
+
+    def _leave_transaction(self) -> None:
+        self.txn_conn = None
+        self.txn_slot = None
+        self.upstream = None
+        self.drain_first = True
