@@ -60,6 +60,7 @@ class ClusterRouter:
         self.refresh_wanted = False
         self.last_refresh = -1e9
         self.refreshes = 0
+        self._master_slots = (None, [])
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -131,6 +132,17 @@ class ClusterRouter:
     def node_failed(self, node, reason: str) -> None:
         log.info("cluster node %s: %s; refreshing the topology", node, reason)
         self.request_refresh()
+
+    def master_slots(self) -> list[tuple]:
+        """(master, one slot it owns) for every master: fan-outs go by slot, so a part for a
+        master that just died waits for its successor like any other request."""
+        slotmap = self.slotmap
+        if self._master_slots[0] is not slotmap:
+            first = {}
+            for slot_range in slotmap.ranges():
+                first.setdefault(slot_range.master, slot_range.start)
+            self._master_slots = (slotmap, [(node, first[node]) for node in slotmap.masters()])
+        return self._master_slots[1]
 
     # -- connections -------------------------------------------------------------------------
 

@@ -407,37 +407,28 @@ class ClusterSession(ClientSession):
     # -- several parts, one reply -----------------------------------------------------------
 
     def _gather(self, parts, merge) -> None:
-        """parts: [(node or None, hash slot or None, request bytes)]."""
+        """parts: [(hash slot, request bytes)]; a master is reached through a slot it owns."""
         slot = Slot(self, 1)
         self.slots.append(slot)
         self.inflight += 1
         gather = Gather(self, slot, len(parts), merge)
-        router = self.router
-        for index, (node, hash_slot, data) in enumerate(parts):
-            part = RoutedSlot(PartSink(gather, index), 1, None, data, 0, hash_slot)
-            if node is None:
-                router.send(part, self.protocol, self.pool_index)
-                continue
-            conn = router.pool(node, self.protocol).get(self.pool_index % router.size)
-            if conn is None:
-                part.session.slot_failed(part, errors.upstream_unavailable(str(node), "not connected"), False)
-                continue
-            part.conn = conn
-            conn.send(data, part)
+        for index, (hash_slot, data) in enumerate(parts):
+            self.router.send(RoutedSlot(PartSink(gather, index), 1, None, data, 0, hash_slot),
+                             self.protocol, self.pool_index)
 
     def _split(self, split: Split) -> None:
-        self._gather([(None, sub.slot, sub.encode()) for sub in split.subcommands], split.merge)
+        self._gather([(sub.slot, sub.encode()) for sub in split.subcommands], split.merge)
 
     def _every_master(self, args, merge) -> None:
-        masters = self.router.slotmap.masters()
+        masters = self.router.master_slots()
         if not masters:
             self._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
             return
         data = hiredis.pack_command(tuple(args))
-        self._gather([(node, None, data) for node in masters], merge)
+        self._gather([(slot, data) for _node, slot in masters], merge)
 
     def _scan(self, args) -> None:
-        masters = self.router.slotmap.masters()
+        masters = self.router.master_slots()
         decoded = decode_cursor(args[1]) if len(args) > 1 else None
         if decoded is None or decoded[0] >= len(masters):
             self._local(errors.resp_error("ERR invalid cursor"))
@@ -445,7 +436,7 @@ class ClusterSession(ClientSession):
         position, node_cursor = decoded
         data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
         total = len(masters)
-        self._gather([(masters[position], None, data)],
+        self._gather([(masters[position][1], data)],
                      lambda replies: scan_reply(replies[0], position, total))
 
     # -- commands with connection state -----------------------------------------------------

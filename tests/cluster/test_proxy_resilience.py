@@ -1,0 +1,140 @@
+"""The cluster proxy while the cluster changes under it: a slot migrated while clients write
+(MIGRATING/IMPORTING + MIGRATE: ASK, TRYAGAIN, then MOVED), and a master killed with SIGKILL
+under load (its replica promoted). Each test gets its own cluster; every loop is bounded."""
+
+import threading
+import time
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+from tests.servers import ProxyProcess  # noqa: E402
+
+
+def _proxy(cluster):
+    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds)
+
+
+class Writer(threading.Thread):
+    """Writes numbered keys through the proxy until told to stop (at most `limit` writes)."""
+
+    def __init__(self, port: int, name: str, keys, stop: threading.Event, limit: int = 50_000, wait_every: int = 0):
+        super().__init__(daemon=True)
+        self.client = redis.Redis(port=port, socket_timeout=20)
+        self.name_ = name
+        self.keys = keys
+        self.stop_event = stop
+        self.limit = limit
+        self.wait_every = wait_every
+        self.acked: dict[str, str] = {}
+        self.confirmed: dict[str, str] = {}  # acknowledged and then covered by a WAIT >= 1
+        self.errors: list[str] = []
+        self.after_errors = 0  # successful writes after the last error
+
+    def run(self):
+        pending = {}
+        for n in range(self.limit):
+            if self.stop_event.is_set():
+                break
+            key = self.keys(self.name_, n)
+            value = f"{self.name_}-{n}"
+            try:
+                self.client.set(key, value)
+                if n % 7 == 0:  # a multi-key read of the same slot: TRYAGAIN during migration
+                    self.client.mget(key, key)
+            except redis.RedisError as exc:
+                self.errors.append(f"{key}: {exc}")
+                self.after_errors = 0
+                continue
+            self.acked[key] = value
+            pending[key] = value
+            self.after_errors += 1
+            if self.wait_every and n % self.wait_every == 0:
+                try:
+                    if self.client.wait(1, 500) >= 1:
+                        self.confirmed.update(pending)
+                        pending = {}
+                except redis.RedisError as exc:
+                    self.errors.append(f"WAIT: {exc}")
+
+
+def test_slot_migration_under_writes(small_cluster):
+    cluster = small_cluster
+    proxy = _proxy(cluster)
+    try:
+        slot = cluster.keyslot("{mig}")
+        src = cluster.owner_of_slot(slot)
+        dst = next(m for m in cluster.masters() if m is not src)
+        stop = threading.Event()
+        writers = [Writer(proxy.port, f"w{i}", lambda name, n: f"{{mig}}:{name}:{n}", stop) for i in range(2)]
+        for writer in writers:
+            writer.start()
+        time.sleep(0.5)
+        cluster.begin_migration(slot, src, dst)
+        moved = 0
+        for _ in range(50):  # move keys in small batches while the writers go on
+            moved += cluster.move_keys(slot, src, dst, keys_batch=20, limit=40)
+            time.sleep(0.05)
+        cluster.move_keys(slot, src, dst, keys_batch=200)
+        # keys written after the last batch are created on dst (ASK); the slot's last keys leave now
+        for _ in range(20):
+            if not cluster.keys_in_slot(src, slot, 10):
+                break
+            cluster.move_keys(slot, src, dst, keys_batch=200)
+        cluster.finish_migration(slot, src, dst)
+        time.sleep(0.5)  # writes after the slot moved: MOVED, then the new map
+        stop.set()
+        for writer in writers:
+            writer.join(30)
+        assert moved > 0
+        total = sum(len(w.acked) for w in writers)
+        assert total > 200, "the writers hardly wrote"
+        assert [w.errors for w in writers] == [[], []]  # no client saw any of it
+        check = redis.Redis(port=proxy.port)
+        on_dst = cluster.client(dst)
+        for writer in writers:
+            keys = list(writer.acked)
+            assert check.mget(keys) == [writer.acked[k].encode() for k in keys]  # no write lost
+            assert on_dst.mget(keys) == [writer.acked[k].encode() for k in keys]  # all on the new owner
+        assert cluster.keys_in_slot(src, slot, 10) == []
+    finally:
+        proxy.stop()
+
+
+def test_master_killed_under_load(small_cluster):
+    cluster = small_cluster
+    proxy = _proxy(cluster)
+    try:
+        stop = threading.Event()
+        writers = [Writer(proxy.port, f"f{i}", lambda name, n: f"fo:{name}:{n}", stop, wait_every=5)
+                   for i in range(3)]
+        for writer in writers:
+            writer.start()
+        time.sleep(1.0)
+        victim = cluster.masters()[0]
+        victim_slots = {cluster.keyslot(k) for w in writers for k in list(w.acked)
+                        if cluster.owner_of_slot(cluster.keyslot(k)) is victim}
+        assert victim_slots, "no writes reached the master to kill"
+        before = {w.name_: len(w.acked) for w in writers}
+        cluster.kill(victim)
+        promoted = cluster.wait_for_failover(victim, timeout=30)
+        assert promoted.is_master
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(w.after_errors > 50 for w in writers):
+            time.sleep(0.1)
+        stop.set()
+        for writer in writers:
+            writer.join(30)
+        for writer in writers:
+            # one synchronous client has at most one command in flight when the master dies
+            assert len(writer.errors) <= 2, "\n".join(writer.errors)
+            assert writer.after_errors > 50, "writes did not resume after the failover"
+            assert len(writer.acked) > before[writer.name_]
+        check = redis.Redis(port=proxy.port, socket_timeout=20)
+        confirmed = {k: v for w in writers for k, v in w.confirmed.items()}
+        assert len(confirmed) > 30
+        keys = list(confirmed)
+        assert check.mget(keys) == [confirmed[k].encode() for k in keys]  # WAIT-confirmed writes survived
+    finally:
+        proxy.stop()
