@@ -1,4 +1,4 @@
-"""Command line: `redis-guard serve` (and later policy, schema and audit commands).
+"""Command line: `redis-guard serve`, `policy check|explain`, `schema docs` (and later audit).
 
 `serve` resolves everything it needs before accepting a connection: the configuration, the
 upstream (starting a local redis-server for the quick start when none is configured or
@@ -319,6 +319,13 @@ def cmd_policy_check(args) -> int:
     for rule in policy.rules:
         mode = engine.modes.get(rule.id, "off")
         print(f"  {rule.id:<4} {mode:<8} {rule.title}: {rule.describe()}")
+    if policy.schema is not None:
+        from .policy.schemadoc import summary
+
+        enforced = "enforced by K10" if policy.rule("K10") is not None else "documentation only: no rule K10"
+        print(f"  schema: {len(policy.schema)} key patterns ({enforced})")
+        for pattern in policy.schema:
+            print(f"    {summary(pattern)}")
     planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
     print(f"  compiled into {planned} commands")
     return 0
@@ -343,6 +350,8 @@ def cmd_policy_explain(args) -> int:
         print(f"{words[0].upper()}: no rule of '{engine.policy.name}' applies: forwarded unchanged")
         return 0
     spec = plan.spec
+    if engine.policy.schema is not None:
+        _explain_schema(engine, command)
     rules = [rule.id for rule in (plan.command_rules or ())]
     if plan.check_keys:
         rules = [rule.id for rule in engine.key_rules] + rules
@@ -369,6 +378,39 @@ def cmd_policy_explain(args) -> int:
     return 0
 
 
+def _explain_schema(engine, command) -> None:
+    """The schema pattern of every key of the command."""
+    from .commands.keyspecs import find_keys
+
+    spec = engine.table.lookup(command)
+    if spec is None:
+        return
+    for index, _ in find_keys(spec, command):
+        key = command[index]
+        pattern = engine.policy.schema.match(key)
+        shown = key.decode("utf-8", "backslashreplace")
+        if pattern is None:
+            print(f"key '{shown}': no schema pattern")
+        else:
+            print(f"key '{shown}': schema pattern '{pattern.pattern}' ({pattern.type})")
+
+
+def cmd_schema_docs(args) -> int:
+    from .policy import PolicyError, load_policy
+    from .policy.schemadoc import markdown
+
+    try:
+        policy = load_policy(args.file)
+    except PolicyError as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    if policy.schema is None:
+        print(f"{args.file}: no 'schema:' section (docs/policy.md, \"Key schema\")", file=sys.stderr)
+        return 1
+    sys.stdout.write(markdown(policy, args.file, policy.rule("K10")))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="redis-guard", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
@@ -392,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
+    schema = commands.add_parser("schema", help="the key schema of a policy file").add_subparsers(
+        dest="schema_command", required=True)
+    docs = schema.add_parser("docs", help="print the schema as a Markdown table")
+    docs.add_argument("file")
+    docs.set_defaults(func=cmd_schema_docs)
     return parser
 
 

@@ -57,3 +57,33 @@ def policy_violation(finding) -> bytes:
 
 
 EXECABORT = b"-EXECABORT Transaction discarded because of previous errors.\r\n"
+
+
+# -- the advice of rule K10 (key schema) and of the per-pattern TTL and limits ------------------
+
+
+def schema_unknown_key(closest, reason: str) -> str:
+    """A key that no pattern of the schema matches; `closest` is the pattern it was probably
+    meant for (None when there is no guess), `reason` the placeholder it fails."""
+    if closest is None:
+        return "no pattern of the key schema matches it: name it after a declared pattern, or declare it under 'schema:'"
+    why = f", but {reason}" if reason else ""
+    return (f"no pattern of the key schema matches it; the closest is '{closest.pattern}' ({closest.type}){why}: "
+            "name it after a declared pattern, or declare it under 'schema:'")
+
+
+def schema_wrong_type(command: str, family: str, pattern) -> str:
+    """A command of one type family on a key the schema declares of another type."""
+    return (f"{command} is a {family} command but the schema declares '{pattern.pattern}' a {pattern.type}: "
+            f"use {pattern.type} commands on it, or name the key after a {family} pattern")
+
+
+def schema_carried_type(command: str, source, pattern) -> str:
+    """COPY/RENAME of a key to a name the schema declares of another type."""
+    return (f"{command} would move the {source.type} of '{source.pattern}' to a key the schema declares a "
+            f"{pattern.type} ('{pattern.pattern}'): copy or rename it to a {source.type} pattern")
+
+
+def schema_limit(advice: str, pattern) -> str:
+    """A V1/V2 limit, or a T3 bound, that comes from a schema pattern rather than the rule."""
+    return f"{advice} (schema pattern '{pattern.pattern}')"

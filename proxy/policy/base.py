@@ -122,6 +122,10 @@ class Rule:
         """One line for `policy check`: what this rule enforces."""
         return self.title
 
+    def use_schema(self, schema) -> None:
+        """Called once at load with the policy's key schema (None without one), for the rules
+        that enforce it (K10) or take per-pattern settings from it (T1, T3, V1, V2)."""
+
 
 class KeyRule(Rule):
     """A rule on key names alone. `pattern` is a regex fragment that every passing key matches

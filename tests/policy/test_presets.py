@@ -206,7 +206,8 @@ TABLES = {
     # seeds/004: the book/film key schema
     "key-schema": [
         allow(["HSET", "book:1", "title", "Foundation", "author", "Isaac Asimov"], "18/29-30 (book:1 could be a Redis hash)"),
-        allow("SADD books:sci-fiction book:1", "19 (books:sci-fiction could be a set)"),
+        reject("SADD books:sci-fiction book:1", "K10", "19 vs 49 (line 49's expanded schema keeps genres under "
+               "books:genre:, so line 19's first example matches no pattern)"),
         allow("ZADD books:sales-rank 1000 book:1", "20 (books:sales-rank key name)"),
         allow("ZADD all:sales-rank 1000 book:2", "49/56 (all:sales-rank)"),
         allow("INCR global:book", "49/51 (global:book, the global counter)"),
@@ -226,6 +227,17 @@ TABLES = {
         reject("HSET book.1 title Foundation", "K1", "45-46 (delimiter use is consistent), derived from line 18"),
         reject("HSET Book:1 title Foundation", "K2", "49 (lower-case key names), derived from line 18"),
         reject("SADD books:genre:sci_fiction book:2", "K5", "49 (sci-fiction: '-' between words), derived from line 53"),
+        allow("INCR global:film", "49/51 (global:film, the films' counter)"),
+        allow("ZUNIONSTORE all:sales-rank 2 books:sales-rank films:sales-rank", "55-62 (all:sales-rank ranks books and films)"),
+        allow("DEL book:1", "29 (generic commands are type-neutral)"),
+        allow("HGETALL book:2", "51 (the properties of Foundation ... in the book:2 hash)"),
+        reject("GET book:1", "K10", "29 (book:1 is a Hash: a string read would be WRONGTYPE), derived"),
+        reject("SET book:1 Foundation", "K10", "29 (a string written where the hash is documented), derived"),
+        reject("SADD books:sales-rank book:1", "K10", "37 (books:sales-rank is a Sorted set), derived"),
+        reject("HSET book:foundation title Foundation", "K10", "51 (the id is a global counter: digits), derived"),
+        reject("INCR global:music", "K10", "49 (global:book, global:film: the works the schema has), derived"),
+        reject("SET cache:book:1 v", "K10", "7/22-39 (a key the schema does not document), derived"),
+        reject("RENAME book:1 books:sales-rank", "K10", "29/37 (a hash moved to a Sorted set's name), derived"),
     ],
 }
 
@@ -513,3 +525,9 @@ def test_proxy_key_schema(guarded):
     assert_rejected(client, process, "K2", "HSET", "Book:2", "title", "Foundation")  # line 49
     assert_rejected(client, process, "K1", "HSET", "book/2", "title", "Foundation")  # line 42-46
     assert direct.exists("Book:2", "book/2") == 0
+    # line 22-39: the documented types, before Redis sees the command
+    assert_rejected(client, process, "K10", "SET", "books:genre:teen", "v")  # a set, not a string
+    assert_rejected(client, process, "K10", "SADD", "books:sci-fiction", "book:1")  # line 19 vs 49
+    assert_rejected(client, process, "K10", "GET", "book:1")  # a hash
+    assert direct.exists("books:genre:teen", "books:sci-fiction") == 0
+    assert direct.type("book:1") == "hash"

@@ -32,7 +32,10 @@ EXEC, since their replies would change EXEC's. PERSIST / GETEX PERSIST are rejec
 Injected TTL arguments are `InjectedTtl` bytes, so that T2 can tell them from the client's.
 
 Keys matching a `persistent` glob (fnmatch, case-sensitive, on the key decoded as UTF-8) are
-exempt. Scripts (EVAL, FCALL) create keys the proxy cannot see: C6 decides about them.
+exempt. The key schema has the last word on its keys (`use_schema`): a pattern with `ttl: none`
+is exempt, one with a required TTL is not, whatever the globs say; `inject` gives a key whose
+pattern bounds its TTL the default TTL brought within those bounds. Scripts (EVAL, FCALL) create
+keys the proxy cannot see: C6 decides about them.
 """
 
 from __future__ import annotations
@@ -248,6 +251,28 @@ class _TtlCommon:
         self.persistent = settings.strings("persistent")
         self.exempt = glob_matcher(self.persistent)
         self.ttl = InjectedTtl(str(self.default_ttl).encode())
+        self.schema = None
+        self.pattern_ttls: dict[str, InjectedTtl] = {}  # schema pattern -> the TTL injected for it
+
+    def use_schema(self, schema) -> None:
+        if schema is None or all(pattern.ttl is None for pattern in schema):
+            return
+        self.schema = schema
+        self.exempt = schema.ttl_exempt(self.exempt)
+        for pattern in schema:
+            if pattern.ttl is not None and pattern.ttl.bounded:
+                low, high = pattern.ttl.min_ttl or 1, pattern.ttl.max_ttl or self.default_ttl
+                ttl = min(max(self.default_ttl, low), high)
+                if ttl != self.default_ttl:
+                    self.pattern_ttls[pattern.pattern] = InjectedTtl(str(ttl).encode())
+
+    def ttl_for(self, key: bytes) -> InjectedTtl:
+        """The TTL to inject for this key: the default, within its schema pattern's bounds."""
+        if self.pattern_ttls:
+            pattern = self.schema.match(key)
+            if pattern is not None:
+                return self.pattern_ttls.get(pattern.pattern, self.ttl)
+        return self.ttl
 
     def describe(self) -> str:
         what = ("reject writes that leave a key without a TTL" if self.action == "reject"
@@ -380,10 +405,10 @@ class InjectTtl(_TtlCommon, RewriteRule):
         seen = set()
         for index, key, clears, how in self._needing_ttl(call, info):
             if call.name == "set" and not info.keep:
-                first = [*args, b"EX", self.ttl]
+                first = [*args, b"EX", self.ttl_for(key)]
             elif key not in seen:
                 seen.add(key)
-                extras.append([b"EXPIRE", key, self.ttl, b"NX"])
+                extras.append([b"EXPIRE", key, self.ttl_for(key), b"NX"])
         if first is args and not extras:
             return None
         return [first, *commands[1:], *extras]

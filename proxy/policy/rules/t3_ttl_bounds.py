@@ -5,6 +5,8 @@ SETEX, PSETEX, GETEX, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, RESTORE with a TTL). Th
 (a Unix time counts from now) must lie in [`min_ttl`, `max_ttl`]; a negative or past TTL, which
 deletes the key, is below any minimum. `PERSIST k` and `GETEX k PERSIST` are rejected: a key
 without a TTL is "forever". Keys matching a `persistent` glob (as T1's) are exempt from both.
+A key of the key schema takes its pattern's word (`use_schema`): `ttl: none` exempts it,
+`ttl: {min, max}` replaces the rule's bounds (a side left out keeps the rule's).
 Arguments that are not integers are left for Redis to refuse.
 """
 
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import time
 
-from ..base import CommandRule, register
+from ...errors import schema_limit
+from ..base import CommandRule, PolicyError, register
 from .t1_ttl import TTL_TABLE, call_ttl_args, glob_matcher, text, ttl_args
 
 UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
@@ -43,7 +46,24 @@ class TtlBounds(CommandRule):
             raise settings.error("max_ttl", f"'max_ttl' ({self.max_ttl}) is below 'min_ttl' ({self.min_ttl})")
         self.persistent = settings.strings("persistent")
         self.exempt = glob_matcher(self.persistent)
-        self.bounds = f"use a TTL between {duration(self.min_ttl)} and {duration(self.max_ttl)}"
+        self.bounds = _bounds_advice(self.min_ttl, self.max_ttl)
+        self.schema = None
+        self.pattern_bounds: dict[str, tuple] = {}  # schema pattern -> (min, max, advice)
+
+    def use_schema(self, schema) -> None:
+        if schema is None or all(pattern.ttl is None for pattern in schema):
+            return
+        self.schema = schema
+        self.exempt = schema.ttl_exempt(self.exempt)
+        for pattern in schema:
+            if pattern.ttl is None or not pattern.ttl.bounded:
+                continue
+            low = pattern.ttl.min_ttl if pattern.ttl.min_ttl is not None else self.min_ttl
+            high = pattern.ttl.max_ttl if pattern.ttl.max_ttl is not None else self.max_ttl
+            if high < low:
+                raise PolicyError(f"schema: pattern '{pattern.pattern}': its TTL bounds and T3's leave no TTL "
+                                  f"({duration(low)} to {duration(high)}): give both min and max", pattern.line)
+            self.pattern_bounds[pattern.pattern] = (low, high, schema_limit(_bounds_advice(low, high), pattern))
 
     def applies_to(self, spec) -> bool:
         return spec.name in TTL_TABLE
@@ -58,18 +78,27 @@ class TtlBounds(CommandRule):
         key = args[1]
         if self.exempt is not None and self.exempt(key):
             return None
+        low, high, bounds = self.min_ttl, self.max_ttl, self.bounds
+        if self.pattern_bounds:
+            pattern = self.schema.match(key)
+            if pattern is not None and pattern.pattern in self.pattern_bounds:
+                low, high, bounds = self.pattern_bounds[pattern.pattern]
         if info.clear:
-            return self.finding(f"key '{text(key)}'", f"do not make it persistent: {self.bounds}")
+            return self.finding(f"key '{text(key)}'", f"do not make it persistent: {bounds}")
         for index, unit, absolute in info.ttls:
             try:
                 number = int(args[index])
             except ValueError:
                 continue
             seconds = number * unit - (time.time() if absolute else 0)
-            if seconds < self.min_ttl or seconds > self.max_ttl:
+            if seconds < low or seconds > high:
                 got = duration(seconds) if seconds > 0 else "an expiry that deletes the key at once"
-                return self.finding(f"key '{text(key)}'", f"{self.bounds} (got {got})")
+                return self.finding(f"key '{text(key)}'", f"{bounds} (got {got})")
         return None
 
     def describe(self) -> str:
         return f"TTLs from {duration(self.min_ttl)} to {duration(self.max_ttl)}; PERSIST rejected"
+
+
+def _bounds_advice(low, high) -> str:
+    return f"use a TTL between {duration(low)} and {duration(high)}"

@@ -19,6 +19,9 @@ destination (LMOVE/RPOPLPUSH when the source is non-empty, SMOVE when the member
 source and not in the destination). A write that adds nothing new (HSET of existing fields)
 always passes, even on a collection already over the cap.
 
+A key of the key schema whose pattern sets `limits: {max_elements: N}` has that cap instead of
+the rule's (`use_schema`).
+
 `GROWING` is the one table of argument semantics (which arguments are fields or members); the
 type family (and so the size command and the `per_type` cap) comes from the command's COMMAND
 DOCS group. Commands the table does not name are not capped: blocking moves (BLMOVE,
@@ -43,7 +46,7 @@ EVAL when the engine passes them (`Call.commands`).
 
 from __future__ import annotations
 
-from ...errors import violation_text
+from ...errors import schema_limit, violation_text
 from ..base import RewriteRule, register
 from .t1_ttl import current_commands, same_command, text
 
@@ -209,16 +212,35 @@ class CollectionCap(RewriteRule):
                                                  f"got {cap!r}")
             self.caps[kind] = cap
         self.per_type = per_type
+        self.schema = None
+        self.pattern_caps: dict[str, int] = {}  # schema pattern -> max_elements
+
+    def use_schema(self, schema) -> None:
+        for pattern in schema or ():
+            if pattern.max_elements is not None:
+                self.schema = schema
+                self.pattern_caps[pattern.pattern] = pattern.max_elements
 
     def applies_to(self, spec) -> bool:
         return spec.name in GROWING and spec.group in FAMILIES
 
-    def _family(self, spec):
+    def _family(self, spec, key: bytes):
+        """(cap, size command, plural, schema pattern or None) for this key: its schema
+        pattern's cap, else its type's."""
         kind, size_command, plural = FAMILIES[spec.group]
-        return self.caps[kind], size_command, plural
+        if self.pattern_caps:
+            pattern = self.schema.match(key)
+            if pattern is not None and pattern.pattern in self.pattern_caps:
+                return self.pattern_caps[pattern.pattern], size_command, plural, pattern
+        return self.caps[kind], size_command, plural, None
 
     def _text(self, key: bytes, advice: str) -> bytes:
         return violation_text(self.finding(f"key '{text(key)}'", advice)).encode("utf-8", "replace")
+
+    @staticmethod
+    def _cap_advice(cap: int, plural: str, pattern) -> str:
+        advice = f"keep {plural} at most {cap} elements"
+        return schema_limit(advice, pattern) if pattern is not None else advice
 
     def check(self, call):
         """What is known without the server: too long for a script; more items pushed than the cap."""
@@ -226,10 +248,12 @@ class CollectionCap(RewriteRule):
         how, candidates, at, _ = GROWING[call.name]
         if len(args) > MAX_SCRIPT_ARGS:
             return self.finding(f"key '{text(args[at])}'", self._too_long_advice())
-        cap, _, plural = self._family(call.spec)
-        if how == "push" and len(args) - 2 > cap:
-            return self.finding(f"key '{text(args[at])}'",
-                                f"keep {plural} at most {cap} elements ({call.name.upper()} would add {len(args) - 2})")
+        if how != "push" or len(args) <= at:
+            return None
+        cap, _, plural, pattern = self._family(call.spec, args[at])
+        if len(args) - 2 > cap:
+            return self.finding(f"key '{text(args[at])}'", f"{self._cap_advice(cap, plural, pattern)} "
+                                                           f"({call.name.upper()} would add {len(args) - 2})")
         return None
 
     def _too_long_advice(self) -> str:
@@ -242,16 +266,16 @@ class CollectionCap(RewriteRule):
         if not same_command(call, args):
             return None
         how, candidates_of, at, source_at = GROWING[call.name]
-        cap, size_command, plural = self._family(call.spec)
         if len(args) > MAX_SCRIPT_ARGS:
             key = args[at] if len(args) > at else b""
-            script = [b"EVAL", SCRIPT, b"1", key, b"2", b"0", size_command, b"too_long",
+            script = [b"EVAL", SCRIPT, b"1", key, b"2", b"0", FAMILIES[call.spec.group][1], b"too_long",
                       self._text(key, self._too_long_advice()), b"0", b"0"]
             return [script, *commands[1:]]
         candidates = candidates_of(args)
         if candidates is None:
             return None  # Redis refuses these arguments and writes nothing
         key = args[at]
+        cap, size_command, plural, pattern = self._family(call.spec, key)
         keys = [key, args[source_at]] if source_at else [key]
         if how in ("push", "pushx"):
             most, candidates = len(candidates), []
@@ -262,7 +286,7 @@ class CollectionCap(RewriteRule):
         protocol = b"3" if call.state.protocol == 3 else b"2"
         script = [b"EVAL", SCRIPT, str(len(keys)).encode(), *keys,
                   protocol, str(cap).encode(), size_command, how.encode(),
-                  self._text(key, f"keep {plural} at most {cap} elements"),
+                  self._text(key, self._cap_advice(cap, plural, pattern)),
                   str(most).encode(), str(len(candidates)).encode(), *candidates, *args]
         return [script, *commands[1:]]
 
