@@ -1,4 +1,4 @@
-"""Command line: `redis-guard serve` (and later policy, schema and audit commands).
+"""Command line: `redis-guard serve`, `policy check|explain`, and `audit` (in `audit/command.py`).
 
 `serve` resolves everything it needs before accepting a connection: the configuration, the
 upstream (starting a local redis-server for the quick start when none is configured or
@@ -379,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
+    from .audit.command import add_parser as add_audit_parser
+
+    add_audit_parser(commands)
     return parser
 
 
