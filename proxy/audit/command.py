@@ -132,7 +132,7 @@ def run(args) -> int:
         except (OSError, ConnectionError, asyncio.TimeoutError, PermissionError) as exc:
             failure = str(exc) or type(exc).__name__
     if failure is not None and not audit.scans:
-        return _fail(failure)
+        return _fail(f"cannot scan {target}: {failure}")
     data = report.to_dict()
     data.update(complete=audit.complete and failure is None, interrupted=audit.interrupted,
                 servers=[scan.summary() for scan in audit.scans])

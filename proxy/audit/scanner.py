@@ -195,9 +195,10 @@ class Audit:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self.interrupt)
         try:
-            self.scans = [ServerScan(upstream, address, self.options, self.on_batch, self.stop)
-                          for address in addresses]
-            await asyncio.gather(*(scan.open() for scan in self.scans))
+            scans = [ServerScan(upstream, address, self.options, self.on_batch, self.stop)
+                     for address in addresses]
+            await asyncio.gather(*(scan.open() for scan in scans))
+            self.scans = scans  # every server answered: from here on there is a report
             start = time.monotonic()
             progress = Progress(sum(scan.dbsize for scan in self.scans), start, self.tty)
             ticker = loop.create_task(self._tick(progress)) if self.show else None
