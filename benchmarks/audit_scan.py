@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -113,11 +114,13 @@ def main() -> int:
             with open(out) as handle:
                 report = json.load(handle)
         scanned = report["keys"]["scanned"]
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024  # MB: the audit process
         figures = {"keys": scanned, "seconds": round(seconds, 2), "keys_per_second": round(scanned / seconds),
+                   "peak_rss_mb": peak,
                    "scan_seconds": report["seconds"], "policy": os.path.basename(args.policy),
                    "rules": {rule: entry["keys"] for rule, entry in report["rules"].items()}}
         print(f"audit: {scanned:,} keys in {seconds:.1f} s (process, start-up included; "
-              f"{report['seconds']:.1f} s scanning): {scanned / seconds:,.0f} keys/s")
+              f"{report['seconds']:.1f} s scanning): {scanned / seconds:,.0f} keys/s, peak RSS {peak} MB")
         print(f"findings: {figures['rules']}")
         if args.json:
             with open(args.json, "w") as handle:

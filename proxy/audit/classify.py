@@ -3,8 +3,9 @@
 Which rules the audit checks, and with which thresholds, is decided once when an `Auditor` is
 made from the loaded policy (rules that are `off` count as absent):
 
-- key names (K1-K5, K8, K9, K11): the engine's one compiled match (`Engine.key_ok`), and for a
-  failing name the rules' own explanation (`Engine.explain_key`);
+- key names (K1-K5, K8, K9, K11): the engine's one compiled match (`Engine.key_ok`); for a
+  failing name, each rule's own pattern says which rules fail, and their own explanation
+  (`check_key`) is asked only for the offenders the report shows (`NameFinding`);
 - K6: the key's type words against what TYPE says it holds (`TypeWords.check_stored`);
 - K10: the key schema, when the policy has one (`policy.schema.match(key)`): a key matching no
   pattern, of another type than its pattern declares, over the pattern's `max_bytes` /
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from .. import errors
 from ..policy.base import OFF, Finding
+from ..policy.rules._keyshape import fullmatcher
 from ..policy.rules.t1_ttl import text
 from .facts import KeyFacts
 
@@ -70,11 +72,13 @@ class Auditor:
         self.checked: list[Checked] = []
         self.not_checked: dict[str, str] = {}
         self.key_ok = None
+        self.name_rules = []
         if engine is not None and engine.key_match is not None:
             self.key_ok = engine.key_ok
-            self.explain_key = engine.explain_key
             for rule in engine.key_rules:
                 self.checked.append(Checked(rule.id, rule.title, rule.describe()))
+                if rule.pattern:
+                    self.name_rules.append((rule, fullmatcher(rule.pattern)))
         self.k6 = active("K6")
         if self.k6 is not None:
             self.checked.append(Checked("K6", self.k6.title, "type words against the stored type"))
@@ -129,7 +133,7 @@ class Auditor:
         key = facts.key
         found: list[Finding] = []
         if self.key_ok is not None and not self.key_ok(key):
-            found.extend(self.explain_key(key))
+            found.extend(NameFinding(rule, key) for rule, full in self.name_rules if full(key) is None)
         kind = facts.type
         if self.k6 is not None:
             finding = self.k6.check_stored(key, kind)
@@ -182,6 +186,44 @@ class Auditor:
         if facts.ttl_ms == -1 and isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl > 0:
             return _finding("K10", key, errors.audit_schema_ttl(name, ttl))
         return None
+
+
+class NameFinding:
+    """A key-name rule's finding whose subject and advice are the rule's own explanation
+    (`check_key`, as `Engine.explain_key` gives it), worked out only when read: the report
+    keeps the words of its top offenders only, and explaining every failing name of a large
+    keyspace would cost more than the scan. Which rules fail is each rule's own `pattern`,
+    which its `check_key` agrees with by construction (`rules/_keyshape.py`)."""
+
+    __slots__ = ("rule_object", "key", "_explained")
+
+    def __init__(self, rule_object, key: bytes):
+        self.rule_object = rule_object
+        self.key = key
+        self._explained = None
+
+    @property
+    def rule(self) -> str:
+        return self.rule_object.id
+
+    @property
+    def title(self) -> str:
+        return self.rule_object.title
+
+    def _finding(self) -> Finding:
+        if self._explained is None:
+            rule = self.rule_object
+            self._explained = (rule.check_key(self.key.decode("utf-8", "surrogateescape"))
+                               or rule.finding(f"key '{text(self.key)}'", rule.describe()))
+        return self._explained
+
+    @property
+    def subject(self) -> str:
+        return self._finding().subject
+
+    @property
+    def advice(self) -> str:
+        return self._finding().advice
 
 
 def _finding(rule: str, key: bytes, advice: str) -> Finding:

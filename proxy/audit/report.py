@@ -31,12 +31,13 @@ def decoded(key: bytes) -> str:
 class _Top:
     """The `size` largest items by weight; ties keep the first seen."""
 
-    __slots__ = ("size", "heap", "counter")
+    __slots__ = ("size", "heap", "counter", "floor")
 
     def __init__(self, size: int):
         self.size = size
         self.heap: list = []
         self.counter = itertools.count()
+        self.floor = -1  # callers skip `add` for a weight not above it: the common case is cheap
 
     def add(self, weight: int, item) -> None:
         entry = (weight, -next(self.counter), item)
@@ -44,6 +45,8 @@ class _Top:
             heapq.heappush(self.heap, entry)
         elif entry > self.heap[0]:
             heapq.heapreplace(self.heap, entry)
+        if len(self.heap) == self.size:
+            self.floor = self.heap[0][0]
 
     def items(self) -> list:
         return [item for _, _, item in sorted(self.heap, reverse=True)]
@@ -96,7 +99,8 @@ class Report:
                 bucket = self.histogram[memory.bit_length()] = {}
             bucket[kind] = bucket.get(kind, 0) + 1
         key = facts.key
-        self.biggest.add(size, (key, kind, memory, facts.length, facts.ttl_ms))
+        if size > self.biggest.floor:
+            self.biggest.add(size, (key, kind, memory, facts.length, facts.ttl_ms))
         name = self.namespace_of(key)
         space = self.namespaces.get(name)
         if space is None:
@@ -125,8 +129,10 @@ class Report:
             if top is None:
                 top = self.offenders[rule] = _Top(self.top)
                 self.titles[rule] = finding.title
-            top.add(size, (key, size, finding.advice))
-        space.worst.add(size, (key, size, tuple(seen)))
+            if size > top.floor:
+                top.add(size, (key, size, finding))  # its advice is read for the top ones only
+        if size > space.worst.floor:
+            space.worst.add(size, (key, size, tuple(seen)))
 
     def add_vanished(self, count: int) -> None:
         self.vanished += count
@@ -139,8 +145,8 @@ class Report:
             rules[rule] = {
                 "title": self.titles[rule],
                 "keys": self.rules[rule],
-                "top": [{"key": decoded(key), "size": size, "detail": advice}
-                        for key, size, advice in self.offenders[rule].items()],
+                "top": [{"key": decoded(key), "size": size, "detail": finding.advice}
+                        for key, size, finding in self.offenders[rule].items()],
             }
         spaces = sorted(self.namespaces.items(), key=lambda item: (-item[1].with_findings, -item[1].keys,
                                                                    item[0] or b""))

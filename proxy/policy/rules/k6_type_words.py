@@ -99,15 +99,16 @@ class TypeWords(CommandRule):
     def check_stored(self, key: bytes, value_type: str):
         """The finding for a key already holding a value of `value_type` (TYPE's answer), as
         `redis-guard audit` sees it; None when its type words agree."""
-        text = key.decode("utf-8", "backslashreplace")
         wrong = self.wrong_word(key, value_type)
         if wrong is not None:
+            text = key.decode("utf-8", "backslashreplace")
             own = self.word_for.get(value_type)
             word = wrong[0].decode("utf-8", "backslashreplace")
             return self.finding(f"key '{text}'", f"it holds a {value_type} but its type word '{word}' "
                                 f"says {wrong[1]}: " + (f"rename it with '{own}'" if own else
                                                         "rename it without the type word"))
         if self.required and value_type in self.word_for and not self.names_type(key):
+            text = key.decode("utf-8", "backslashreplace")
             where = "as its last segment" if self.position == "last" else "as a segment"
             return self.finding(f"key '{text}'", f"it holds a {value_type}: the key must name its "
                                 f"type {where}, e.g. '{text}{self.delimiter}{self.word_for[value_type]}'")
