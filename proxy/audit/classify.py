@@ -190,7 +190,7 @@ class Auditor:
 
 class NameFinding:
     """A key-name rule's finding whose subject and advice are the rule's own explanation
-    (`check_key`, as `Engine.explain_key` gives it), worked out only when read: the report
+    (`check_key`, what `Engine._explain_key` asks too), worked out only when read: the report
     keeps the words of its top offenders only, and explaining every failing name of a large
     keyspace would cost more than the scan. Which rules fail is each rule's own `pattern`,
     which its `check_key` agrees with by construction (`rules/_keyshape.py`)."""

@@ -66,6 +66,7 @@ def size_chart(histogram: list[dict]) -> str:
     """Vertical bars: keys per MEMORY USAGE bucket (powers of two), stacked by type."""
     if not histogram:
         return '<p class="muted">No sizes (MEMORY USAGE not available).</p>'
+    histogram = _contiguous(histogram)
     types = sorted({kind for bucket in histogram for kind in bucket["keys"]})
     colors = _colors(types)
     tallest = max(sum(bucket["keys"].values()) for bucket in histogram)
@@ -92,6 +93,21 @@ def size_chart(histogram: list[dict]) -> str:
     parts += _legend(colors, left, plot_h + 50)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _contiguous(histogram: list[dict]) -> list[dict]:
+    """The buckets from the smallest to the largest present, empty ones included, so the x axis
+    doubles at every step."""
+    present = {bucket["max_bytes"]: bucket for bucket in histogram}
+    top = histogram[-1]["max_bytes"]
+    low = histogram[0]["min_bytes"]
+    filled = []
+    while True:
+        high = 2 * low - 1 if low else 0
+        filled.append(present.get(high, {"min_bytes": low, "max_bytes": high, "keys": {}}))
+        if high >= top:
+            return filled
+        low = high + 1
 
 
 def _table(head: list[str], rows: list[list], numeric=()) -> str:
@@ -134,6 +150,8 @@ def render(report: dict, top: int = 10) -> str:
         out.append('<p class="muted">Not checked: ' + "; ".join(
             f"{escape(rule)} ({escape(why)})" for rule, why in missing.items()) + "</p>")
     out.append("<h2>Findings per namespace</h2>")
+    out.append('<p class="muted">Per namespace (the first key segment), the keys breaking each rule, '
+               'stacked: a key breaking two rules is in two bars.</p>')
     out.append(namespace_chart(report["namespaces"]))
     out.append(_table(["namespace", "keys", "with findings", "rules", "worst keys"], [
         [f"<code>{escape(space['namespace'])}</code>", space["keys"], space["keys_with_findings"],
@@ -142,6 +160,7 @@ def render(report: dict, top: int = 10) -> str:
                      for item in space["top"][:3])]
         for space in report["namespaces"][:top * 3] if space["keys_with_findings"]], numeric=(1, 2)))
     out.append("<h2>Key size distribution</h2>")
+    out.append('<p class="muted">Keys per MEMORY USAGE, in buckets that double, stacked by type.</p>')
     out.append(size_chart(report["size_histogram"]))
     out.append("<h2>Biggest keys</h2>")
     out.append(_table(["key", "type", "memory", "length", "TTL"], [

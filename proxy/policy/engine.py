@@ -174,11 +174,11 @@ class Engine:
         if plan.check_keys and self.key_match is not None:
             if plan.simple_key:
                 if len(args) > 1 and not self.key_ok(args[1]):
-                    findings = self.explain_key(args[1])
+                    findings = self._explain_key(args[1])
             else:
                 for index, _ in find_keys(spec, args):
                     if not self.key_ok(args[index]):
-                        found = self.explain_key(args[index])
+                        found = self._explain_key(args[index])
                         findings = found if findings is None else findings + found
         call = None
         if plan.command_rules:
@@ -220,8 +220,7 @@ class Engine:
             return finding
         return Finding(finding.rule, finding.title, finding.subject, finding.advice, mode)
 
-    def explain_key(self, key: bytes) -> list[Finding]:
-        """The findings of every key rule a name breaks (after `key_ok` said it breaks one)."""
+    def _explain_key(self, key: bytes) -> list[Finding]:
         text = key.decode("utf-8", "surrogateescape")  # rules see the exact bytes
         found = []
         for rule in self.key_rules:
@@ -233,8 +232,6 @@ class Engine:
                 if rule.pattern and re.fullmatch(rule.pattern.encode(), key, re.S) is None:
                     found.append(rule.finding(f"key '{text}'", rule.describe()))
         return found
-
-    _explain_key = explain_key  # the name it had before `redis-guard audit` needed it
 
     def plan_for(self, args: list[bytes]) -> Plan | None:
         name = args[0]

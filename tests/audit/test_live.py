@@ -231,6 +231,35 @@ def test_sigint_mid_scan_gives_a_partial_report(tmp_path):
         server.close()
 
 
+def test_server_lost_mid_scan_gives_a_partial_report_and_exit_2(tmp_path):
+    server = RedisServer(None, "--enable-debug-command", "yes")
+    try:
+        client = redis.Redis(port=server.port)
+        client.execute_command("DEBUG", "POPULATE", 30000, "lost:item")
+        out = tmp_path / "lost.json"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "audit", "--upstream", server.url, "--rate", "5000",
+             "--json", str(out), "--quiet"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0) >= 3,
+                     20, "the audit's first SCANs")
+            client.close()
+            server.stop()
+            stdout, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.returncode == 2, stderr
+        report = json.loads(out.read_text())
+        assert report["complete"] is False and report["interrupted"] is False
+        assert 0 < report["keys"]["scanned"] < 30000
+        assert "lost" in report["servers"][0]["error"]
+        assert "PARTIAL (errors)" in stdout and f"error on 127.0.0.1:{server.port}" in stdout
+    finally:
+        server.close()
+
+
 def test_rate_limit_bounds_the_reads(seeded):
     server, policy = seeded
     started = time.monotonic()

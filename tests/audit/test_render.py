@@ -69,3 +69,14 @@ def test_html_without_findings_or_sizes():
     page = Page()
     page.feed(render_html.render(data))
     assert "No findings." in " ".join(page.text) and "svg" not in page.tags
+
+
+def test_size_chart_has_every_bucket_between_the_smallest_and_the_largest():
+    histogram = [{"min_bytes": 64, "max_bytes": 127, "keys": {"string": 3}},
+                 {"min_bytes": 1024, "max_bytes": 2047, "keys": {"hash": 1}}]
+    svg = render_html.size_chart(histogram)
+    labels = [label for label in ("64B", "128B", "256B", "512B", "1.0KB") if f">{label}</text>" in svg]
+    assert labels == ["64B", "128B", "256B", "512B", "1.0KB"]
+    assert svg.count("<rect") == 2 + 2  # two bars, two legend swatches
+    assert render_html._contiguous([{"min_bytes": 0, "max_bytes": 0, "keys": {"string": 1}},
+                                    {"min_bytes": 2, "max_bytes": 3, "keys": {}}])[1]["max_bytes"] == 1
