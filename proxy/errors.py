@@ -1,7 +1,8 @@
 """Every error reply the proxy writes itself, in one place.
 
 Replies that Redis would send (protocol errors) keep Redis's exact text, in `resp.exact`; the ones
-here are the proxy's own. Each is a complete RESP error line, ready to write.
+here are the proxy's own. Each is a complete RESP error line, ready to write. At the end: the
+advice texts of `redis-guard audit`'s findings that no policy rule words itself.
 """
 
 from __future__ import annotations
