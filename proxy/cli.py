@@ -1,4 +1,5 @@
-"""Command line: `redis-guard serve`, `policy check|explain`, `schema docs` (and later audit).
+"""Command line: `redis-guard serve`, `policy check|explain`, `schema docs`, and `audit` (in
+`audit/command.py`).
 
 `serve` resolves everything it needs before accepting a connection: the configuration, the
 upstream (starting a local redis-server for the quick start when none is configured or
@@ -439,6 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     docs = schema.add_parser("docs", help="print the schema as a Markdown table")
     docs.add_argument("file")
     docs.set_defaults(func=cmd_schema_docs)
+    from .audit.command import add_parser as add_audit_parser
+
+    add_audit_parser(commands)
     return parser
 
 

@@ -1,7 +1,8 @@
 """Every error reply the proxy writes itself, in one place.
 
 Replies that Redis would send (protocol errors) keep Redis's exact text, in `resp.exact`; the ones
-here are the proxy's own. Each is a complete RESP error line, ready to write.
+here are the proxy's own. Each is a complete RESP error line, ready to write. At the end: the
+advice texts of `redis-guard audit`'s findings that no policy rule words itself.
 """
 
 from __future__ import annotations
@@ -87,3 +88,49 @@ def schema_carried_type(command: str, source, pattern) -> str:
 def schema_limit(advice: str, pattern) -> str:
     """A V1/V2 limit, or a T3 bound, that comes from a schema pattern rather than the rule."""
     return f"{advice} (schema pattern '{pattern.pattern}')"
+# -- redis-guard audit: findings on stored keys that no rule of the policy words itself ----------
+
+AUDIT_TITLES = {
+    "O1": "keys without TTL",
+    "V1": "string size",
+    "V2": "collection size",
+    "K10": "key schema",
+}
+
+
+def audit_no_ttl() -> str:
+    return ("no TTL: Redis is a cache (O1), the key is never evicted by expiry; give it one with "
+            "EXPIRE, or declare its pattern persistent")
+
+
+def audit_ttl_required() -> str:
+    return ("no TTL, and the policy requires one: give it one with EXPIRE, or list its pattern in "
+            "T1's persistent")
+
+
+def audit_big_string(size: int, limit: int) -> str:
+    return f"a string of {size} bytes: keep string values at most {limit} bytes (split it, or store a hash)"
+
+
+def audit_big_collection(kind: str, count: int, limit: int) -> str:
+    return f"a {kind} of {count} elements: keep it at most {limit} elements (shard it by a key segment)"
+
+
+def audit_ttl_above(seconds: float, limit: float) -> str:
+    return f"a TTL of {seconds:.0f} s left, above the policy's max_ttl of {limit:,.0f} s: set a shorter one with EXPIRE"
+
+
+def audit_schema_unmatched() -> str:
+    return "matches no pattern of the key schema: rename it to a documented pattern, or document it"
+
+
+def audit_schema_type(pattern: str, declared: str, kind: str) -> str:
+    return f"pattern '{pattern}' declares a {declared} but the key holds a {kind}: use {declared} commands or another pattern"
+
+
+def audit_schema_size(pattern: str, size: int, limit: int, unit: str) -> str:
+    return f"{size} {unit}, above the {limit} {unit} pattern '{pattern}' allows"
+
+
+def audit_schema_ttl(pattern: str, ttl) -> str:
+    return f"no TTL, but pattern '{pattern}' declares its TTL: {ttl}: give it one with EXPIRE"

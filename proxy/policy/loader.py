@@ -18,7 +18,7 @@ from .base import AUDIT, ENFORCE, REGISTRY, PolicyError, Rule, Settings
 from .schema import Schema, enforcing_rules, parse_schema
 
 ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K8", "K9", "K10", "K11",
-         "T1", "T2", "T3", "V1", "V2", "V3"]
+         "T1", "T2", "T3", "V1", "V2", "V3", "V4"]
 
 
 @dataclass(frozen=True)

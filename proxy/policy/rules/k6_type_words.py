@@ -69,24 +69,49 @@ class TypeWords(CommandRule):
     def check(self, call):
         keys = call.keys if call.keys is not None else find_keys(call.spec, call.args)
         writes = GROUP_TYPES[call.spec.group]
-        types = self.types
         for index, ks in keys:
             if ks.flags.isdisjoint(WRITE_FLAGS):
                 continue
             key = call.args[index]
-            segments = key.split(self.split)
-            if self.position == "last":
-                segments = segments[-1:]
-            named = False
-            for segment in segments:
-                value_type = types.get(segment.lower())
-                if value_type is None:
-                    continue
-                if value_type != writes:
-                    return self._mismatch(call, key, segment, value_type, writes)
-                named = True
-            if not named and self.required and writes in self.word_for:
+            wrong = self.wrong_word(key, writes)
+            if wrong is not None:
+                return self._mismatch(call, key, *wrong, writes)
+            if self.required and writes in self.word_for and not self.names_type(key):
                 return self._missing(call, key, writes)
+        return None
+
+    def _words(self, key: bytes) -> list[bytes]:
+        segments = key.split(self.split)
+        return segments[-1:] if self.position == "last" else segments
+
+    def wrong_word(self, key: bytes, value_type: str) -> tuple[bytes, str] | None:
+        """(word, the type it names) of the first type word of `key` naming another type."""
+        types = self.types
+        for segment in self._words(key):
+            named = types.get(segment.lower())
+            if named is not None and named != value_type:
+                return segment, named
+        return None
+
+    def names_type(self, key: bytes) -> bool:
+        return any(segment.lower() in self.types for segment in self._words(key))
+
+    def check_stored(self, key: bytes, value_type: str):
+        """The finding for a key already holding a value of `value_type` (TYPE's answer), as
+        `redis-guard audit` sees it; None when its type words agree."""
+        wrong = self.wrong_word(key, value_type)
+        if wrong is not None:
+            text = key.decode("utf-8", "backslashreplace")
+            own = self.word_for.get(value_type)
+            word = wrong[0].decode("utf-8", "backslashreplace")
+            return self.finding(f"key '{text}'", f"it holds a {value_type} but its type word '{word}' "
+                                f"says {wrong[1]}: " + (f"rename it with '{own}'" if own else
+                                                        "rename it without the type word"))
+        if self.required and value_type in self.word_for and not self.names_type(key):
+            text = key.decode("utf-8", "backslashreplace")
+            where = "as its last segment" if self.position == "last" else "as a segment"
+            return self.finding(f"key '{text}'", f"it holds a {value_type}: the key must name its "
+                                f"type {where}, e.g. '{text}{self.delimiter}{self.word_for[value_type]}'")
         return None
 
     def _mismatch(self, call, key: bytes, word: bytes, named: str, writes: str):
