@@ -121,7 +121,7 @@ class PolicyWatcher:
             log.error("policy reload (%s) refused, keeping policy '%s': %s",
                       reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
             return
-        self.proxy.set_engine(engine)
+        self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
         metrics.POLICY_RELOADS.labels("applied").inc()
         log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
 
@@ -309,6 +309,36 @@ def cmd_policy_check(args) -> int:
         print(f"  {rule.id:<4} {mode:<8} {rule.title}: {rule.describe()}")
     planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
     print(f"  compiled into {planned} commands")
+    if engine.tenants is not None:
+        print(f"  auth: {policy.auth}  (clients authenticate to the proxy; their credentials never reach Redis)")
+        for app in policy.applications:
+            app_engine = engine.tenants.engine(app.name)
+            overrides = [rule for rule in app.rules if rule.id in app.overrides]
+            print(f"  application '{app.name}' (user {app.user}): prefixes "
+                  f"{', '.join(app.prefixes) or 'none'}{', read-only' if app.read_only else ''}")
+            for rule in overrides:
+                print(f"    {rule.id:<4} {app_engine.modes.get(rule.id, 'off'):<8} {rule.title}: {rule.describe()}")
+    return 0
+
+
+def cmd_policy_hash_password(args) -> int:
+    """The stored form of a password for an application's `password_hash`. The password is read
+    from stdin (without echo on a terminal), never from the command line, where `ps` shows it."""
+    import getpass
+
+    from .policy.passwords import hash_password
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            print("redis-guard: the passwords differ", file=sys.stderr)
+            return 1
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("redis-guard: empty password", file=sys.stderr)
+        return 1
+    print(hash_password(password.encode("utf-8")))
     return 0
 
 
@@ -379,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
+    hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "
+                                "password_hash an application's entry stores")
+    hashing.set_defaults(func=cmd_policy_hash_password)
     return parser
 
 

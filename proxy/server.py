@@ -206,6 +206,10 @@ class ClientSession(asyncio.Protocol):
             if next_index == HELD:
                 return
             start = index = next_index
+            # AUTH, HELLO and RESET may have changed the client's application.
+            plans = self.plans
+            engine = self.engine
+            good_keys = engine.good_keys if plans else None
             if self.closing:
                 return
         if start < count:

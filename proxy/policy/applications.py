@@ -30,6 +30,7 @@ class Application:
     prefixes: tuple[str, ...]
     read_only: bool
     rules: tuple  # the policy's rules with this application's overrides and K7 checks
+    overrides: tuple[str, ...] = ()  # the rule ids its own `rules:` changes
 
 
 class Tenants:

@@ -228,7 +228,7 @@ def _applications(top: dict, top_lines: dict, raw: dict, source):
             base_values, base_lines, _ = raw.get(rule_id, ({}, {}, rule_line))
             merged[rule_id] = ({**base_values, **values}, {**base_lines, **value_lines}, rule_line)
         rules = _with_namespace(_build_rules(merged, source), name, prefixes, read_only)
-        apps.append(Application(name, user, password, tuple(prefixes), read_only, rules))
+        apps.append(Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides)))
     return auth, tuple(apps)
 
 
