@@ -4,6 +4,10 @@ A policy file has a name, an optional description and seed reference, a `mode` (
 `audit` for a dry run of the whole policy) and a `rules:` mapping from rule ids (C1..., K1...,
 T1..., V1...) to each rule's settings. Rules run in the order of RULES.md, whatever the order
 in the file: command rules, then key rules, then TTL and value rules.
+
+With an `applications:` section (and `auth: required|optional`) each application's entry is
+read here too: its `rules:` are merged setting by setting over the top-level ones and built into
+a rule chain of its own, with its K7 checks (prefixes, read-only) compiled in.
 """
 
 from __future__ import annotations
