@@ -355,6 +355,14 @@ def cmd_policy_explain(args) -> int:
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
         return 1
+    if args.app is not None:
+        app_engine = engine.tenants.engine(args.app) if engine.tenants is not None else None
+        if app_engine is None:
+            names = [app.name for app in engine.policy.applications]
+            print(f"redis-guard: no application '{args.app}' in {args.file} "
+                  f"(applications: {', '.join(names) or 'none'})", file=sys.stderr)
+            return 2
+        engine = app_engine
     command = [word.encode() for word in words]
     plan = engine.plan_for(command)
     if plan is None:
@@ -407,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
                                 "redis-guard policy explain FILE -- SET user:1 v")
     explain.add_argument("file")
+    explain.add_argument("--app", help="decide as this application of the policy's applications: section")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
     hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "

@@ -83,9 +83,9 @@ class ClientSession(asyncio.Protocol):
         its clients unauthenticated."""
         proxy = self.proxy
         tenants = proxy.tenants
-        if tenants is not None and self.app is not None and tenants.engine(self.app) is None:
+        if self.app is not None and (tenants is None or tenants.engine(self.app) is None):
             self.app = None
-        self.engine, self.plans = proxy.bindings[self.app if tenants is not None else None]
+        self.engine, self.plans = proxy.bindings[self.app]
         self.locked = tenants is not None and tenants.required and self.app is None
         self.unknown = LOCKED if self.locked else PASS
         if self.locked:

@@ -1,5 +1,8 @@
 """Applications and namespaces (K7): loading, password hashes, prefixes, read-only, overrides."""
 
+import os
+import subprocess
+import sys
 from functools import lru_cache
 
 import pytest
@@ -9,6 +12,7 @@ from proxy.policy import AUDIT, ENFORCE, Engine, load_policy_text
 from proxy.policy.passwords import HashFormatError, PasswordHash, Verified, hash_password
 from proxy.policy.rules.k7_namespaces import WRITE_KEY_FLAGS
 from tests.policy.helpers import load_error
+from tests.servers import REPO
 
 CHEAP = {"log_n": 4}  # the format and the check are what is tested here, not the cost
 HASH = hash_password(b"pw", **CHEAP)
@@ -249,3 +253,48 @@ def test_without_applications_nothing_changes():
     plain = engine("rules:\n  K2: {style: lowercase}\n")
     assert plain.tenants is None
     assert not any(rule.id == "K7" for rule in plain.policy.rules)
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+EXAMPLE = "configs/policies/applications.yaml"
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "proxy", *args], input=stdin, capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+
+
+def test_hash_password_reads_stdin():
+    done = run_cli("policy", "hash-password", stdin="checkout-secret\n")
+    assert done.returncode == 0
+    stored = done.stdout.strip()
+    assert PasswordHash.parse(stored).matches(b"checkout-secret") and "checkout-secret" not in stored
+    assert run_cli("policy", "hash-password", stdin="").returncode == 1
+
+
+def test_example_policy_passwords():
+    """The example's documented passwords are the ones its hashes were made from."""
+    policy = load_policy_text(open(os.path.join(REPO, EXAMPLE), encoding="utf-8").read())
+    passwords = {"checkout": b"checkout-secret", "catalog": b"catalog-secret", "reports": b"reports-secret"}
+    assert {app.name: app.password.matches(passwords[app.name]) for app in policy.applications} == \
+        dict.fromkeys(passwords, True)
+
+
+@pytest.mark.parametrize("app, command, decision", [
+    ("catalog", "SET shop:product:1 v EX 100000", "rule T3"),
+    ("catalog", "SET shop:product:1 v EX 100", "decision: allowed"),
+    ("reports", "SET shop:product:1 v EX 100", "'reports' is read-only"),
+    ("checkout", "GET shop:product:1", "application 'checkout' may use keys under"),
+    (None, "GET shop:order:1", "authenticate as the application"),
+])
+def test_explain_as_an_application(app, command, decision):
+    done = run_cli("policy", "explain", *(["--app", app] if app else []), EXAMPLE, "--", *command.split())
+    assert done.returncode == 0 and decision in done.stdout, done
+
+
+def test_check_lists_the_applications():
+    done = run_cli("policy", "check", EXAMPLE)
+    assert done.returncode == 0
+    assert "application 'catalog' (user catalog-svc): prefixes shop:product:, shop:category:" in done.stdout
+    assert "application 'reports' (user reports): prefixes shop:, read-only" in done.stdout
