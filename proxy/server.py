@@ -303,22 +303,26 @@ class ClientSession(asyncio.Protocol):
         done = self.login_result
         if done is not None and done[0] is args:  # dispatched again after a switch or the check
             return done[1]
-        tenants = self.proxy.tenants
-        app = tenants.cached(login.user, login.password)
+        proxy = self.proxy
+        tenants = proxy.tenants
+        tag = tenants.tag(login.user, login.password)
+        app = tenants.cached(tag)
         if app is not None:
             self.login_result = (args, app.name)
             return app.name
         self.held = (batch, index)
         self.verifying = True
         self._pause_reading("auth")
-        future = self.loop.run_in_executor(None, tenants.check, login.user, login.password)
-        future.add_done_callback(functools.partial(self._checked, tenants, args, login))
+        # Connections of one client pool arrive together with the same credentials: one check.
+        future = proxy.checks.get(tag)
+        if future is None:
+            future = proxy.checks[tag] = self.loop.run_in_executor(None, tenants.check, login.user, login.password)
+            future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
+        future.add_done_callback(functools.partial(self._checked, args))
         return HELD
 
-    def _checked(self, tenants, args, login, future) -> None:
+    def _checked(self, args, future) -> None:
         app = None if future.cancelled() or future.exception() is not None else future.result()
-        if app is not None:
-            tenants.remember(login.user, login.password, app)
         self.login_result = (args, app.name if app is not None else None)
         self.verifying = False
         if self.closed:
@@ -710,12 +714,20 @@ class Proxy:
         authenticated as an application keeps it when the new policy has one of that name."""
         self.engine = engine
         self.tenants = engine.tenants if engine is not None else None
+        self.checks = {}  # password checks running, by credentials tag
         self.bindings = {None: (engine, self._plans(engine))}
         if self.tenants is not None:
             for name, app_engine in self.tenants.engines.items():
                 self.bindings[name] = (app_engine, self._plans(app_engine))
         for session in self.sessions:
             session._bind()
+
+    def checked(self, tenants, tag: bytes, future) -> None:
+        """A password check finished: remember good credentials for the next connections."""
+        if self.checks.get(tag) is future:
+            del self.checks[tag]
+        if not future.cancelled() and future.exception() is None and future.result() is not None:
+            tenants.remember(tag, future.result())
 
     def _plans(self, engine) -> dict:
         plans = {}

@@ -46,9 +46,13 @@ class Tenants:
         }
         self.verified = Verified()
 
-    def cached(self, user: bytes, password: bytes) -> Application | None:
+    def tag(self, user: bytes, password: bytes) -> bytes:
+        """The credentials as `cached` and `remember` know them (a keyed digest)."""
+        return self.verified.tag(user, password)
+
+    def cached(self, tag: bytes) -> Application | None:
         """The application these credentials were accepted for before, else None (unknown yet)."""
-        return self.verified.get(user, password)
+        return self.verified.get(tag)
 
     def check(self, user: bytes, password: bytes) -> Application | None:
         """The slow check: the application, or None for a wrong user or password."""
@@ -56,8 +60,8 @@ class Tenants:
         ok = (app.password if app is not None else _NOBODY).matches(password)
         return app if ok and app is not None else None
 
-    def remember(self, user: bytes, password: bytes, app: Application) -> None:
-        self.verified.add(user, password, app)
+    def remember(self, tag: bytes, app: Application) -> None:
+        self.verified.add(tag, app)
 
     def engine(self, name: str):
         return self.engines.get(name)

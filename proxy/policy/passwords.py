@@ -97,13 +97,14 @@ class Verified:
         self._key = os.urandom(32)
         self._seen: dict[bytes, object] = {}
 
-    def _tag(self, user: bytes, password: bytes) -> bytes:
+    def tag(self, user: bytes, password: bytes) -> bytes:
+        """What the credentials are remembered by: a keyed digest."""
         return hmac.new(self._key, len(user).to_bytes(4, "big") + user + password, hashlib.sha256).digest()
 
-    def get(self, user: bytes, password: bytes):
-        return self._seen.get(self._tag(user, password))
+    def get(self, tag: bytes):
+        return self._seen.get(tag)
 
-    def add(self, user: bytes, password: bytes, value) -> None:
+    def add(self, tag: bytes, value) -> None:
         if len(self._seen) >= self.MAX:
             self._seen.clear()
-        self._seen[self._tag(user, password)] = value
+        self._seen[tag] = value

@@ -268,3 +268,22 @@ def test_auth_optional_lets_anonymous_clients_in_under_k7(tmp_path, hashes):
     finally:
         process.stop()
         server.close()
+
+
+def test_many_connections_authenticating_at_once(shop):
+    """A client pool's connections arrive together: right and wrong passwords mixed, each gets its
+    own answer, in order with its other commands."""
+    payloads = {True: b"AUTH checkout checkout-pw\r\nGET shop:order:none\r\n",
+                False: b"AUTH checkout wrong\r\nGET shop:order:none\r\n"}
+    expected = {True: b"+OK\r\n$-1\r\n",
+                False: b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+                       b"-NOAUTH Authentication required.\r\n"}
+    sockets = []
+    for index in range(24):
+        sock = socket.create_connection(("127.0.0.1", shop[1].port), timeout=10)
+        sockets.append((index % 3 != 0, sock))
+    for good, sock in sockets:
+        sock.sendall(payloads[good])
+    for good, sock in sockets:
+        assert read_until_quiet(sock, 10, 1.0) == (expected[good], False)
+        sock.close()

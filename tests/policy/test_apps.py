@@ -87,10 +87,11 @@ def test_malformed_hashes(text):
 
 def test_verified_credentials_are_remembered_by_keyed_digest():
     verified = Verified()
-    verified.add(b"user", b"pw", "app")
-    assert verified.get(b"user", b"pw") == "app"
-    assert verified.get(b"user", b"pw2") is None and verified.get(b"use", b"rpw") is None
-    assert all(b"pw" not in key for key in verified._seen)
+    verified.add(verified.tag(b"user", b"pw"), "app")
+    assert verified.get(verified.tag(b"user", b"pw")) == "app"
+    assert verified.get(verified.tag(b"user", b"pw2")) is None
+    assert verified.get(verified.tag(b"use", b"rpw")) is None
+    assert Verified().tag(b"user", b"pw") != verified.tag(b"user", b"pw")  # keyed per process
 
 
 def test_tenants_check_credentials():
@@ -99,9 +100,10 @@ def test_tenants_check_credentials():
     assert tenants.check(b"rep", b"pw").name == "reports"
     assert tenants.check(b"reports", b"pw") is None  # the user name, not the application name
     assert tenants.check(b"checkout", b"PW") is None and tenants.check(b"nobody", b"pw") is None
-    assert tenants.cached(b"checkout", b"pw") is None
-    tenants.remember(b"checkout", b"pw", tenants.check(b"checkout", b"pw"))
-    assert tenants.cached(b"checkout", b"pw").name == "checkout"
+    tag = tenants.tag(b"checkout", b"pw")
+    assert tenants.cached(tag) is None
+    tenants.remember(tag, tenants.check(b"checkout", b"pw"))
+    assert tenants.cached(tag).name == "checkout"
 
 
 # -- loading -------------------------------------------------------------------------------
