@@ -123,7 +123,7 @@ class PolicyWatcher:
             log.error("policy reload (%s) refused, keeping policy '%s': %s",
                       reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
             return
-        self.proxy.set_engine(engine)
+        self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
         metrics.POLICY_RELOADS.labels("applied").inc()
         log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
 
@@ -329,6 +329,36 @@ def cmd_policy_check(args) -> int:
             print(f"    {summary(pattern)}")
     planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
     print(f"  compiled into {planned} commands")
+    if engine.tenants is not None:
+        print(f"  auth: {policy.auth}  (clients authenticate to the proxy; their credentials never reach Redis)")
+        for app in policy.applications:
+            app_engine = engine.tenants.engine(app.name)
+            overrides = [rule for rule in app.rules if rule.id in app.overrides]
+            print(f"  application '{app.name}' (user {app.user}): prefixes "
+                  f"{', '.join(app.prefixes) or 'none'}{', read-only' if app.read_only else ''}")
+            for rule in overrides:
+                print(f"    {rule.id:<4} {app_engine.modes.get(rule.id, 'off'):<8} {rule.title}: {rule.describe()}")
+    return 0
+
+
+def cmd_policy_hash_password(args) -> int:
+    """The stored form of a password for an application's `password_hash`. The password is read
+    from stdin (without echo on a terminal), never from the command line, where `ps` shows it."""
+    import getpass
+
+    from .policy.passwords import hash_password
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            print("redis-guard: the passwords differ", file=sys.stderr)
+            return 1
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if not password:
+        print("redis-guard: empty password", file=sys.stderr)
+        return 1
+    print(hash_password(password.encode("utf-8")))
     return 0
 
 
@@ -345,6 +375,14 @@ def cmd_policy_explain(args) -> int:
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
         return 1
+    if args.app is not None:
+        app_engine = engine.tenants.engine(args.app) if engine.tenants is not None else None
+        if app_engine is None:
+            names = [app.name for app in engine.policy.applications]
+            print(f"redis-guard: no application '{args.app}' in {args.file} "
+                  f"(applications: {', '.join(names) or 'none'})", file=sys.stderr)
+            return 2
+        engine = app_engine
     command = [word.encode() for word in words]
     plan = engine.plan_for(command)
     if plan is None:
@@ -433,6 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
                                 "redis-guard policy explain FILE -- SET user:1 v")
     explain.add_argument("file")
+    explain.add_argument("--app", help="decide as this application of the policy's applications: section")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
     schema = commands.add_parser("schema", help="the key schema of a policy file").add_subparsers(
@@ -443,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .audit.command import add_parser as add_audit_parser
 
     add_audit_parser(commands)
+    hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "
+                                "password_hash an application's entry stores")
+    hashing.set_defaults(func=cmd_policy_hash_password)
     return parser
 
 

@@ -21,6 +21,10 @@ SUBCOMMAND = 6  # decided by the subcommand (CLIENT ...)
 TXN_BEGIN = 7  # MULTI on a dedicated connection: the policy checks what is queued
 TXN_EXEC = 8  # EXEC: aborted when the policy rejected a queued command
 TXN_DISCARD = 9
+# When the policy declares applications the proxy authenticates clients itself:
+LOGIN = 10  # AUTH, HELLO: answered (or rewritten without credentials) by the proxy
+LOCKED = 11  # before authentication: NOAUTH, nothing forwarded
+RESET = 12  # RESET: the client is no application again
 
 # Commands whose effect lives on the connection they run on.
 PINNING = {
@@ -98,6 +102,20 @@ def build_actions(command_names, blocking_names) -> tuple[dict[bytes, int], dict
     dedicated.update({name: PASS for name in blocking_names})
     dedicated.update(DEDICATED_OVERRIDES)
     return _both_cases(shared), _both_cases(dedicated)
+
+
+LOGIN_ACTIONS = {"auth": LOGIN, "hello": LOGIN, "reset": RESET}
+UNLOCKED = {**LOGIN_ACTIONS, "quit": QUIT}
+
+
+def build_login_actions(shared: dict[bytes, int], dedicated: dict[bytes, int]):
+    """(shared, dedicated, locked) action tables for a proxy that authenticates clients: the
+    client's credentials never reach Redis. `locked` is for a client that has not authenticated
+    yet; a name missing from it (an unknown command) is LOCKED too."""
+    login = _both_cases(LOGIN_ACTIONS)
+    locked = {name: LOCKED for name in shared}
+    locked.update(_both_cases(UNLOCKED))
+    return {**shared, **login}, {**dedicated, **login}, locked
 
 
 def client_action(args: list[bytes], dedicated: bool) -> int:

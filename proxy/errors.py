@@ -134,3 +134,20 @@ def audit_schema_size(pattern: str, size: int, limit: int, unit: str) -> str:
 
 def audit_schema_ttl(pattern: str, ttl) -> str:
     return f"no TTL, but pattern '{pattern}' declares its TTL: {ttl}: give it one with EXPIRE"
+
+
+# Redis's own replies, for the AUTH and HELLO the proxy answers when it authenticates clients.
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+NOAUTH_HELLO = (b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                b"HELLO AUTH <user> <pass> option can be used to authenticate the client and select the "
+                b"RESP protocol version at the same time\r\n")
+WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+AUTH_ARITY = b"-ERR wrong number of arguments for 'auth' command\r\n"
+SYNTAX = b"-ERR syntax error\r\n"
+HELLO_VERSION = b"-ERR Protocol version is not an integer or out of range\r\n"
+NOPROTO = b"-NOPROTO unsupported protocol version\r\n"
+RESET = b"+RESET\r\n"
+
+
+def hello_option(option: bytes) -> bytes:
+    return resp_error(f"ERR Syntax error in HELLO option '{option.decode('utf-8', 'replace')}'")

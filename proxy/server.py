@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import socket
 
 import hiredis
 
 from . import connstate, errors, metrics
-from .connstate import (HELLO, PASS, QUIT, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN, TXN_DISCARD,
-                        TXN_EXEC, strict_int)
+from .connstate import (HELLO, LOCKED, LOGIN, PASS, QUIT, RESET, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN,
+                        TXN_DISCARD, TXN_EXEC, strict_int)
+from .login import parse_auth, parse_hello
 from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
 from .slots import LaterCommands, ReplacingSink, ScriptVerdictSink, Slot
-from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection
+from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection, startup_commands
 
 log = logging.getLogger("redis_guard.server")
 
@@ -42,6 +44,7 @@ class ClientSession(asyncio.Protocol):
         "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
         "actions", "held", "closing", "closed", "write_paused", "reading_paused",
         "waiting_upstreams", "buffer_limit", "policy_state", "txn_dirty", "after_exec",
+        "engine", "plans", "app", "locked", "unknown", "login_result", "verifying",
     )
 
     def __init__(self, proxy: "Proxy"):
@@ -69,6 +72,29 @@ class ClientSession(asyncio.Protocol):
         self.policy_state = SessionState()
         self.txn_dirty = False  # the policy rejected a command queued in the open MULTI
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
+        self.app = None  # the application the client authenticated as (its name)
+        self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
+        self.verifying = False  # a password check is running in a worker thread
+        self._bind()
+
+    def _bind(self) -> None:
+        """Take the engine and command actions of the client's application (or of no application)
+        under the proxy's current policy; on reload an application removed from the policy leaves
+        its clients unauthenticated."""
+        proxy = self.proxy
+        tenants = proxy.tenants
+        if self.app is not None and (tenants is None or tenants.engine(self.app) is None):
+            self.app = None
+        self.engine, self.plans = proxy.bindings[self.app]
+        self.locked = tenants is not None and tenants.required and self.app is None
+        self.unknown = LOCKED if self.locked else PASS
+        if self.locked:
+            self.plans = {}  # NOAUTH comes before any policy decision
+            self.actions = proxy.locked_actions
+        elif tenants is not None:
+            self.actions = proxy.login_actions[self.dedicated]
+        else:
+            self.actions = proxy.dedicated_actions if self.dedicated else proxy.shared_actions
 
     # -- transport events -------------------------------------------------------------------
 
@@ -141,8 +167,9 @@ class ClientSession(asyncio.Protocol):
         commands = batch.commands
         count = len(commands)
         start = index
-        plans = self.proxy.policy_plans
-        good_keys = self.proxy.good_keys
+        plans = self.plans
+        engine = self.engine
+        good_keys = engine.good_keys if plans else None
         while index < count:
             args = commands[index]
             name = args[0]
@@ -151,7 +178,7 @@ class ClientSession(asyncio.Protocol):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or self.proxy.key_ok(args[1]))):
+                        args[1] in good_keys or engine.key_ok(args[1]))):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)
@@ -161,7 +188,7 @@ class ClientSession(asyncio.Protocol):
             actions = self.actions
             action = actions.get(name)
             if action is None:
-                action = actions.get(name.lower(), PASS)
+                action = actions.get(name.lower(), self.unknown)
             if action == PASS:
                 index += 1
                 continue
@@ -174,6 +201,10 @@ class ClientSession(asyncio.Protocol):
             if next_index == HELD:
                 return
             start = index = next_index
+            # AUTH, HELLO and RESET may have changed the client's application.
+            plans = self.plans
+            engine = self.engine
+            good_keys = engine.good_keys if plans else None
             if self.closing:
                 return
         if start < count:
@@ -181,7 +212,7 @@ class ClientSession(asyncio.Protocol):
 
     def _decide(self, plan, commands, index: int):
         try:
-            return self.proxy.engine.decide(
+            return self.engine.decide(
                 plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
         except Exception:  # a bug in a rule must not take the connection down
             log.exception("policy engine failed on %r", commands[index][0])
@@ -199,6 +230,13 @@ class ClientSession(asyncio.Protocol):
             self.closing = True
             self._maybe_close()
             return index + 1
+        if action == LOCKED:
+            self._local(errors.NOAUTH)
+            return index + 1
+        if action == LOGIN:
+            return self._login(batch, index)
+        if action == RESET:
+            return self._reset(batch, index)
         if action == TXN_BEGIN:
             self.policy_state.in_multi = True
             self._forward(batch.span(index, index + 1), 1)
@@ -232,18 +270,119 @@ class ClientSession(asyncio.Protocol):
         # PIN, STREAM, or HELLO with AUTH/SETNAME: move to our own connection.
         return self._switch(batch, index, dedicated=True)
 
+    # -- applications: the proxy authenticates clients ---------------------------------------
+
+    def _login(self, batch, index: int) -> int:
+        """AUTH or HELLO, answered by the proxy: the credentials are checked here and never
+        forwarded; HELLO then runs upstream without them (its reply is Redis's own)."""
+        args = batch.commands[index]
+        is_auth = args[0].lower() == b"auth"
+        login = parse_auth(args) if is_auth else parse_hello(args)
+        if isinstance(login, bytes):
+            self._local(login)
+            return index + 1
+        if login.user is not None:
+            app = self._check(batch, index, login)
+            if app == HELD:
+                return HELD
+            if app is None:
+                self._local(errors.WRONGPASS)
+                return index + 1
+            if app != self.app:
+                self.app = app
+                self._bind()
+        elif self.locked:
+            self._local(errors.NOAUTH_HELLO)
+            return index + 1
+        if is_auth:
+            self._local(errors.OK)
+            return index + 1
+        return self._hello(batch, index, login.hello)
+
+    def _check(self, batch, index: int, login):
+        """The application name for these credentials, None when wrong, or HELD while the slow
+        hash runs in a worker thread (the client's later requests wait, in order)."""
+        args = batch.commands[index]
+        done = self.login_result
+        if done is not None and done[0] is args:  # dispatched again after a switch or the check
+            return done[1]
+        proxy = self.proxy
+        tenants = proxy.tenants
+        tag = tenants.tag(login.user, login.password)
+        app = tenants.cached(tag)
+        if app is not None:
+            self.login_result = (args, app.name)
+            return app.name
+        self.held = (batch, index)
+        self.verifying = True
+        self._pause_reading("auth")
+        # Connections of one client pool arrive together with the same credentials: one check.
+        future = proxy.checks.get(tag)
+        if future is None:
+            future = proxy.checks[tag] = self.loop.run_in_executor(None, tenants.check, login.user, login.password)
+            future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
+        future.add_done_callback(functools.partial(self._checked, args))
+        return HELD
+
+    def _checked(self, args, future) -> None:
+        app = None if future.cancelled() or future.exception() is not None else future.result()
+        self.login_result = (args, app.name if app is not None else None)
+        self.verifying = False
+        if self.closed:
+            return
+        self._resume_reading("auth")
+        self._resume_held(checked=True)
+
+    def _hello(self, batch, index: int, hello: list[bytes]) -> int:
+        """HELLO without credentials: a protocol switch, or a dedicated connection for SETNAME."""
+        args = batch.commands[index]
+        data = batch.span(index, index + 1) if len(hello) == len(args) else hiredis.pack_command(tuple(hello))
+        version = int(hello[1]) if len(hello) > 1 else None
+        if self.dedicated:
+            if version is not None:
+                self.protocol = self.policy_state.protocol = version
+        elif len(hello) > 2:  # SETNAME: the name lives on a connection of the client's own
+            return self._switch(batch, index, dedicated=True)
+        elif version is not None and version != self.protocol:
+            return self._switch(batch, index, protocol=version)
+        self._forward(data, 1)
+        return index + 1
+
+    def _reset(self, batch, index: int) -> int:
+        """RESET: the client is no application again, in a fresh connection state."""
+        upstream = self.proxy.upstream
+        if not self.dedicated and (self.db != upstream.db or self.protocol != 2):
+            return self._switch(batch, index, db=upstream.db, protocol=2)  # then dispatched again
+        self.app = None
+        self.login_result = None
+        self.policy_state = SessionState()
+        self.txn_dirty = False
+        self.after_exec = []
+        self._bind()
+        if not self.dedicated:
+            self._local(errors.RESET)
+            return index + 1
+        self._forward(batch.span(index, index + 1), 1)
+        self.db, self.protocol = upstream.db, 2
+        # Redis's RESET logs the connection out too: log the proxy's own connection back in.
+        restore = startup_commands(upstream, upstream.db, 2)
+        if restore and self.streaming is None and not self.upstream.closed:
+            self.upstream.send(b"".join(map(hiredis.pack_command, restore)), HiddenSlot(len(restore)))
+        return index + 1
+
     # -- policy ----------------------------------------------------------------------------
 
     def _apply_verdict(self, verdict, batch, start: int, index: int):
         """Apply the engine's verdict on commands[index]. Returns where to continue, or None
         when the command goes on as usual (findings in audit mode only)."""
         args = batch.commands[index]
-        policy = self.proxy.engine.policy.name
+        policy = self.engine.policy.name
         for finding in verdict.findings:
-            metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, self.peer, policy)
+            metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, self.peer, policy,
+                           app=self.app)
         if verdict.reject is None:
             for rule in verdict.rewritten_by:
-                metrics.count_rewrite(rule, policy)
+                metrics.count_rewrite(rule, policy, self.app)
         if verdict.reject is None and verdict.commands is None:
             return None
         if start < index:
@@ -277,11 +416,11 @@ class ClientSession(asyncio.Protocol):
         self.txn_dirty = False
         self.after_exec = []
         if unmet:
-            engine = self.proxy.engine
+            engine = self.engine
             unmet = [engine.with_mode(finding) for finding in unmet]
             for finding in unmet:
                 metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected",
-                               batch.commands[index], self.peer, engine.policy.name)
+                               batch.commands[index], self.peer, engine.policy.name, app=self.app)
             unmet = [finding for finding in unmet if finding.mode != AUDIT]
         if unmet:
             reply = errors.policy_violation(unmet[0])
@@ -302,9 +441,10 @@ class ClientSession(asyncio.Protocol):
             return HELD
         if dedicated:
             self.dedicated = True
-            self.actions = self.proxy.dedicated_actions
+            self._bind()
             args = batch.commands[index]
-            authenticating = connstate.authenticates(args)
+            # With applications the proxy answers AUTH itself: client credentials stay here.
+            authenticating = self.proxy.tenants is None and connstate.authenticates(args)
             # The client's own AUTH goes first: on a server that now requires a password, the
             # proxy's HELLO/SELECT would be refused before it.
             self.upstream = open_connection(
@@ -428,8 +568,10 @@ class ClientSession(asyncio.Protocol):
         if self.inflight == 0 and self.held is not None:
             self.loop.call_soon(self._resume_held)
 
-    def _resume_held(self) -> None:
-        if self.held is None or self.closed or self.inflight:
+    def _resume_held(self, checked: bool = False) -> None:
+        """Dispatch the held request again: after a switch once nothing is in flight, after a
+        password check (`checked`) at once, since its reply is the proxy's own."""
+        if self.held is None or self.closed or self.verifying or (self.inflight and not checked):
             return
         batch, index = self.held
         self.held = None
@@ -564,21 +706,39 @@ class Proxy:
         self.shared_actions, self.dedicated_actions = connstate.build_actions(
             [spec.name for spec in command_table if "|" not in spec.name], blocking
         )
+        shared, dedicated, self.locked_actions = connstate.build_login_actions(
+            self.shared_actions, self.dedicated_actions)
+        self.login_actions = (shared, dedicated)  # indexed by ClientSession.dedicated
         self.engine = None
-        self.key_ok = None
-        self.good_keys = {}
-        self.policy_plans: dict = {}
+        self.tenants = None
+        self.bindings: dict = {}
+        self.sessions: set[ClientSession] = set()
         self.set_engine(engine)
         self.pools: dict[tuple[int, int], SharedPool] = {}
-        self.sessions: set[ClientSession] = set()
         self._next_shared = 0
         self.server = None
 
     def set_engine(self, engine) -> None:
-        """Use a (new) policy from the next command of every connection on."""
+        """Use a (new) policy from the next command of every connection on. A client that
+        authenticated as an application keeps it when the new policy has one of that name."""
         self.engine = engine
-        self.key_ok = engine.key_ok if engine is not None else None
-        self.good_keys = engine.good_keys if engine is not None else {}
+        self.tenants = engine.tenants if engine is not None else None
+        self.checks = {}  # password checks running, by credentials tag
+        self.bindings = {None: (engine, self._plans(engine))}
+        if self.tenants is not None:
+            for name, app_engine in self.tenants.engines.items():
+                self.bindings[name] = (app_engine, self._plans(app_engine))
+        for session in self.sessions:
+            session._bind()
+
+    def checked(self, tenants, tag: bytes, future) -> None:
+        """A password check finished: remember good credentials for the next connections."""
+        if self.checks.get(tag) is future:
+            del self.checks[tag]
+        if not future.cancelled() and future.exception() is None and future.result() is not None:
+            tenants.remember(tag, future.result())
+
+    def _plans(self, engine) -> dict:
         plans = {}
         if engine is not None and engine.plans:
             # Every known name maps to its plan or None, so a miss means "mixed case".
@@ -586,7 +746,7 @@ class Proxy:
                 for name in (spec.name, spec.name.upper()):
                     plans[name.encode()] = None
             plans.update(engine.plans)
-        self.policy_plans = plans
+        return plans
 
     def assign_shared(self) -> int:
         index = self._next_shared

@@ -62,7 +62,8 @@ class ScriptVerdictSink:
             finding = errors.parse_violation(data)
             if finding is not None:
                 session = self.session
-                metrics.record(finding, "rejected", self.args, session.peer, session.proxy.engine.policy.name)
+                metrics.record(finding, "rejected", self.args, session.peer, session.engine.policy.name,
+                               app=session.app)
         self.session.deliver(slot, data, done)
 
     def slot_failed(self, slot, error: bytes, partial: bool) -> None:

@@ -22,7 +22,11 @@ class ClusterProxy(Proxy):
             config.shared_connections, config.connect_timeout, config.failover_timeout,
         )
         self.routes = RouteTable(command_table, Planner(command_table))
-        self.cluster_actions = cluster_actions(command_table, self.shared_actions)
+        actions = cluster_actions(command_table, self.shared_actions)
+        login = dict(actions)
+        for name in (b"auth", b"hello", b"reset"):
+            login[name] = login[name.upper()] = self.login_actions[0][name]
+        self.cluster_actions = (actions, login)  # without, with applications
         self._client_ids = itertools.count(1)
 
     def next_client_id(self) -> int:

@@ -181,13 +181,12 @@ class TransformSink:
 
 class ClusterSession(ClientSession):
     __slots__ = ("router", "routes", "route_slot", "txn_conn", "txn_slot", "txn_deferred", "own_conns",
-                 "client_name", "client_id", "drain_first", "cluster_actions")
+                 "client_name", "client_id", "drain_first")
 
     def __init__(self, proxy):
-        super().__init__(proxy)
         self.router = proxy.router
         self.routes = proxy.routes
-        self.cluster_actions = self.actions = proxy.cluster_actions
+        super().__init__(proxy)
         self.route_slot = None  # the hash slot of the command being sent by _forward
         self.txn_conn = None  # the client's own connection while a transaction is open
         self.txn_slot = None  # the slot the transaction is pinned to (None until its first key)
@@ -196,6 +195,12 @@ class ClusterSession(ClientSession):
         self.client_name = None
         self.client_id = proxy.next_client_id()
         self.drain_first = False  # the next command waits for everything in flight
+
+    def _bind(self) -> None:
+        super()._bind()
+        if not self.locked and not self.dedicated:
+            # With applications, AUTH/HELLO/RESET are the proxy's login (server.ClientSession).
+            self.actions = self.proxy.cluster_actions[self.proxy.tenants is not None]
 
     def connection_lost(self, exc) -> None:
         super().connection_lost(exc)
@@ -211,8 +216,9 @@ class ClusterSession(ClientSession):
         commands = batch.commands
         count = len(commands)
         start = index
-        plans = self.proxy.policy_plans
-        good_keys = self.proxy.good_keys
+        plans = self.plans
+        engine = self.engine
+        good_keys = engine.good_keys if plans else None
         routes = self.routes
         router = self.router
         run_conn = None
@@ -235,7 +241,7 @@ class ClusterSession(ClientSession):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or self.proxy.key_ok(args[1]))):
+                        args[1] in good_keys or engine.key_ok(args[1]))):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
                         if start < index:
@@ -294,6 +300,10 @@ class ClusterSession(ClientSession):
             start = index = self._cluster_special(action, batch, index)
             if start == HELD or self.closing:
                 return
+            # AUTH, HELLO and RESET may have changed the client's application.
+            plans = self.plans
+            engine = self.engine
+            good_keys = engine.good_keys if plans else None
             if self.dedicated:  # subscribed: the rest goes to that connection
                 return super()._run(batch, index)
         if start < count:
@@ -502,7 +512,9 @@ class ClusterSession(ClientSession):
             self.client_name = None
             self.protocol = 2
             self.policy_state = SessionState()
-            self._local(b"+RESET\r\n")
+            self.app = None  # with applications: unauthenticated again
+            self._bind()
+            self._local(errors.RESET)
             return index + 1
         self._send_keyless(batch, index)
         return index + 1

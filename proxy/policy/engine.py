@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ..commands.keyspecs import find_keys
+from .applications import Tenants
 from .base import AUDIT, ENFORCE, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .loader import PASSTHROUGH, Policy
 
@@ -120,6 +121,8 @@ class Engine:
         if patterns:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
             self.key_match = re.compile(combined.encode(), re.S).match
+        # One engine per application, compiled now (this one is for clients that are none).
+        self.tenants = Tenants(policy, table, Engine) if policy.applications else None
         self.plans: dict[bytes, Plan] = {}
         for spec in table:
             plan = self._compile(spec)

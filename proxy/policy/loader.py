@@ -5,6 +5,10 @@ A policy file has a name, an optional description and seed reference, a `mode` (
 T1..., V1...) to each rule's settings, and an optional `schema:` of key patterns (`schema.py`),
 handed to every rule once they are built (`Rule.use_schema`). Rules run in the order of RULES.md,
 whatever the order in the file: command rules, then key rules, then TTL and value rules.
+
+With an `applications:` section (and `auth: required|optional`) each application's entry is
+read here too: its `rules:` are merged setting by setting over the top-level ones and built into
+a rule chain of its own, with its K7 checks (prefixes, read-only) compiled in.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from dataclasses import dataclass, field
 import yaml
 
 from . import rules as _rules  # noqa: F401  (registers every rule)
-from .base import AUDIT, ENFORCE, REGISTRY, PolicyError, Rule, Settings
+from .applications import Application
+from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
+from .passwords import HashFormatError, PasswordHash
+from .rules.k7_namespaces import Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
 
-ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K8", "K9", "K10", "K11",
-         "T1", "T2", "T3", "V1", "V2", "V3", "V4"]
+ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8", "K9", "K10",
+         "K11", "T1", "T2", "T3", "V1", "V2", "V3", "V4"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class Policy:
     seed: str = ""
     source: str | None = None
     settings: dict = field(default_factory=dict, compare=False)
+    auth: str = ""  # required | optional when the policy declares applications
+    applications: tuple[Application, ...] = ()
     schema: Schema | None = None  # the declared key patterns (K10), None without a `schema:`
 
     def rule(self, rule_id: str) -> Rule | None:
@@ -70,7 +79,7 @@ def load_policy_text(text: str, source: str | None = None) -> Policy:
             raise PolicyError(f"'{key}' appears twice", _line(key_node), source)
         top[key] = value_node
         top_lines[key] = _line(key_node)
-    known = {"name", "description", "seed", "mode", "rules", "schema", "policy"}
+    known = {"name", "description", "seed", "mode", "rules", "policy", "auth", "applications", "schema"}
     for key in top:
         if key not in known:
             raise PolicyError(f"unknown top-level setting '{key}' (expected one of: "
@@ -79,66 +88,178 @@ def load_policy_text(text: str, source: str | None = None) -> Policy:
     mode = _plain(top.get("mode")) or ENFORCE
     if mode not in (ENFORCE, AUDIT):
         raise PolicyError(f"'mode' must be enforce or audit, got {mode!r}", top_lines.get("mode"), source)
-    rules_node = top.get("rules")
-    built: dict[str, Rule] = {}
-    rule_lines: dict[str, int] = {}
-    if rules_node is not None and not (isinstance(rules_node, yaml.ScalarNode) and rules_node.value in ("", "null", "~")):
-        if not isinstance(rules_node, yaml.MappingNode):
-            raise PolicyError("'rules' must be a mapping of rule ids to settings", _line(rules_node), source)
-        for key_node, value_node in rules_node.value:
-            rule_id = str(key_node.value).upper()
-            line = _line(key_node)
-            cls = REGISTRY.get(rule_id)
-            if cls is None:
-                raise PolicyError(f"unknown rule '{key_node.value}' (known: {', '.join(ORDER)})", line, source)
-            if rule_id in built:
-                raise PolicyError(f"rule {rule_id} appears twice", line, source)
-            if isinstance(value_node, yaml.ScalarNode) and value_node.value in ("", "null", "~"):
-                values, lines = {}, {}
-            elif isinstance(value_node, yaml.ScalarNode):
-                # `K2: off` is short for `K2: {mode: off}`
-                values, lines = {"mode": _plain(value_node)}, {"mode": line}
-            elif isinstance(value_node, yaml.MappingNode):
-                values, lines = {}, {}
-                for setting_key, setting_value in value_node.value:
-                    values[str(setting_key.value)] = _plain(setting_value)
-                    lines[str(setting_key.value)] = _line(setting_key)
-            else:
-                raise PolicyError(f"rule {rule_id}: settings must be a mapping", line, source)
-            if values.get("mode") is False:  # YAML reads a bare `off` as false
-                values["mode"] = "off"
+    raw = _rule_settings(top.get("rules"), "rules", source)
+    auth, applications = _applications(top, top_lines, raw, source)
+    rules = _build_rules(raw, source)
+    schema = _schema(top.get("schema"), rules, source)
+    for chain in (rules, *(app.rules for app in applications)):
+        for rule in chain:
             try:
-                built[rule_id] = cls.from_settings(Settings(rule_id, values, lines, line))
+                rule.use_schema(schema)
             except PolicyError as exc:
-                raise PolicyError(exc.message, exc.line or line, source) from None
-            rule_lines[rule_id] = line
-    ordered = tuple(built[rule_id] for rule_id in ORDER if rule_id in built)
-    schema = _schema(top.get("schema"), ordered, built, source)
-    for rule in ordered:
-        try:
-            rule.use_schema(schema)
-        except PolicyError as exc:
-            raise PolicyError(exc.message, exc.line or rule_lines[rule.id], source) from None
+                raise PolicyError(exc.message, exc.line or raw.get(rule.id, ({}, {}, None))[2], source) from None
+    if applications:
+        rules = _with_namespace(rules, None, ())
     return Policy(
-        name=str(name), mode=mode, rules=ordered,
+        name=str(name), mode=mode, rules=rules, auth=auth, applications=applications,
         description=str(_plain(top.get("description")) or ""),
         seed=str(_plain(top.get("seed")) or ""), source=source, schema=schema,
     )
 
 
-def _schema(node, ordered, built, source) -> Schema | None:
+def _schema(node, rules, source) -> Schema | None:
     """The `schema:` section; its placeholders span one segment of the key rules' delimiter."""
     if node is None:
         return None
-    delimiter = next((rule.delimiter for rule in ordered if isinstance(getattr(rule, "delimiter", None), str)), ":")
+    delimiter = next((rule.delimiter for rule in rules if isinstance(getattr(rule, "delimiter", None), str)), ":")
     schema = parse_schema(node, delimiter, source)
+    named = {rule.id for rule in rules}
     for pattern in schema or ():
         for rule_id, what in enforcing_rules(pattern):
-            if rule_id not in built:
+            if rule_id not in named:
                 raise PolicyError(f"schema: pattern '{pattern.pattern}' sets {what}, which rule {rule_id} "
                                   f"enforces: add {rule_id} to 'rules:' ({rule_id}: off to only document it)",
                                   pattern.line, source)
     return schema
+
+
+def _is_empty(node) -> bool:
+    return node is None or (isinstance(node, yaml.ScalarNode) and node.value in ("", "null", "~"))
+
+
+def _rule_settings(rules_node, where: str, source) -> dict[str, tuple[dict, dict, int]]:
+    """rule id -> (settings, line of each setting, line of the rule) from a `rules:` mapping."""
+    raw: dict[str, tuple[dict, dict, int]] = {}
+    if _is_empty(rules_node):
+        return raw
+    if not isinstance(rules_node, yaml.MappingNode):
+        raise PolicyError(f"'{where}' must be a mapping of rule ids to settings", _line(rules_node), source)
+    for key_node, value_node in rules_node.value:
+        rule_id = str(key_node.value).upper()
+        line = _line(key_node)
+        if rule_id not in REGISTRY:
+            raise PolicyError(f"unknown rule '{key_node.value}' (known: {', '.join(ORDER)})", line, source)
+        if rule_id in raw:
+            raise PolicyError(f"rule {rule_id} appears twice", line, source)
+        if _is_empty(value_node):
+            values, lines = {}, {}
+        elif isinstance(value_node, yaml.ScalarNode):
+            # `K2: off` is short for `K2: {mode: off}`
+            values, lines = {"mode": _plain(value_node)}, {"mode": line}
+        elif isinstance(value_node, yaml.MappingNode):
+            values, lines = {}, {}
+            for setting_key, setting_value in value_node.value:
+                values[str(setting_key.value)] = _plain(setting_value)
+                lines[str(setting_key.value)] = _line(setting_key)
+        else:
+            raise PolicyError(f"rule {rule_id}: settings must be a mapping", line, source)
+        if values.get("mode") is False:  # YAML reads a bare `off` as false
+            values["mode"] = "off"
+        raw[rule_id] = (values, lines, line)
+    return raw
+
+
+def _build_rules(raw: dict[str, tuple[dict, dict, int]], source) -> tuple[Rule, ...]:
+    built: dict[str, Rule] = {}
+    for rule_id, (values, lines, line) in raw.items():
+        try:
+            built[rule_id] = REGISTRY[rule_id].from_settings(Settings(rule_id, values, lines, line))
+        except PolicyError as exc:
+            raise PolicyError(exc.message, exc.line or line, source) from None
+    return tuple(built[rule_id] for rule_id in ORDER if rule_id in built)
+
+
+def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_only: bool = False):
+    """The rules with K7 compiled in: for an application its prefixes (and read-only check),
+    for clients that are no application (app None) the `anonymous` setting."""
+    namespace = next(rule for rule in rules if rule.id == "K7")
+    if namespace.mode == OFF:
+        return rules
+    checks = []
+    if app is not None:
+        checks.append(Prefixes(namespace.mode, app, tuple(prefixes)))
+        if read_only:
+            checks.append(ReadOnly(namespace.mode, app))
+    elif namespace.anonymous == "reject":
+        checks.append(Prefixes(namespace.mode, None, ()))
+    at = rules.index(namespace) + 1
+    return rules[:at] + tuple(checks) + rules[at:]
+
+
+APPLICATION_SETTINGS = ("user", "password_hash", "prefixes", "read_only", "rules")
+
+
+def _applications(top: dict, top_lines: dict, raw: dict, source):
+    """(auth, applications) from the top-level `auth:` and `applications:` settings. Adds the
+    default K7 entry to `raw` when there are applications and the file has none."""
+    node = top.get("applications")
+    auth = _plain(top.get("auth"))
+    if _is_empty(node):
+        if auth is not None:
+            raise PolicyError("'auth' needs an 'applications' section to authenticate against",
+                              top_lines["auth"], source)
+        if "K7" in raw:
+            raise PolicyError("rule K7 needs an 'applications' section (the prefixes each application "
+                              "applied for)", raw["K7"][2], source)
+        return "", ()
+    if auth is None:
+        auth = "required"
+    if auth not in ("required", "optional"):
+        raise PolicyError(f"'auth' must be required or optional, got {auth!r}", top_lines["auth"], source)
+    if not isinstance(node, yaml.MappingNode):
+        raise PolicyError("'applications' must be a mapping of application names to their settings",
+                          _line(node), source)
+    raw.setdefault("K7", ({}, {}, top_lines["applications"]))
+    apps, users = [], {}
+    for name_node, app_node in node.value:
+        name = str(name_node.value)
+        line = _line(name_node)
+        if not isinstance(app_node, yaml.MappingNode):
+            raise PolicyError(f"application '{name}': settings must be a mapping", line, source)
+        if any(app.name == name for app in apps):
+            raise PolicyError(f"application '{name}' appears twice", line, source)
+        settings, lines = {}, {}
+        for key_node, value_node in app_node.value:
+            key = str(key_node.value)
+            if key not in APPLICATION_SETTINGS:
+                raise PolicyError(f"application '{name}': unknown setting '{key}' (expected one of: "
+                                  f"{', '.join(APPLICATION_SETTINGS)})", _line(key_node), source)
+            settings[key] = value_node
+            lines[key] = _line(key_node)
+
+        def error(key, message):
+            return PolicyError(f"application '{name}': {message}", lines.get(key, line), source)
+
+        user = _plain(settings.get("user")) if "user" in settings else name
+        if not isinstance(user, (str, int)) or isinstance(user, bool) or not str(user) or any(
+                c.isspace() for c in str(user)):
+            raise error("user", f"'user' must be a user name without spaces, got {user!r}")
+        user = str(user)
+        if user in users:
+            raise error("user", f"user '{user}' already belongs to application '{users[user]}'")
+        users[user] = name
+        if "password_hash" not in settings:
+            raise error(None, "'password_hash' is missing (make one with: redis-guard policy hash-password)")
+        try:
+            password = PasswordHash.parse(str(_plain(settings["password_hash"])))
+        except HashFormatError as exc:
+            raise error("password_hash", f"'password_hash': {exc}") from None
+        prefixes = _plain(settings.get("prefixes")) if "prefixes" in settings else []
+        if isinstance(prefixes, str):
+            prefixes = [prefixes]
+        if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
+            raise error("prefixes", f"'prefixes' must be a list of non-empty key prefixes, got {prefixes!r}")
+        read_only = _plain(settings.get("read_only")) if "read_only" in settings else False
+        if not isinstance(read_only, bool):
+            raise error("read_only", f"'read_only' must be true/false, got {read_only!r}")
+        overrides = _rule_settings(settings.get("rules"), f"applications: {name}: rules", source)
+        merged = dict(raw)
+        for rule_id, (values, value_lines, rule_line) in overrides.items():
+            base_values, base_lines, _ = raw.get(rule_id, ({}, {}, rule_line))
+            merged[rule_id] = ({**base_values, **values}, {**base_lines, **value_lines}, rule_line)
+        rules = _with_namespace(_build_rules(merged, source), name, prefixes, read_only)
+        apps.append(Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides)))
+    return auth, tuple(apps)
 
 
 def load_policy(path: str) -> Policy:

@@ -123,4 +123,4 @@ def test_audit_mode_allows_logs_and_counts(setup):
     line = next(line for line in process.lines if '"outcome": "audited"' in line)
     assert '"rule": "K2"' in line and "AuditMe:1" in line and '"v"' not in line
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    assert 'redis_guard_policy_findings_total{mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body
+    assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body

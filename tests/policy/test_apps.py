@@ -1,0 +1,302 @@
+"""Applications and namespaces (K7): loading, password hashes, prefixes, read-only, overrides."""
+
+import os
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+
+from proxy.commands.table import CommandTable
+from proxy.policy import AUDIT, ENFORCE, Engine, load_policy_text
+from proxy.policy.passwords import HashFormatError, PasswordHash, Verified, hash_password
+from proxy.policy.rules.k7_namespaces import WRITE_KEY_FLAGS
+from tests.policy.helpers import load_error
+from tests.servers import REPO
+
+CHEAP = {"log_n": 4}  # the format and the check are what is tested here, not the cost
+HASH = hash_password(b"pw", **CHEAP)
+
+POLICY = f"""
+name: shop
+auth: required
+applications:
+  checkout:
+    password_hash: "{HASH}"
+    prefixes: ["shop:order:", "shop:cart:"]
+    rules:
+      T3: {{max_ttl: 60}}
+      K2: off
+  reports:
+    user: rep
+    password_hash: "{HASH}"
+    prefixes: "shop:"
+    read_only: true
+  idle:
+    password_hash: "{HASH}"
+rules:
+  K2: {{style: lowercase}}
+  K7: {{anonymous: reject}}
+  T3: {{min_ttl: 5, max_ttl: 3600}}
+"""
+
+
+@lru_cache(maxsize=None)
+def table() -> CommandTable:
+    return CommandTable.from_snapshot()
+
+
+@lru_cache(maxsize=None)
+def engine(text: str = POLICY) -> Engine:
+    return Engine(load_policy_text(text), table())
+
+
+def decide(app: str | None, command: str, text: str = POLICY):
+    base = engine(text)
+    chosen = base if app is None else base.tenants.engine(app)
+    args = [word.encode() for word in command.split()]
+    plan = chosen.plan_for(args)
+    return None if plan is None else chosen.decide(plan, args)
+
+
+# -- password hashes -----------------------------------------------------------------------
+
+def test_hash_round_trip_and_salt():
+    stored = hash_password(b"s3cret", **CHEAP)
+    parsed = PasswordHash.parse(stored)
+    assert str(parsed) == stored and stored.startswith("$scrypt$ln=4,r=8,p=1$")
+    assert parsed.matches(b"s3cret") and not parsed.matches(b"s3cret ") and not parsed.matches(b"")
+    assert hash_password(b"s3cret", **CHEAP) != stored  # a fresh salt each time
+    assert "s3cret" not in stored and parsed.salt.hex() not in repr(parsed)
+
+
+def test_default_cost_is_slow_scrypt():
+    parsed = PasswordHash.parse(hash_password(b"x"))
+    assert (parsed.log_n, parsed.r, parsed.p, len(parsed.salt), len(parsed.digest)) == (14, 8, 1, 16, 32)
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain-password", "$2b$12$abcdefghijklmnopqrstuv", "$scrypt$ln=14,r=8,p=1$c2FsdHNhbHQ",
+    "$scrypt$ln=0,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43, "$scrypt$ln=40,r=8,p=1$c2FsdHNhbHQ$" + "A" * 43,
+    "$scrypt$ln=14,r=8,p=1$c2E$" + "A" * 43,  # salt too short
+])
+def test_malformed_hashes(text):
+    with pytest.raises(HashFormatError):
+        PasswordHash.parse(text)
+
+
+def test_verified_credentials_are_remembered_by_keyed_digest():
+    verified = Verified()
+    verified.add(verified.tag(b"user", b"pw"), "app")
+    assert verified.get(verified.tag(b"user", b"pw")) == "app"
+    assert verified.get(verified.tag(b"user", b"pw2")) is None
+    assert verified.get(verified.tag(b"use", b"rpw")) is None
+    assert Verified().tag(b"user", b"pw") != verified.tag(b"user", b"pw")  # keyed per process
+
+
+def test_tenants_check_credentials():
+    tenants = engine().tenants
+    assert tenants.check(b"checkout", b"pw").name == "checkout"
+    assert tenants.check(b"rep", b"pw").name == "reports"
+    assert tenants.check(b"reports", b"pw") is None  # the user name, not the application name
+    assert tenants.check(b"checkout", b"PW") is None and tenants.check(b"nobody", b"pw") is None
+    tag = tenants.tag(b"checkout", b"pw")
+    assert tenants.cached(tag) is None
+    tenants.remember(tag, tenants.check(b"checkout", b"pw"))
+    assert tenants.cached(tag).name == "checkout"
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def test_loaded_applications():
+    policy = load_policy_text(POLICY)
+    assert policy.auth == "required"
+    apps = {app.name: app for app in policy.applications}
+    assert [(app.user, app.prefixes, app.read_only, app.overrides) for app in apps.values()] == [
+        ("checkout", ("shop:order:", "shop:cart:"), False, ("T3", "K2")),
+        ("rep", ("shop:",), True, ()),
+        ("idle", (), False, ()),
+    ]
+    assert load_policy_text(POLICY.replace("auth: required", "auth: optional")).auth == "optional"
+    assert load_policy_text(POLICY.replace("auth: required\n", "")).auth == "required"  # the default
+
+
+APP = f'password_hash: "{HASH}"'
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("auth: required\n", 1, "'auth' needs an 'applications' section"),
+    ("rules:\n  K7: {}\n", 2, "rule K7 needs an 'applications' section"),
+    (f"auth: sometimes\napplications:\n  a: {{{APP}}}\n", 1, "'auth' must be required or optional"),
+    ("applications: [a, b]\n", 1, "'applications' must be a mapping"),
+    ("applications:\n  a: 1\n", 2, "application 'a': settings must be a mapping"),
+    ("applications:\n  a:\n    prefixes: [x:]\n", 2, "'password_hash' is missing"),
+    ("applications:\n  a:\n    password_hash: secret\n", 3, "application 'a': 'password_hash': expected"),
+    (f"applications:\n  a:\n    {APP}\n    prefix: [x:]\n", 4, "unknown setting 'prefix'"),
+    (f"applications:\n  a:\n    {APP}\n    prefixes: [x:, '']\n", 4, "'prefixes' must be a list"),
+    (f"applications:\n  a:\n    {APP}\n    read_only: yes please\n", 4, "'read_only' must be true/false"),
+    (f"applications:\n  a:\n    {APP}\n    user: two words\n", 4, "'user' must be a user name"),
+    (f"applications:\n  a: {{{APP}}}\n  b: {{{APP}, user: a}}\n", 3, "user 'a' already belongs to application 'a'"),
+    (f"applications:\n  a: {{{APP}}}\n  a: {{{APP}}}\n", 3, "application 'a' appears twice"),
+    (f"applications:\n  a:\n    {APP}\n    rules:\n      T3: {{max_tll: 5}}\n", 5, "rule T3: unknown setting"),
+    (f"applications:\n  a:\n    {APP}\n    rules:\n      K99: {{}}\n", 5, "unknown rule 'K99'"),
+    (f"applications:\n  a:\n    {APP}\n    rules: [T3]\n", 4, "'applications: a: rules' must be a mapping"),
+    (f"applications:\n  a:\n    {APP}\nrules:\n  K7: {{anonymous: maybe}}\n", 5, "'anonymous' must be one of"),
+    # An override is validated merged with the policy's own settings.
+    (f"applications:\n  a:\n    {APP}\n    rules:\n      T3: {{max_ttl: 2}}\nrules:\n  T3: {{min_ttl: 5}}\n",
+     None, "rule T3"),
+])
+def test_load_errors_name_their_line(text, line, message):
+    error = load_error(text, "p.yaml")
+    assert message in error.message
+    if line is not None:
+        assert error.line == line, error
+
+
+# -- K7: prefixes, read-only, anonymous clients ---------------------------------------------
+
+@pytest.mark.parametrize("app, command, rule", [
+    ("checkout", "GET shop:order:1", None),
+    ("checkout", "SET shop:cart:1 v EX 30", None),
+    ("checkout", "GET shop:product:1", "K7"),  # reads are checked as writes are
+    ("checkout", "SET shop:product:1 v EX 30", "K7"),
+    ("checkout", "GET shop:order", "K7"),  # the prefix includes its delimiter
+    ("checkout", "MGET shop:order:1 other:1", "K7"),
+    ("checkout", "RENAME shop:order:1 shop:product:1", "K7"),  # destination keys too
+    ("checkout", "COPY shop:order:1 shop:cart:1", None),
+    ("checkout", "EVAL s 1 other:1", "K7"),
+    ("checkout", "SET Shop:Order:1 v EX 30", "K7"),  # K2 off for checkout; still outside
+    ("checkout", "PING", None),
+    ("reports", "GET shop:product:1", None),
+    ("reports", "GET other:1", "K7"),
+    ("reports", "SET shop:product:1 v EX 30", "K7"),  # read-only
+    ("reports", "DEL shop:product:1", "K7"),
+    ("reports", "EVAL s 1 shop:product:1", "K7"),  # may write
+    ("reports", "EVAL_RO s 1 shop:product:1", None),
+    ("reports", "FUNCTION FLUSH", "K7"),
+    ("reports", "PFCOUNT shop:hll", None),
+    ("reports", "GET Shop:product:1", "K2"),  # the policy's other rules still apply
+    ("idle", "GET shop:order:1", "K7"),  # applied for nothing
+    ("idle", "INFO", None),
+    (None, "GET shop:order:1", "K7"),  # no application: anonymous: reject
+    (None, "PING", None),
+])
+def test_namespace(app, command, rule):
+    verdict = decide(app, command)
+    fired = None if verdict is None or verdict.reject is None else verdict.reject.rule
+    assert fired == rule, verdict and verdict.findings
+
+
+def test_advice_names_the_application_and_its_prefixes():
+    assert decide("checkout", "GET shop:x:1").reject.advice == (
+        "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only; apply for a new "
+        "prefix with the operators")
+    assert decide("reports", "SET shop:x:1 v").reject.advice == (
+        "application 'reports' is read-only; ask the operators for write access")
+    assert "authenticate as the application" in decide(None, "GET k").reject.advice
+
+
+def _writes(spec) -> bool:
+    return "write" in spec.acl_categories or any(not WRITE_KEY_FLAGS.isdisjoint(ks.flags) for ks in spec.key_specs)
+
+
+@pytest.mark.parametrize("spec", [s for s in table().walk() if s.has_keys and "|" not in s.name],
+                         ids=lambda spec: spec.name)
+def test_read_only_follows_the_command_table(spec):
+    """Every command with keys: a read-only application may run it exactly when the command
+    table says it does not write (the @write category, or a key spec that changes keys)."""
+    rules = engine().tenants.engine("reports").plan_for([spec.name.encode()]).command_rules or ()
+    assert any(rule.id == "K7" for rule in rules) == _writes(spec)
+    if "read" in spec.acl_categories and not _writes(spec):
+        assert not any(rule.id == "K7" for rule in rules)
+
+
+def test_anonymous_allow_leaves_clients_that_are_no_application_alone():
+    text = POLICY.replace("anonymous: reject", "anonymous: allow")
+    assert decide(None, "GET anything:1", text) is None
+    assert decide("checkout", "GET anything:1", text).reject.rule == "K7"
+
+
+@pytest.mark.parametrize("text, mode", [
+    (POLICY.replace("name: shop", "name: shop\nmode: audit"), AUDIT),  # the whole policy dry-runs
+    (POLICY.replace("K2: off", "K2: off\n      K7: audit"), AUDIT),  # checkout's own K7 in audit
+    (POLICY, ENFORCE),
+])
+def test_k7_modes(text, mode):
+    verdict = decide("checkout", "GET other:1", text)
+    assert [finding.rule for finding in verdict.findings] == ["K7"]
+    assert verdict.findings[0].mode == mode
+    assert (verdict.reject is None) == (mode == AUDIT)
+
+
+def test_k7_off_compiles_the_namespace_out():
+    text = POLICY.replace("K7: {anonymous: reject}", "K7: off")
+    assert decide("checkout", "GET other:1", text) is None
+    assert decide("reports", "SET shop:x:1 v EX 30", text) is None
+
+
+# -- per-application overrides ---------------------------------------------------------------
+
+@pytest.mark.parametrize("app, command, rule", [
+    ("checkout", "SET shop:order:1 v EX 60", None),
+    ("checkout", "SET shop:order:1 v EX 61", "T3"),  # its own max_ttl
+    ("checkout", "SET shop:order:1 v EX 4", "T3"),  # the policy's min_ttl, merged in
+    ("checkout", "SET shop:order:Big v EX 30", None),  # its own K2: off
+    ("idle", "SET shop:order:1 v EX 61", "K7"),
+    (None, "SET Shop:1 v EX 30", "K2"),
+])
+def test_overrides_merge_over_the_policy_rules(app, command, rule):
+    verdict = decide(app, command)
+    fired = None if verdict is None or verdict.reject is None else verdict.reject.rule
+    assert fired == rule
+
+
+def test_without_applications_nothing_changes():
+    plain = engine("rules:\n  K2: {style: lowercase}\n")
+    assert plain.tenants is None
+    assert not any(rule.id == "K7" for rule in plain.policy.rules)
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+EXAMPLE = "configs/policies/applications.yaml"
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "proxy", *args], input=stdin, capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+
+
+def test_hash_password_reads_stdin():
+    done = run_cli("policy", "hash-password", stdin="checkout-secret\n")
+    assert done.returncode == 0
+    stored = done.stdout.strip()
+    assert PasswordHash.parse(stored).matches(b"checkout-secret") and "checkout-secret" not in stored
+    assert run_cli("policy", "hash-password", stdin="").returncode == 1
+
+
+def test_example_policy_passwords():
+    """The example's documented passwords are the ones its hashes were made from."""
+    policy = load_policy_text(open(os.path.join(REPO, EXAMPLE), encoding="utf-8").read())
+    passwords = {"checkout": b"checkout-secret", "catalog": b"catalog-secret", "reports": b"reports-secret"}
+    assert {app.name: app.password.matches(passwords[app.name]) for app in policy.applications} == \
+        dict.fromkeys(passwords, True)
+
+
+@pytest.mark.parametrize("app, command, decision", [
+    ("catalog", "SET shop:product:1 v EX 100000", "rule T3"),
+    ("catalog", "SET shop:product:1 v EX 100", "decision: allowed"),
+    ("reports", "SET shop:product:1 v EX 100", "'reports' is read-only"),
+    ("checkout", "GET shop:product:1", "application 'checkout' may use keys under"),
+    (None, "GET shop:order:1", "authenticate as the application"),
+])
+def test_explain_as_an_application(app, command, decision):
+    done = run_cli("policy", "explain", *(["--app", app] if app else []), EXAMPLE, "--", *command.split())
+    assert done.returncode == 0 and decision in done.stdout, done
+
+
+def test_check_lists_the_applications():
+    done = run_cli("policy", "check", EXAMPLE)
+    assert done.returncode == 0
+    assert "application 'catalog' (user catalog-svc): prefixes shop:product:, shop:category:" in done.stdout
+    assert "application 'reports' (user reports): prefixes shop:, read-only" in done.stdout
