@@ -501,16 +501,22 @@ class ClientSession(asyncio.Protocol):
         slot = Slot(self, -1 if stream else count, conn)
         if stream:
             self.streaming = slot
-        elif replace is not None:
-            slot.session = ReplacingSink(self, replace)
-        elif observe is not None:
-            slot.session = ScriptVerdictSink(self, observe)
+        else:
+            slot.session = self.receiver(replace, observe)
         self.slots.append(slot)
         self.inflight += 1
         conn.send(data, slot)
         if conn.write_paused:
             conn.blocked_sessions.add(self)
             self._pause_reading("upstream-slow")
+
+    def receiver(self, replace: bytes | None, observe):
+        """Who receives a slot's replies: the session, or a sink that swaps or observes them."""
+        if replace is not None:
+            return ReplacingSink(self, replace)
+        if observe is not None:
+            return ScriptVerdictSink(self, observe)
+        return self
 
     def upstream_writable(self) -> None:
         self._resume_reading("upstream-slow")

@@ -370,13 +370,7 @@ class ClusterSession(ClientSession):
         if self.streaming is not None or self.dedicated or self.upstream is not None:
             super()._forward(data, count, stream, replace, observe)
             return
-        slot = RoutedSlot(self, count, None, data, 0, self.route_slot)
-        if replace is not None:
-            from ..slots import ReplacingSink
-            slot.session = ReplacingSink(self, replace)
-        elif observe is not None:
-            from ..slots import ScriptVerdictSink
-            slot.session = ScriptVerdictSink(self, observe)
+        slot = RoutedSlot(self.receiver(replace, observe), count, None, data, 0, self.route_slot)
         self.slots.append(slot)
         self.inflight += 1
         self.router.send(slot, self.protocol, self.pool_index)
