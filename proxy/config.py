@@ -65,6 +65,7 @@ class Config:
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
     upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
     failover_timeout: float = 10.0  # how long a request waits for a cluster slot's new owner
+    read_from_replicas: bool = False  # cluster: read-only commands go to a replica of the slot
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -119,6 +120,13 @@ def parse_cluster_seeds(value) -> tuple[Upstream, ...]:
         if seed.db:
             raise ConfigError(f"upstream_cluster {seed.address}: a cluster has only database 0")
     return seeds
+
+
+def _flag(section: dict, key: str, where: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: '{key}' must be true or false, got {value!r}")
+    return value
 
 
 def _section(data: dict, name: str, where: str) -> dict:
@@ -176,6 +184,7 @@ def load_config(path: str | None) -> Config:
         upstream=parse_upstream(str(upstream)) if upstream else None,
         upstream_cluster=parse_cluster_seeds(data["upstream_cluster"]) if data.get("upstream_cluster") else (),
         failover_timeout=_number(options, "failover_timeout", 10.0, float, path),
+        read_from_replicas=_flag(options, "read_from_replicas", path),
         limits=limits,
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),

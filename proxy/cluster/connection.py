@@ -20,6 +20,7 @@ from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, SharedPool, UpstreamConnection, open_connection
 
 RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN)
+READONLY = (("READONLY",),)
 
 
 class RoutedSlot:
@@ -124,11 +125,12 @@ class ClusterConnection(UpstreamConnection):
 class NodePool(SharedPool):
     """Shared connections to one cluster node; a failure makes the router look again."""
 
-    __slots__ = ("router",)
+    __slots__ = ("router", "readonly")
 
-    def __init__(self, loop, upstream, protocol: int, size: int, timeout: float, router):
+    def __init__(self, loop, upstream, protocol: int, size: int, timeout: float, router, readonly=False):
         super().__init__(loop, upstream, 0, protocol, size, timeout)
         self.router = router
+        self.readonly = readonly  # connections to a replica, for reads: READONLY first
         self.retry_interval = 0.25
 
     def get(self, index: int):
@@ -139,7 +141,7 @@ class NodePool(SharedPool):
             return None
         conn = open_connection(self.loop, self.upstream, 0, self.protocol, self.timeout, self._closed,
                                cls=ClusterConnection, router=self.router,
-                               place=(self.protocol, index))
+                               place=(self.protocol, index), also=READONLY if self.readonly else ())
         self.connections[index] = conn
         return conn
 

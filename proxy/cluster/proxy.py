@@ -20,6 +20,7 @@ class ClusterProxy(Proxy):
         self.router = ClusterRouter(
             loop, [seed.address for seed in config.upstream_cluster], config.upstream_cluster[0],
             config.shared_connections, config.connect_timeout, config.failover_timeout,
+            read_from_replicas=config.read_from_replicas,
         )
         self.routes = RouteTable(command_table, Planner(command_table))
         actions = cluster_actions(command_table, self.shared_actions)
@@ -45,11 +46,11 @@ class ClusterProxy(Proxy):
 
         log.info("cluster: %s; %d parked requests; %d topology refreshes", self.router.slotmap.describe(),
                  len(self.router.parked), self.router.refreshes)
-        for (node, protocol), pool in self.router.pools.items():
+        for (node, protocol, readonly), pool in self.router.pools.items():
             for index, conn in enumerate(pool.connections):
                 if conn is not None:
-                    log.info("node %s resp=%d #%d: %s, %d runs in flight", node, protocol, index, conn.state,
-                             len(conn.pending))
+                    log.info("node %s%s resp=%d #%d: %s, %d runs in flight", node, " (replica reads)" if readonly else "",
+                             protocol, index, conn.state, len(conn.pending))
 
     async def shutdown(self, timeout: float) -> None:
         await super().shutdown(timeout)

@@ -44,7 +44,8 @@ class ClusterRouter:
     tryagain_delay = 0.02  # doubled on every TRYAGAIN of the same command
 
     def __init__(self, loop, seeds, credentials: Upstream | None, shared_connections: int,
-                 connect_timeout: float, failover_timeout: float = 10.0, min_refresh_interval: float = 0.2):
+                 connect_timeout: float, failover_timeout: float = 10.0, min_refresh_interval: float = 0.2,
+                 read_from_replicas: bool = False):
         self.loop = loop
         self.seeds = list(seeds)
         self.username = credentials.username if credentials else None
@@ -53,6 +54,7 @@ class ClusterRouter:
         self.connect_timeout = connect_timeout
         self.failover_timeout = failover_timeout
         self.min_refresh_interval = min_refresh_interval
+        self.read_from_replicas = read_from_replicas
         self.slotmap = SlotMap.empty()
         self.pools: dict[tuple, NodePool] = {}
         self.parked: list[tuple[float, RoutedSlot, int, int]] = []
@@ -146,13 +148,23 @@ class ClusterRouter:
 
     # -- connections -------------------------------------------------------------------------
 
-    def pool(self, node, protocol: int) -> NodePool:
-        key = (node, protocol)
+    def pool(self, node, protocol: int, readonly: bool = False) -> NodePool:
+        key = (node, protocol, readonly)
         pool = self.pools.get(key)
         if pool is None:
             pool = self.pools[key] = NodePool(self.loop, self.upstream_for(node), protocol, self.size,
-                                              self.connect_timeout, self)
+                                              self.connect_timeout, self, readonly)
         return pool
+
+    def replica_connection(self, hash_slot: int, protocol: int, index: int):
+        """For a read-only command with `read_from_replicas`: a shared connection to one of the
+        slot's replicas (spread by client), else to its master."""
+        replicas = self.slotmap.replicas_for_slot(hash_slot)
+        if replicas:
+            conn = self.pool(replicas[index % len(replicas)], protocol, True).get(index % self.size)
+            if conn is not None:
+                return conn
+        return self.connection(hash_slot, protocol, index)
 
     def connection(self, hash_slot: int | None, protocol: int, index: int):
         """The shared connection for a slot (None: any master), or None when its owner is

@@ -78,6 +78,10 @@ class RouteTable:
     def __init__(self, table, planner):
         self.planner = planner
         self.kinds: dict[bytes, int] = {}
+        self.reads: set[bytes] = set()  # read-only commands: a replica may answer them
+        for spec in table:
+            if "readonly" in spec.flags and "write" not in spec.flags and "|" not in spec.name:
+                self.reads.update((spec.name.encode(), spec.name.upper().encode()))
         from ..routing.multikey import SPLIT_COMMANDS
         for spec in table:
             if "|" in spec.name:
@@ -270,7 +274,10 @@ class ClusterSession(ClientSession):
             if action == PASS:
                 routed = routes.decide(args, router.slotmap.master_for_slot)
                 if routed is None or type(routed) is int:
-                    conn = router.connection(routed, self.protocol, self.pool_index)
+                    if router.read_from_replicas and routed is not None and name in routes.reads:
+                        conn = router.replica_connection(routed, self.protocol, self.pool_index)
+                    else:
+                        conn = router.connection(routed, self.protocol, self.pool_index)
                     if conn is not None and conn is run_conn:
                         index += 1
                         continue

@@ -328,7 +328,9 @@ def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
 
 
 def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None,
-                    cls=UpstreamConnection, **extra) -> UpstreamConnection:
-    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol), on_close, **extra)
+                    cls=UpstreamConnection, also=(), **extra) -> UpstreamConnection:
+    """A connection that runs the proxy's own start-up commands (AUTH, HELLO, SELECT, then
+    `also`) before any client request."""
+    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close, **extra)
     conn.connect(timeout)
     return conn

@@ -197,3 +197,30 @@ def test_policy_applies_in_cluster_mode(redis_cluster, tmp_path):
         assert 0 < client.ttl("user.profile:1:string") <= 60
     finally:
         process.stop()
+
+
+def _gets(client) -> int:
+    return int(client.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("replica_reads", [False, True], ids=["masters", "replicas"])
+def test_reads_from_replicas_only_when_configured(redis_cluster, tmp_path, replica_reads):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"upstream_options: {{read_from_replicas: {'true' if replica_reads else 'false'}}}\n")
+    process = ProxyProcess(None, str(config), "--upstream-cluster", redis_cluster.seeds)
+    try:
+        client = redis.Redis(port=process.port)
+        keys = [f"ro:{i}" for i in range(30)]
+        client.mset({key: key for key in keys})
+        assert client.wait(1, 2000) == 1  # the replicas have them
+        masters, replicas = redis_cluster.masters(), redis_cluster.replicas()
+        before = {node.port: _gets(redis_cluster.client(node)) for node in masters + replicas}
+        assert [client.get(key) for key in keys] == [key.encode() for key in keys]
+        assert client.set("ro:0", "written") is True  # writes still go to the master
+        after = {node.port: _gets(redis_cluster.client(node)) for node in masters + replicas}
+        on_replicas = sum(after[n.port] - before[n.port] for n in replicas)
+        on_masters = sum(after[n.port] - before[n.port] for n in masters)
+        assert (on_replicas, on_masters) == ((30, 0) if replica_reads else (0, 30))
+        assert redis_cluster.client(redis_cluster.master_for_key("ro:0")).get("ro:0") == b"written"
+    finally:
+        process.stop()
