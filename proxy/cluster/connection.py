@@ -55,6 +55,23 @@ class RoutedSlot:
         self.session.slot_failed(self, error, partial)
 
 
+class ReadBatch:
+    """While a cluster connection hands out one read's replies (`active`), client writes wait in
+    `dirty` transports; they leave, one write per client, when the read is done."""
+
+    __slots__ = ("active", "dirty")
+
+    def __init__(self):
+        self.active = False
+        self.dirty = []
+
+    def done(self) -> None:
+        self.active = False
+        dirty, self.dirty = self.dirty, []
+        for transport in dirty:
+            transport.flush()
+
+
 class ClusterConnection(UpstreamConnection):
     __slots__ = ("router", "error_partial", "protocol", "index")
 
@@ -65,6 +82,17 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def data_received(self, data: bytes) -> None:
+        reading = self.router.reading
+        if reading.active:  # not expected: a delivery that reads again; its writes join ours
+            self._deliver_replies(data)
+            return
+        reading.active = True
+        try:
+            self._deliver_replies(data)
+        finally:
+            reading.done()
+
+    def _deliver_replies(self, data: bytes) -> None:
         pending = self.pending
         splitter = self.splitter
         scan = splitter.scan

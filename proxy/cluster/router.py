@@ -32,7 +32,7 @@ from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
 from ..upstream.connection import HiddenSlot
 from ..upstream.probe import ask
-from .connection import NodePool, RoutedSlot
+from .connection import NodePool, ReadBatch, RoutedSlot
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -63,6 +63,7 @@ class ClusterRouter:
         self.last_refresh = -1e9
         self.refreshes = 0
         self._master_slots = (None, [])
+        self.reading = ReadBatch()  # client writes made during one upstream read leave together
 
     # -- topology ----------------------------------------------------------------------------
 

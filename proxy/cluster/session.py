@@ -183,6 +183,40 @@ class TransformSink:
         self.session.slot_failed(slot, error, False)
 
 
+class CoalescingTransport:
+    """The client's transport, with the writes made while one upstream read is handed out sent
+    as one (`ReadBatch`): a pipeline's replies come back from several masters, one slot per
+    master change, and each slot's reply would otherwise be a system call of its own."""
+
+    __slots__ = ("transport", "batch", "out")
+
+    def __init__(self, transport, batch):
+        self.transport = transport
+        self.batch = batch
+        self.out = None
+
+    def write(self, data: bytes) -> None:
+        if self.out is not None:
+            self.out.append(data)
+        elif self.batch.active:
+            self.out = [data]
+            self.batch.dirty.append(self)
+        else:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        out, self.out = self.out, None
+        if out and not self.transport.is_closing():
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
 class ClusterSession(ClientSession):
     __slots__ = ("router", "routes", "route_slot", "txn_conn", "txn_slot", "txn_deferred", "own_conns",
                  "client_name", "client_id", "drain_first")
@@ -199,6 +233,9 @@ class ClusterSession(ClientSession):
         self.client_name = None
         self.client_id = proxy.next_client_id()
         self.drain_first = False  # the next command waits for everything in flight
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(CoalescingTransport(transport, self.router.reading))
 
     def _bind(self) -> None:
         super()._bind()
