@@ -85,7 +85,7 @@ DEDICATED_OVERRIDES = {
 }
 
 
-def _both_cases(table: dict[str, int]) -> dict[bytes, int]:
+def both_cases(table: dict[str, int]) -> dict[bytes, int]:
     out = {}
     for name, action in table.items():
         out[name.encode()] = action
@@ -101,7 +101,7 @@ def build_actions(command_names, blocking_names) -> tuple[dict[bytes, int], dict
     dedicated = dict(shared)
     dedicated.update({name: PASS for name in blocking_names})
     dedicated.update(DEDICATED_OVERRIDES)
-    return _both_cases(shared), _both_cases(dedicated)
+    return both_cases(shared), both_cases(dedicated)
 
 
 LOGIN_ACTIONS = {"auth": LOGIN, "hello": LOGIN, "reset": RESET}
@@ -112,9 +112,9 @@ def build_login_actions(shared: dict[bytes, int], dedicated: dict[bytes, int]):
     """(shared, dedicated, locked) action tables for a proxy that authenticates clients: the
     client's credentials never reach Redis. `locked` is for a client that has not authenticated
     yet; a name missing from it (an unknown command) is LOCKED too."""
-    login = _both_cases(LOGIN_ACTIONS)
+    login = both_cases(LOGIN_ACTIONS)
     locked = {name: LOCKED for name in shared}
-    locked.update(_both_cases(UNLOCKED))
+    locked.update(both_cases(UNLOCKED))
     return {**shared, **login}, {**dedicated, **login}, locked
 
 

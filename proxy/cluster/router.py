@@ -187,9 +187,13 @@ class ClusterRouter:
         if conn is None:
             self.park(slot, protocol, index)
             return
+        self._send_on(conn, slot)
+
+    @staticmethod
+    def _send_on(conn, slot: RoutedSlot) -> None:
         slot.conn = conn
         data = slot.request(0) if slot.count == 1 else slot.source.span(slot.first, slot.first + slot.count)
-        if slot.asking:
+        if slot.asking:  # once: ASK names the node for this one command
             slot.asking = False
             conn.send(ASKING, HiddenSlot(1))
         conn.send(data, slot)
@@ -255,11 +259,7 @@ class ClusterRouter:
         if target is None:
             self.park(retry, conn.protocol, conn.index)
             return
-        retry.conn = target
-        if retry.asking:
-            retry.asking = False
-            target.send(ASKING, HiddenSlot(1))
-        target.send(retry.request(0), retry)
+        self._send_on(target, retry)
 
     def close(self) -> None:
         for pool in self.pools.values():

@@ -22,9 +22,10 @@ from __future__ import annotations
 import hiredis
 
 from .. import errors
-from ..connstate import HELLO, PASS, STREAM, SUBCOMMAND, TXN_DISCARD, TXN_EXEC, authenticates, strict_int
+from ..connstate import (PASS, PIN, SELECT, STREAM, TXN_DISCARD, TXN_EXEC, authenticates, both_cases,
+                         strict_int)
 from ..policy.engine import SessionState
-from ..routing.multikey import Forward, Reject, Split
+from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
 from ..server import HELD, ClientSession
@@ -46,58 +47,43 @@ STANDALONE_MODE = b"$10\r\nstandalone\r\n"
 
 
 def cluster_actions(table, shared_actions: dict) -> dict:
-    actions = dict(shared_actions)
-    for name, action in shared_actions.items():
-        if action == SUBCOMMAND:
-            actions[name] = LOCAL  # CLIENT
-        elif action not in (PASS, STREAM, HELLO):
-            actions[name] = PASS  # SELECT: the node answers; QUIT is set below
-    for spec in table:
-        if "blocking" in spec.flags and "|" not in spec.name:
-            for name in (spec.name.encode(), spec.name.upper().encode()):
-                actions[name] = BLOCK
+    """The standalone session's action table, changed for a cluster: pinning and SELECT become
+    plain routing unless named below (connection state is kept here or on the client's own
+    connections); blocking commands and whole-keyspace commands get their own actions."""
+    actions = {name: PASS if action in (PIN, SELECT) else action for name, action in shared_actions.items()}
+    blocking = {spec.name: BLOCK for spec in table if "blocking" in spec.flags and "|" not in spec.name}
     named = {
-        b"multi": TXN_PIN, b"watch": TXN_PIN, b"auth": LOCAL, b"reset": LOCAL, b"readonly": LOCAL,
-        b"readwrite": LOCAL, b"asking": LOCAL, b"hello": LOCAL, b"client": LOCAL, b"quit": None,
-        b"wait": EVERY_MASTER, b"scan": SCAN,
-        **{name: EVERY_MASTER for name in FANOUT},
+        "multi": TXN_PIN, "watch": TXN_PIN, "auth": LOCAL, "reset": LOCAL, "readonly": LOCAL,
+        "readwrite": LOCAL, "asking": LOCAL, "hello": LOCAL, "client": LOCAL,
+        "wait": EVERY_MASTER, "scan": SCAN, **{name.decode(): EVERY_MASTER for name in FANOUT},
     }
-    for name, action in named.items():
-        for spelled in (name, name.upper()):
-            if action is None:
-                continue
-            actions[spelled] = action
+    actions.update(both_cases({**blocking, **named}))
     return actions
 
 
 class RouteTable:
-    """Per command name: where its key is (argument 1, none, or ask the Planner)."""
+    """Per command name: where its key is (argument 1, none, or ask the Planner), and whether
+    it only reads (a replica may answer it)."""
 
     FIRST_ARG, NO_KEY, PLANNED = 0, 1, 2
 
     def __init__(self, table, planner):
         self.planner = planner
-        self.kinds: dict[bytes, int] = {}
-        self.reads: set[bytes] = set()  # read-only commands: a replica may answer them
-        for spec in table:
-            if "readonly" in spec.flags and "write" not in spec.flags and "|" not in spec.name:
-                self.reads.update((spec.name.encode(), spec.name.upper().encode()))
-        from ..routing.multikey import SPLIT_COMMANDS
+        kinds: dict[str, int] = {}
+        reads: dict[str, bool] = {}
         for spec in table:
             if "|" in spec.name:
                 continue
-            specs = spec.key_specs
-            if spec.subcommands or spec.name in SPLIT_COMMANDS or "movablekeys" in spec.flags:
-                kind = self.PLANNED
-            elif not specs:
-                kind = self.NO_KEY
-            elif (len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
-                  and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0):
-                kind = self.FIRST_ARG
+            if spec.name in SPLIT_COMMANDS or "movablekeys" in spec.flags or spec.subcommands:
+                kinds[spec.name] = self.PLANNED
+            elif not spec.key_specs:
+                kinds[spec.name] = self.NO_KEY
             else:
-                kind = self.PLANNED
-            for name in (spec.name.encode(), spec.name.upper().encode()):
-                self.kinds[name] = kind
+                kinds[spec.name] = self.FIRST_ARG if spec.key_at_first_argument else self.PLANNED
+            if "readonly" in spec.flags and "write" not in spec.flags:
+                reads[spec.name] = True
+        self.kinds = both_cases(kinds)
+        self.reads = set(both_cases(reads))
 
     def decide(self, args, master_for_slot):
         """A hash slot (int), None (no key: any master), or the Planner's Split/Reject."""

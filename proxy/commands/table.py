@@ -111,11 +111,16 @@ class CommandSpec:
     subcommands: Mapping[str, "CommandSpec"] = field(default_factory=lambda: _EMPTY, compare=False)
     # Like Redis's doesCommandHaveKeys(): a key spec that is not NOT_KEY.
     has_keys: bool = field(init=False)
+    # The common shape "one key, and it is argument 1" (GET, SET, HSET...): no interpreter needed.
+    key_at_first_argument: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "has_keys", any("NOT_KEY" not in ks.flags for ks in self.key_specs)
-        )
+        specs = self.key_specs
+        object.__setattr__(self, "has_keys", any("NOT_KEY" not in ks.flags for ks in specs))
+        object.__setattr__(self, "key_at_first_argument", (
+            len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
+            and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
+            and not self.subcommands))
 
     @property
     def container(self) -> str | None:

@@ -83,13 +83,8 @@ class Plan:
         self.command_rules = command_rules
         self.rewrite_rules = rewrite_rules
         self.check_keys = check_keys
-        # The common shape "one key, at argument 1" skips the key-spec interpreter.
         specs = spec.key_specs
-        self.simple_key = (
-            len(specs) == 1 and specs[0].begin_search.kind == "index" and specs[0].begin_search.pos == 1
-            and specs[0].find_keys.kind == "range" and specs[0].find_keys.lastkey == 0
-            and not spec.subcommands
-        )
+        self.simple_key = spec.key_at_first_argument  # skips the key-spec interpreter
         # The key of argument 1 with its documented spec: what find_keys would say, for free.
         self.first_key = (((1, specs[0]),) if self.simple_key and "VARIABLE_FLAGS" not in specs[0].flags
                           else None)

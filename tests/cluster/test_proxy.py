@@ -1,6 +1,7 @@
 """The proxy in front of a real Redis Cluster (3 masters x 1 replica), driven by redis-py in
 plain (non-cluster) mode, as an application configured with one Redis URL would."""
 
+import socket
 import threading
 import time
 
@@ -8,7 +9,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from tests.servers import ProxyProcess  # noqa: E402
+from tests.servers import ProxyProcess, read_until_quiet  # noqa: E402
 
 KEYS = [f"user:{i}" for i in range(60)]
 
@@ -224,3 +225,17 @@ def test_reads_from_replicas_only_when_configured(redis_cluster, tmp_path, repli
         assert redis_cluster.client(redis_cluster.master_for_key("ro:0")).get("ro:0") == b"written"
     finally:
         process.stop()
+
+
+def test_quit_closes_only_the_client(cluster_proxy):
+    """QUIT is answered by the proxy, which then closes the client; forwarded, it would close a
+    connection that other clients share and leave the client open."""
+    other = redis.Redis(port=cluster_proxy.port)
+    with socket.create_connection(("127.0.0.1", cluster_proxy.port), timeout=5) as quitter:
+        quitter.sendall(b"*1\r\n$4\r\nQUIT\r\n")
+        reply, closed = read_until_quiet(quitter, timeout=5)
+    assert reply == b"+OK\r\n" and closed
+    pipe = other.pipeline(transaction=False)
+    for i in range(50):
+        pipe.set(f"quit:{i}", i)
+    assert pipe.execute() == [True] * 50
