@@ -44,11 +44,12 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--pipeline", default="1,16")
+    ap.add_argument("--workers", type=int, default=1, help="proxy processes (SO_REUSEPORT)")
     args = ap.parse_args(argv)
     cluster = start_cluster(masters=3, replicas=1)
     proxy = None
     try:
-        proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds)
+        proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *(["--workers", str(args.workers)] if args.workers > 1 else []))
         seed = cluster.masters()[0].port
         print(f"cluster {cluster.seeds}; proxy on {proxy.port}")
         for pipeline in [int(p) for p in args.pipeline.split(",")]:

@@ -178,7 +178,8 @@ class ClientSession(asyncio.Protocol):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or engine.key_ok(args[1]))):
+                        args[1] in good_keys or engine.key_ok(args[1]))) and not (
+                        plan.memo is not None and plan.passed_before(args, self.policy_state)):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)

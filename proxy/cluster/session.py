@@ -268,7 +268,8 @@ class ClusterSession(ClientSession):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or engine.key_ok(args[1]))):
+                        args[1] in good_keys or engine.key_ok(args[1]))) and not (
+                        plan.memo is not None and plan.passed_before(args, self.policy_state)):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
                         if start < index:

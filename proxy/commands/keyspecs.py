@@ -202,11 +202,13 @@ def _invalid(spec: CommandSpec, args: Sequence[bytes]) -> KeyPositions:
 
 
 class GetKeysProc:
-    __slots__ = ("find", "complete")
+    __slots__ = ("find", "complete", "reads_from")
 
-    def __init__(self, find: Callable[[CommandSpec, Sequence[bytes]], KeyPositions], complete: bool) -> None:
+    def __init__(self, find: Callable[[CommandSpec, Sequence[bytes]], KeyPositions], complete: bool,
+                 reads_from: int) -> None:
         self.find = find
         self.complete = complete  # finds every key the command can touch
+        self.reads_from = reads_from  # the first argument it reads (SET: its options, from 3)
 
 
 RO_ACCESS = frozenset({"RO", "ACCESS"})
@@ -331,9 +333,9 @@ def _bitfield_keys(spec: CommandSpec, args: Sequence[bytes]) -> KeyPositions:
 
 
 GETKEYS_PROCS: dict[str, GetKeysProc] = {
-    "sort": GetKeysProc(_sort_keys, complete=False),
-    "sort_ro": GetKeysProc(_sort_ro_keys, complete=False),
-    "migrate": GetKeysProc(_migrate_keys, complete=True),
-    "set": GetKeysProc(_set_keys, complete=True),
-    "bitfield": GetKeysProc(_bitfield_keys, complete=True),
+    "sort": GetKeysProc(_sort_keys, complete=False, reads_from=2),
+    "sort_ro": GetKeysProc(_sort_ro_keys, complete=False, reads_from=2),
+    "migrate": GetKeysProc(_migrate_keys, complete=True, reads_from=1),
+    "set": GetKeysProc(_set_keys, complete=True, reads_from=3),
+    "bitfield": GetKeysProc(_bitfield_keys, complete=True, reads_from=2),
 }

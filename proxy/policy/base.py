@@ -138,12 +138,25 @@ class KeyRule(Rule):
         raise NotImplementedError
 
 
+# `CommandRule.reads_from`: the rule reads no argument's bytes besides the keys (lengths at most).
+NO_ARGUMENTS = 1 << 30
+
+
 class CommandRule(Rule):
     """A rule on a whole command. `applies_to(spec)` decides, at policy load, the commands it
     is compiled into; `check(call)` runs for those only."""
 
     def applies_to(self, spec) -> bool:
         raise NotImplementedError
+
+    def reads_from(self, spec) -> int | None:
+        """For the engine's memo of commands that passed (`engine.Plan`): the first argument
+        from which this rule's verdict on `spec` may depend on argument bytes, not only on
+        their lengths, besides the key at argument 1; `NO_ARGUMENTS` when it reads none. None
+        (the default): the verdict may depend on more (the server, chance), so a command with
+        this rule is always decided in full. A check that reads `call.later` or the clock is
+        not memoized for that call (`Call.volatile`)."""
+        return None
 
     def check(self, call) -> Finding | None:
         raise NotImplementedError

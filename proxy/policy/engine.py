@@ -7,22 +7,29 @@ so the proxy's cost for them is one failed dict lookup. All key-name rules are f
 compiled regex of lookaheads: a conforming key costs one `match`; only a failing key runs the
 rules one by one to say which fired. `decide` returns None (forward unchanged) or a `Verdict`.
 No I/O here; the server applies verdicts.
+
+The memo of passes: when every rule of a plan says which argument bytes its verdict reads
+(`CommandRule.reads_from`), a command that passed is remembered by its shape: the key, the
+lengths of the arguments no rule reads, and the bytes of the ones they do (`SET k <3 bytes>
+EX 3600`). The next command of that shape passes with one tuple and one lookup, whatever its
+value: applications write the same keys with the same options again and again. Calls that
+looked at the rest of the pipeline or at the clock, and transactions, are always decided.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..commands.keyspecs import find_keys
+from ..commands.keyspecs import GETKEYS_PROCS, find_keys
 from .applications import Tenants
-from .base import AUDIT, ENFORCE, OFF, CommandRule, Finding, KeyRule, RewriteRule
+from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .loader import PASSTHROUGH, Policy
 
 
 class Call:
     """One command under decision, with what rules may need to know around it."""
 
-    __slots__ = ("args", "spec", "name", "keys", "later", "state", "commands", "memo")
+    __slots__ = ("args", "spec", "name", "keys", "_later", "state", "commands", "memo", "volatile")
 
     def __init__(self, args, spec, name, keys, later, state, commands=None):
         self.memo = None  # the TTL arguments, worked out once for the TTL rules (t1_ttl.call_ttl_args)
@@ -30,9 +37,16 @@ class Call:
         self.spec = spec
         self.name = name  # lower case; 'client|kill' for subcommands
         self.keys = keys  # [(argument index, KeySpec)]
-        self.later = later  # the commands after this one in the same pipeline
+        self._later = later
         self.state = state  # the session's SessionState (transactions, protocol)
         self.commands = commands  # in a rewrite chain: all the earlier rules send (args is [0])
+        self.volatile = False  # the verdict depends on more than the arguments: not memoized
+
+    @property
+    def later(self):
+        """The commands after this one in the same pipeline."""
+        self.volatile = True
+        return self._later
 
     def key_names(self) -> list[bytes]:
         args = self.args
@@ -76,7 +90,7 @@ class Verdict:
 
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
-                 "first_key")
+                 "first_key", "memo", "memo_from", "shape", "shapes")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys):
         self.spec = spec
@@ -90,6 +104,44 @@ class Plan:
                           else None)
         # Only the name of argument 1 to check: the server does it inline with one match.
         self.keys_only = self.simple_key and check_keys and not command_rules and not rewrite_rules
+        # key -> the shape of the commands on it that passed (the module's docstring), or a
+        # frozenset of them when there are several
+        self.memo = None
+        self.memo_from = NO_ARGUMENTS  # the first argument whose bytes are part of the shape
+        self.shapes = {}  # every shape once, shared by the keys: compared in cache, not in memory
+        self.shape = None
+        if self.simple_key and (command_rules or rewrite_rules):
+            starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
+            if "VARIABLE_FLAGS" in specs[0].flags:  # SET ... GET: the flags come from the options
+                proc = GETKEYS_PROCS.get(spec.name)
+                starts.append(proc.reads_from if proc is not None else None)
+            if None not in starts:
+                self.memo = {}
+                self.memo_from = min(starts)
+                self.shape = _shape_of(self.memo_from)
+
+    def passed_before(self, args, state) -> bool:
+        # Keyed by the key, then one comparison with a shape object shared by all keys: on a
+        # large keyspace every other object touched is a cache miss (a table of (key, shape)
+        # tuples costs half as much again).
+        if len(args) < 2 or state.in_multi:
+            return False
+        known = self.memo.get(args[1])
+        if known is None:
+            return False
+        if type(known) is tuple:
+            return self.shape(args) == known
+        return self.shape(args) in known
+
+
+def _shape_of(start: int):
+    """What a verdict depends on besides the key at argument 1: the lengths of the arguments
+    before `start`, the bytes of the others. The commonest shapes get a function of their own."""
+    if start <= 2:
+        return lambda args: tuple(args[2:])
+    if start == 3:  # SET k v [options]: the value's length, the options
+        return lambda args: (len(args[2]), *args[3:]) if len(args) > 2 else ()
+    return lambda args: (*map(len, args[2:start]), *args[start:])
 
 
 def _effective(rule, policy_mode: str):
@@ -112,6 +164,7 @@ class Engine:
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
         self.good_keys: dict[bytes, bool] = {}  # names that passed every key rule (bounded)
+        self.memo_size = 0  # shapes in all the plans' memos
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
         if patterns:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
@@ -146,6 +199,9 @@ class Engine:
     # -- per command ------------------------------------------------------------------------
 
     GOOD_KEYS_MAX = 1 << 17
+    MEMO_MAX = 1 << 17  # keys remembered, all plans together
+    MEMO_SHAPES = 4  # shapes remembered per key and plan (then it starts again)
+    MEMO_BYTES = 512  # the most argument bytes a remembered shape may hold, its key included
 
     def key_ok(self, key: bytes) -> bool:
         """Does this name pass every key rule? A lookup for names seen before (applications
@@ -205,12 +261,36 @@ class Engine:
                     rewriters += (rule,)
                     call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state, rewritten)
         if findings is None and commands is None:
+            if plan.memo is not None and (call is None or not call.volatile):
+                self._remember(plan, args, state)
             return None
         reject = None
         if findings:
             findings = [self.with_mode(finding) for finding in findings]
             reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
         return Verdict(reject, None if reject else commands, tuple(findings or ()), rewriters)
+
+    def _remember(self, plan: Plan, args, state) -> None:
+        if len(args) < 2 or (state is not None and state.in_multi):
+            return
+        if len(args[1]) + sum(map(len, args[plan.memo_from:])) > self.MEMO_BYTES:
+            return  # a shape holding a big key or option would cost more memory than it saves
+        known = plan.memo.get(args[1])
+        if known is None:
+            if self.memo_size >= self.MEMO_MAX:
+                for each in set(self.plans.values()):
+                    if each.memo:
+                        each.memo.clear()
+                self.memo_size = 0
+            self.memo_size += 1
+            if len(plan.shapes) >= self.MEMO_MAX:
+                plan.shapes.clear()
+        shape = plan.shape(args)
+        shape = plan.shapes.setdefault(shape, shape)
+        if known is None or (type(known) is frozenset and len(known) >= self.MEMO_SHAPES):
+            plan.memo[args[1]] = shape
+        else:
+            plan.memo[args[1]] = frozenset((known, shape) if type(known) is tuple else (*known, shape))
 
     def with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)

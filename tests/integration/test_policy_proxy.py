@@ -124,3 +124,44 @@ def test_audit_mode_allows_logs_and_counts(setup):
     assert '"rule": "K2"' in line and "AuditMe:1" in line and '"v"' not in line
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body
+
+
+MEMO_POLICY = """
+name: memo
+rules:
+  K2: {style: lowercase}
+  T1: {action: reject}
+  V1: {max_bytes: 4}
+"""
+
+
+def test_a_remembered_pass_decides_nothing_for_other_commands(tmp_path):
+    """The engine's memo of passes (same key, same shape) through a running proxy: what passed
+    once passes again, anything that differs in a way the rules read is decided again."""
+    server = RedisServer()
+    policy = tmp_path / "memo.yaml"
+    policy.write_text(MEMO_POLICY)
+    process = ProxyProcess(server.url, "configs/passthrough.yaml", "--policy", str(policy))
+    try:
+        t1 = (b"-NOPERM key 'memo:1' breaks rule T1 (every key has a TTL): add EX <seconds> (or PX, "
+              b"EXAT, PXAT), or send EXPIRE memo:1 <seconds> after it in the same pipeline or transaction\r\n")
+        exchanges = [
+            (b"SET memo:1 abc EX 60\r\nSET memo:1 xyz EX 60\r\n", b"+OK\r\n+OK\r\n"),  # then remembered
+            (b"SET memo:1 abcde EX 60\r\n",  # longer than V1's 4 bytes
+             b"-NOPERM key 'memo:1' breaks rule V1 (string size): keep string values at most 4 bytes "
+             b"(got 5 bytes)\r\n"),
+            (b"SET memo:1 abc\r\n", t1),  # no TTL
+            (b"SET memo:1 abc\r\nEXPIRE memo:1 60\r\n", b"+OK\r\n:1\r\n"),  # a TTL later in the pipeline
+            (b"SET memo:1 abc\r\n", t1),  # ... was not remembered
+            (b"MULTI\r\nSET memo:1 abc\r\nEXPIRE memo:1 60\r\nEXEC\r\n",  # a TTL in the transaction
+             b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:1\r\n"),
+            (b"SET memo:1 abc\r\n", t1),  # ... was not remembered either
+        ]
+        for payload, expected in exchanges:
+            reply, closed = exchange(process.port, payload)
+            assert (payload, reply) == (payload, expected)
+            assert not closed
+        assert redis.Redis(port=server.port).get("memo:1") == b"abc"
+    finally:
+        process.stop()
+        server.close()

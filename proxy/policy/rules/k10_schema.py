@@ -21,7 +21,7 @@ With `strict: false` undeclared keys pass; the type of declared ones is still ch
 from __future__ import annotations
 
 from ... import errors
-from ..base import CommandRule, KeyRule, PolicyError, register
+from ..base import NO_ARGUMENTS, CommandRule, KeyRule, PolicyError, register
 from ._keyshape import key_bytes, subject
 from .k6_type_words import GROUP_TYPES
 from .t1_ttl import CREATION, text
@@ -68,6 +68,9 @@ class KeySchema(KeyRule, CommandRule):
     def applies_to(self, spec) -> bool:
         return spec.has_keys and (spec.group in GROUP_TYPES or spec.name in GENERIC_TYPED
                                   or CREATION.get(spec.name) == "carries")
+
+    def reads_from(self, spec) -> int:
+        return NO_ARGUMENTS  # the keys' patterns and the command's group only
 
     def check(self, call):
         spec = call.spec

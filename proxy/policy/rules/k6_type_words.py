@@ -16,7 +16,7 @@ case is K2's business.
 from __future__ import annotations
 
 from ...commands.keyspecs import find_keys
-from ..base import CommandRule, register
+from ..base import NO_ARGUMENTS, CommandRule, register
 
 # COMMAND DOCS group -> the value type (TYPE's answer) that the group's write commands create.
 # Bitmaps and HyperLogLogs are strings, geo sets are sorted sets.
@@ -65,6 +65,9 @@ class TypeWords(CommandRule):
     def applies_to(self, spec) -> bool:
         return ("write" in spec.flags and spec.group in GROUP_TYPES
                 and any(not ks.flags.isdisjoint(WRITE_FLAGS) for ks in spec.key_specs))
+
+    def reads_from(self, spec) -> int:
+        return NO_ARGUMENTS  # the keys and the command's group only
 
     def check(self, call):
         keys = call.keys if call.keys is not None else find_keys(call.spec, call.args)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ..base import CommandRule, RewriteRule, Rule, register
+from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, register
 
 # -- the one table of TTL arguments (T1, T2, T3) ------------------------------------------------
 
@@ -141,6 +141,17 @@ def ttl_args(name: str, args) -> TtlArgs | None:
     else:  # persist
         found.clear = True
     return found
+
+
+def ttl_reads_from(spec) -> int:
+    """The first argument whose bytes say something about a TTL (`CommandRule.reads_from`):
+    SET/GETEX options and RESTORE's TTL and ABSTTL; TTL_TABLE's "at" arguments are read by T3
+    only, T1 needs just their presence."""
+    entry = TTL_TABLE.get(spec.name)
+    start = entry[1] if entry is not None and entry[0] in ("options", "restore") else NO_ARGUMENTS
+    if isinstance(CREATION.get(spec.name), tuple):  # MKSTREAM / NOMKSTREAM among the options
+        start = min(start, 2)
+    return start
 
 
 def command_name(args) -> str:
@@ -322,6 +333,9 @@ class RequireTtl(_TtlCommon, CommandRule):
 
     def applies_to(self, spec) -> bool:
         return may_create(spec) or spec.name in TTL_TABLE
+
+    def reads_from(self, spec) -> int:
+        return ttl_reads_from(spec)  # and `call.later`, which makes a call volatile
 
     def check(self, call):
         info = call_ttl_args(call)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from ...errors import schema_limit
-from ..base import CommandRule, PolicyError, register
+from ..base import NO_ARGUMENTS, CommandRule, PolicyError, register
 from .t1_ttl import TTL_TABLE, call_ttl_args, glob_matcher, text, ttl_args
 
 UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
@@ -68,6 +68,10 @@ class TtlBounds(CommandRule):
     def applies_to(self, spec) -> bool:
         return spec.name in TTL_TABLE
 
+    def reads_from(self, spec) -> int:
+        entry = TTL_TABLE[spec.name]
+        return entry[1] if len(entry) > 1 else NO_ARGUMENTS
+
     def check(self, call):
         args = call.args
         if len(args) < 2:
@@ -90,6 +94,8 @@ class TtlBounds(CommandRule):
                 number = int(args[index])
             except ValueError:
                 continue
+            if absolute:
+                call.volatile = True  # the verdict changes with the clock
             seconds = number * unit - (time.time() if absolute else 0)
             if seconds < low or seconds > high:
                 got = duration(seconds) if seconds > 0 else "an expiry that deletes the key at once"

@@ -19,7 +19,7 @@ writes, RESTORE's payload, INCRBYFLOAT results (small by nature).
 from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
-from ..base import RewriteRule, register
+from ..base import NO_ARGUMENTS, RewriteRule, register
 from .t1_ttl import current_commands, same_command, text
 
 APPEND_SCRIPT = b"""\
@@ -81,6 +81,10 @@ class StringSize(RewriteRule):
 
     def applies_to(self, spec) -> bool:
         return spec.name in VALUES
+
+    def reads_from(self, spec) -> int:
+        # The values' lengths decide, and SETRANGE's and SETBIT's offsets (argument 2).
+        return 2 if VALUES[spec.name][0] in ("range", "bit", "pairs") else NO_ARGUMENTS
 
     def check(self, call):
         args = call.args

@@ -7,7 +7,7 @@ HyperLogLogs are not checked.
 
 from __future__ import annotations
 
-from ..base import CommandRule, register
+from ..base import NO_ARGUMENTS, CommandRule, register
 from .t1_ttl import text
 from .v2_cardinality import zadd_members
 
@@ -59,6 +59,10 @@ class ElementSize(CommandRule):
 
     def applies_to(self, spec) -> bool:
         return spec.name in ELEMENTS
+
+    def reads_from(self, spec) -> int:
+        # Where the elements are is fixed, but for ZADD's and GEOADD's options before them.
+        return 2 if spec.name in ("zadd", "geoadd") else NO_ARGUMENTS
 
     def check(self, call):
         what, elements = ELEMENTS[call.name]
