@@ -164,7 +164,8 @@ class Engine:
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
         self.good_keys: dict[bytes, bool] = {}  # names that passed every key rule (bounded)
-        self.memo_size = 0  # shapes in all the plans' memos
+        self.memo_size = 0  # keys in all the plans' memos
+        self.subcommand_plans: dict[str, Plan] = {}  # 'xgroup|create' -> its plan, made on first use
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
         if patterns:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
@@ -221,8 +222,11 @@ class Engine:
             spec = self.table.lookup(args)
             if spec is None or spec is plan.spec:
                 return None
-            command_rules, rewrite_rules = self._rules_for(spec)
-            plan = Plan(spec, tuple(command_rules), tuple(rewrite_rules), self.key_match is not None and spec.has_keys)
+            plan = self.subcommand_plans.get(spec.name)
+            if plan is None:
+                command_rules, rewrite_rules = self._rules_for(spec)
+                plan = self.subcommand_plans[spec.name] = Plan(
+                    spec, tuple(command_rules), tuple(rewrite_rules), self.key_match is not None and spec.has_keys)
         spec = plan.spec
         findings = None
         if plan.check_keys and self.key_match is not None:
@@ -278,7 +282,7 @@ class Engine:
         known = plan.memo.get(args[1])
         if known is None:
             if self.memo_size >= self.MEMO_MAX:
-                for each in set(self.plans.values()):
+                for each in {*self.plans.values(), *self.subcommand_plans.values()}:
                     if each.memo:
                         each.memo.clear()
                 self.memo_size = 0
