@@ -143,6 +143,8 @@ NOAUTH_HELLO = (b"-NOAUTH HELLO must be called with the client already authentic
                 b"RESP protocol version at the same time\r\n")
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 AUTH_ARITY = b"-ERR wrong number of arguments for 'auth' command\r\n"
+AUTH_NOPASS = (b"-ERR AUTH <password> called without any password configured for the default user. "
+               b"Are you sure your configuration is correct?\r\n")
 SYNTAX = b"-ERR syntax error\r\n"
 HELLO_VERSION = b"-ERR Protocol version is not an integer or out of range\r\n"
 NOPROTO = b"-NOPROTO unsupported protocol version\r\n"

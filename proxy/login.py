@@ -8,6 +8,8 @@ HELLO the command to run upstream once they pass, without them. Sans-IO.
 
 from __future__ import annotations
 
+import hmac
+
 from . import errors
 from .connstate import strict_int
 
@@ -62,3 +64,17 @@ def parse_hello(args: list[bytes]) -> Login | bytes:
         else:
             return errors.hello_option(args[index])
     return Login(user, password, hello)
+
+
+def as_upstream(login: Login, bare: bool, user: str | None, password: str | None) -> bytes | None:
+    """Without applications, in front of a Redis Cluster: the shared connections carry the
+    proxy's one identity, so a client's credentials pass when they are the proxy's (`user`,
+    `password`: the upstream's, None when it has none), as with twemproxy's `redis_auth`.
+    None when they pass, else the reply Redis gives (`bare`: the one-argument AUTH)."""
+    if password is None:  # the cluster's default user has no password
+        if bare:
+            return errors.AUTH_NOPASS
+        return None if login.user == DEFAULT_USER else errors.WRONGPASS
+    expected_user = (user or "default").encode()
+    same = hmac.compare_digest(login.user, expected_user) & hmac.compare_digest(login.password, password.encode())
+    return None if same else errors.WRONGPASS

@@ -4,7 +4,7 @@ a real redis-server in tests/integration/test_applications.py."""
 import pytest
 
 from proxy import errors
-from proxy.login import parse_auth, parse_hello
+from proxy.login import as_upstream, parse_auth, parse_hello
 
 
 def words(text: str) -> list[bytes]:
@@ -49,3 +49,20 @@ def test_hello_keeps_everything_but_the_credentials(command, credentials, hello)
 ])
 def test_hello_errors(command, reply):
     assert parse_hello(words(command)) == reply
+
+
+@pytest.mark.parametrize("args, user, password, reply", [
+    ([b"AUTH", b"pw"], None, "pw", None),
+    ([b"AUTH", b"default", b"pw"], None, "pw", None),
+    ([b"AUTH", b"pw"], "default", "pw", None),
+    ([b"AUTH", b"app", b"pw"], "app", "pw", None),
+    ([b"AUTH", b"pw"], "app", "pw", errors.WRONGPASS),  # AUTH pw is the default user's
+    ([b"AUTH", b"other"], None, "pw", errors.WRONGPASS),
+    ([b"AUTH", b"someone", b"pw"], None, "pw", errors.WRONGPASS),
+    ([b"AUTH", b"pw"], None, None, errors.AUTH_NOPASS),
+    ([b"AUTH", b"default", b"anything"], None, None, None),
+    ([b"AUTH", b"someone", b"anything"], None, None, errors.WRONGPASS),
+])
+def test_credentials_pass_when_they_are_the_upstreams(args, user, password, reply):
+    login = parse_auth(args)
+    assert as_upstream(login, len(args) == 2, user, password) == reply

@@ -24,6 +24,7 @@ import hiredis
 from .. import errors
 from ..connstate import (PASS, PIN, SELECT, STREAM, TXN_DISCARD, TXN_EXEC, authenticates, both_cases,
                          strict_int)
+from ..login import as_upstream, parse_auth, parse_hello
 from ..policy.engine import SessionState
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject, Split
 from ..routing.redirect import CROSSSLOT
@@ -524,8 +525,14 @@ class ClusterSession(ClientSession):
                 f"ERR wrong number of arguments for '{name.decode()}' command"))
             return index + 1
         if name == b"auth" or (name == b"hello" and authenticates(args)):
-            self._local(errors.resp_error(
-                "ERR the proxy authenticates to the cluster itself; connect without credentials"))
+            login = parse_auth(args) if name == b"auth" else parse_hello(args)
+            if not isinstance(login, bytes):
+                router = self.router
+                refused = as_upstream(login, name == b"auth" and len(args) == 2, router.username, router.password)
+                if refused is None and name == b"hello":
+                    return self._hello(batch, index, login.hello)
+                login = refused or errors.OK
+            self._local(login)
             return index + 1
         if name == b"hello":
             return self._hello(batch, index, args)
