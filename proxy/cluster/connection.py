@@ -1,7 +1,8 @@
 """Connections to cluster nodes: redirections are caught before any client sees them.
 
 A `ClusterConnection` is an upstream connection whose routed slots (`RoutedSlot`: a run of a
-client's commands that the router sent by slot) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
+client's consecutive commands that the router sent by slot; several of them may share one
+request, see `send_all`) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
 Such a reply must not reach the client: the router sends that one command again where it
 belongs, and its reply takes the redirected one's place. Replies are forwarded as bytes exactly
 as on a standalone connection; only a chunk in which a top-level error reply may start (its

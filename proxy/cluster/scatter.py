@@ -66,7 +66,7 @@ class Scatter(Slot):
         if done:
             slot.remaining -= done
         session = self.session
-        if session.closed:
+        if session.closed or self.remaining == 0:  # gone, or failed for a reply cut half-way
             return
         if slot is self.front:
             self.ready.append(data)
@@ -94,7 +94,7 @@ class Scatter(Slot):
         if count == 0:
             return
         slot.remaining = 0
-        if self.session.closed:
+        if self.session.closed or self.remaining == 0:
             return
         if slot is self.front:
             if partial:  # the start of a reply that will never end is on its way to the client

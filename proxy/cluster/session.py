@@ -3,9 +3,10 @@
 Theory of operation: the session reads batches as in standalone mode and checks the policy the
 same way; what changes is where a command goes. Consecutive commands bound for the same shared
 connection (the same master) are sent as one slice of the client's bytes with one `RoutedSlot`,
-so a pipeline of keys on one master costs what it costs standalone, and the in-order slot queue
-puts replies from several masters back in the client's order. A command's target comes from a
-table built from the command table: its one key at argument 1 (most commands), no key (any
+so a pipeline of keys on one master costs what it costs standalone; a stretch of ordinary
+commands for several masters leaves as one request per master, with one `Scatter` in the
+client's reply queue that puts the replies back in the client's order. A command's target
+comes from a table built from the command table: its one key at argument 1 (most commands), no key (any
 master, spread by client), or the `Planner` (key specs; multi-key commands split per slot and
 merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
 FLUSHDB, KEYS, WAIT) go to every master. Connection state that a client believes a single
@@ -91,10 +92,10 @@ class RouteTable:
         name = args[0]
         kind = self.kinds.get(name)
         if kind is None:
-            kind = self.kinds.get(name.lower(), self.NO_KEY)
-        if kind == self.FIRST_ARG:
+            kind = self.kinds.get(name.lower(), 1)
+        if kind == 0:  # FIRST_ARG (the constants are spelt out: this runs for every command)
             return hash_slot(args[1]) if len(args) > 1 else None
-        if kind == self.NO_KEY:
+        if kind == 1:  # NO_KEY
             return None
         decision = self.planner.plan(args, master_for_slot)
         if type(decision) is Forward:
@@ -251,6 +252,7 @@ class ClusterSession(ClientSession):
         router = self.router
         replica_reads = router.read_from_replicas
         slot_conns = router.slot_connections(self.protocol, self.pool_index)
+        master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
         run_slot = None
         runs = []  # the stretch's earlier runs, for other connections: [(conn, start, stop, hash slot)]
@@ -302,7 +304,7 @@ class ClusterSession(ClientSession):
                     return
                 continue
             if action == PASS:
-                routed = routes.decide(args, router.slotmap.master_for_slot)
+                routed = routes.decide(args, master_for_slot)
                 if type(routed) is int:
                     if replica_reads and name in routes.reads:
                         conn = router.replica_connection(routed, self.protocol, self.pool_index)
