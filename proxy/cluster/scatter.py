@@ -144,6 +144,9 @@ class Scatter(Slot):
             at += 1
         self.at = at
         if at == count:
+            # The runs point at their Scatter: let go of them, so reference counting frees
+            # both (a cycle per stretch would wait for the garbage collector).
+            self.runs = self.front = None
             self._pass_on(1)
             return
         front = self.front = runs[at]
