@@ -7,9 +7,9 @@ stretch is a list of runs (`RoutedSlot`s of consecutive commands for one connect
 order) queued on their connections like any routed slot, so the connection's one reply scan
 cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on them as
 on a session's runs. The Scatter is their session: it keeps them in order, as the session keeps
-its slots, and passes the replies on to the client's slot in that order: once per upstream
-read, or as soon as 64 KiB are ready so that a big reply streams through the session's usual
-flow control. A run that fails gets the error reply for each of its commands not answered yet;
+its slots, and passes the replies on to the client's slot in that order: in one piece once the
+stretch is complete, or whenever 64 KiB are ready, so that a big reply streams through the
+session's usual flow control. Once complete it lets go of its runs (they point back at it). A run that fails gets the error reply for each of its commands not answered yet;
 one that fails half-way through a reply the client has already started to receive closes the
 client, as in standalone mode.
 """

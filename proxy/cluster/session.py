@@ -6,9 +6,9 @@ connection (the same master) are sent as one slice of the client's bytes with on
 so a pipeline of keys on one master costs what it costs standalone; a stretch of ordinary
 commands for several masters leaves as one request per master, with one `Scatter` in the
 client's reply queue that puts the replies back in the client's order. A command's target
-comes from a table built from the command table: its one key at argument 1 (most commands), no key (any
-master, spread by client), or the `Planner` (key specs; multi-key commands split per slot and
-merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
+comes from a table built from the command table: its one key at argument 1 (most commands), no
+key (any master, spread by client), or the `Planner` (key specs; multi-key commands split per
+slot and merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
 FLUSHDB, KEYS, WAIT) go to every master. Connection state that a client believes a single
 server holds is kept here (CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or on a connection of
 the client's own: a transaction on the owner of its first key's slot (later keys of another
