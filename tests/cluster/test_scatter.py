@@ -290,3 +290,20 @@ def test_a_reply_cut_at_the_front_closes_the_client(rig):
     assert rig.client.taken().startswith(b"$%d\r\nx" % (2 * FLUSH_BYTES))
     rig.conns[first].fail("connection reset")
     assert rig.session.closing
+
+
+def test_replies_far_ahead_of_the_front_pause_their_connection_until_it_moves(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    first, later = owner(keys[0]), owner(keys[1])
+    big = b"y" * (rig.session.buffer_limit + 1)
+    later_commands = rig.sent(later)
+    rig.answer(later, bulk(big))  # the first of its replies, behind the awaited front
+    assert rig.session in rig.conns[later].read_paused_by
+    rig.answer(first, replies_for(rig.sent(first)))
+    assert rig.session not in rig.conns[later].read_paused_by  # its run is awaited now
+    rig.answer(later, replies_for(later_commands[1:]))
+    last = next(node for node in NODES[:3] if node not in (first, later))
+    rig.answer(last, replies_for(rig.sent(last)))
+    want = b"".join(bulk(big if key == later_commands[0][1] else b"value of " + key) for key in keys)
+    assert rig.client.taken() == want
