@@ -70,6 +70,22 @@ class ScriptVerdictSink:
         self.session.slot_failed(slot, error, partial)
 
 
+class UnseenReplies:
+    """Receives the replies to commands the proxy adds on a client's behalf (the policy's
+    hidden EXPIRE after a write) when they are routed like the client's own: nobody sees them."""
+
+    __slots__ = ()
+
+    def deliver(self, slot, data: bytes, done: int) -> None:
+        slot.remaining -= done
+
+    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
+        slot.remaining = 0
+
+
+UNSEEN = UnseenReplies()
+
+
 class LaterCommands:
     """The commands after one in the same pipeline, without copying them."""
 

@@ -1,7 +1,8 @@
 """Connections to cluster nodes: redirections are caught before any client sees them.
 
 A `ClusterConnection` is an upstream connection whose routed slots (`RoutedSlot`: a run of a
-client's commands that the router sent by slot) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
+client's consecutive commands that the router sent by slot; several of them may share one
+request, see `send_all`) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
 Such a reply must not reach the client: the router sends that one command again where it
 belongs, and its reply takes the redirected one's place. Replies are forwarded as bytes exactly
 as on a standalone connection; only a chunk in which a top-level error reply may start (its
@@ -51,8 +52,37 @@ class RoutedSlot:
         at = self.first + k
         return source.span(at, at + 1)
 
+    def requests(self) -> bytes:
+        """The bytes of every command of this run, to send (again)."""
+        if self.count == 1:
+            return self.request(0)
+        return self.source.span(self.first, self.first + self.count)
+
     def fail(self, error: bytes, partial: bool) -> None:
         self.session.slot_failed(self, error, partial)
+
+
+def cut_run(conn, slot: RoutedSlot, owner) -> tuple[RoutedSlot, list]:
+    """`conn` answered the next command of the run `slot` with a redirection: cut the run
+    there, as the router will send that one command again elsewhere. Returns the slot that now
+    awaits its reply and the new slots to queue right after `slot` in its owner's order (the
+    retry, and the rest of the run, which stays first in line on `conn`). When the run had
+    answers before it, `slot` keeps just those and is complete."""
+    done = slot.count - slot.remaining
+    rest = slot.remaining - 1
+    tail = RoutedSlot(owner, rest, conn, slot.source, slot.first + done + 1, slot.hash_slot) if rest else None
+    if tail is not None:
+        conn.pending[0] = tail
+    else:
+        conn.pending.popleft()
+    if done == 0:
+        slot.count = slot.remaining = 1
+        return slot, [tail] if tail else []
+    retry = RoutedSlot(owner, 1, None, slot.source, slot.first + done, slot.hash_slot)
+    retry.attempts = slot.attempts
+    slot.count = done
+    slot.remaining = 0
+    return retry, [retry, tail] if tail else [retry]
 
 
 class ReadBatch:
@@ -98,6 +128,7 @@ class ClusterConnection(UpstreamConnection):
         scan = splitter.scan
         pos = 0
         size = len(data)
+        dash = data.find(b"\n-")  # where an error reply may start, found again once passed
         try:
             while pos < size:
                 if not pending:
@@ -107,8 +138,10 @@ class ClusterConnection(UpstreamConnection):
                 if remaining < 0:
                     slot.session.deliver(slot, data if pos == 0 else data[pos:], 0)
                     return
+                if 0 <= dash < pos:
+                    dash = data.find(b"\n-", pos)
                 if type(slot) is not RoutedSlot or (
-                        self.error_partial is None and data[pos] != 45 and data.find(b"\n-", pos) < 0):
+                        self.error_partial is None and data[pos] != 45 and dash < 0):
                     end, done, _pushes = scan(data, pos, remaining)
                     slot.session.deliver(slot, data if pos == 0 and end == size else data[pos:end], done)
                 else:

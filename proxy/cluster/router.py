@@ -30,6 +30,7 @@ from .. import errors
 from ..config import Upstream
 from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
+from ..routing.slots import SLOT_COUNT
 from ..upstream.connection import HiddenSlot
 from ..upstream.probe import ask
 from .connection import NodePool, ReadBatch, RoutedSlot
@@ -56,6 +57,7 @@ class ClusterRouter:
         self.min_refresh_interval = min_refresh_interval
         self.read_from_replicas = read_from_replicas
         self.slotmap = SlotMap.empty()
+        self.by_slot: dict[tuple, list] = {}  # (protocol, index) -> per hash slot, its connection
         self.pools: dict[tuple, NodePool] = {}
         self.parked: list[tuple[float, RoutedSlot, int, int]] = []
         self.refresh_task = None
@@ -96,7 +98,7 @@ class ClusterRouter:
             if new != self.slotmap:
                 if self.slotmap.covered_slots:
                     log.info("cluster topology changed: %s", new.describe())
-                self.slotmap = new
+                self._use(new)
             self._redispatch()
             return True
         self._redispatch()
@@ -111,6 +113,10 @@ class ClusterRouter:
                 raise TopologyError(str(reply))
             return SlotMap.from_cluster_slots(reply, node)
         return SlotMap.from_cluster_shards(reply, node)
+
+    def _use(self, slotmap: SlotMap) -> None:
+        self.slotmap = slotmap
+        self.by_slot.clear()
 
     def request_refresh(self) -> None:
         """Look at the topology again soon (at most every min_refresh_interval)."""
@@ -157,6 +163,15 @@ class ClusterRouter:
                                               self.connect_timeout, self, readonly)
         return pool
 
+    def slot_connections(self, protocol: int, index: int) -> list:
+        """Per hash slot, the shared connection `connection` last gave for it, or None (not
+        asked yet, or none then): the hot path's lookup is one list index and a state check.
+        Forgotten whenever the slot map changes."""
+        conns = self.by_slot.get((protocol, index))
+        if conns is None:
+            conns = self.by_slot[(protocol, index)] = [None] * SLOT_COUNT
+        return conns
+
     def replica_connection(self, hash_slot: int, protocol: int, index: int):
         """For a read-only command with `read_from_replicas`: a shared connection to one of the
         slot's replicas (spread by client), else to its master."""
@@ -192,7 +207,7 @@ class ClusterRouter:
     @staticmethod
     def _send_on(conn, slot: RoutedSlot) -> None:
         slot.conn = conn
-        data = slot.request(0) if slot.count == 1 else slot.source.span(slot.first, slot.first + slot.count)
+        data = slot.requests()
         if slot.asking:  # once: ASK names the node for this one command
             slot.asking = False
             conn.send(ASKING, HiddenSlot(1))
@@ -251,7 +266,7 @@ class ClusterRouter:
         node = redirect.address(conn.address)
         retry.hash_slot = redirect.slot
         if kind is ClusterError.MOVED:
-            self.slotmap = self.slotmap.with_moved(redirect.slot, node)
+            self._use(self.slotmap.with_moved(redirect.slot, node))
             self.request_refresh()
         else:
             retry.asking = True

@@ -3,11 +3,12 @@
 Theory of operation: the session reads batches as in standalone mode and checks the policy the
 same way; what changes is where a command goes. Consecutive commands bound for the same shared
 connection (the same master) are sent as one slice of the client's bytes with one `RoutedSlot`,
-so a pipeline of keys on one master costs what it costs standalone, and the in-order slot queue
-puts replies from several masters back in the client's order. A command's target comes from a
-table built from the command table: its one key at argument 1 (most commands), no key (any
-master, spread by client), or the `Planner` (key specs; multi-key commands split per slot and
-merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
+so a pipeline of keys on one master costs what it costs standalone; a stretch of ordinary
+commands for several masters leaves as one request per master, with one `Scatter` in the
+client's reply queue that puts the replies back in the client's order. A command's target
+comes from a table built from the command table: its one key at argument 1 (most commands), no
+key (any master, spread by client), or the `Planner` (key specs; multi-key commands split per
+slot and merged, CROSSSLOT otherwise). Whole-keyspace commands (SCAN, DBSIZE, RANDOMKEY, FLUSHALL,
 FLUSHDB, KEYS, WAIT) go to every master. Connection state that a client believes a single
 server holds is kept here (CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or on a connection of
 the client's own: a transaction on the owner of its first key's slot (later keys of another
@@ -30,10 +31,11 @@ from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
 from ..server import HELD, ClientSession
-from ..slots import Slot
+from ..slots import UNSEEN, Slot
 from ..upstream.connection import CLOSED, HiddenSlot, UpstreamConnection, open_connection
-from .connection import RoutedSlot
+from .connection import RoutedSlot, cut_run
 from .keyspace import FANOUT, decode_cursor, merge_min, scan_reply
+from .scatter import Scatter
 
 # Actions of the cluster session, beside connstate's PASS/STREAM/SUBCOMMAND/HELLO/TXN_*.
 LOCAL = 20  # answered from the session's own state
@@ -91,10 +93,10 @@ class RouteTable:
         name = args[0]
         kind = self.kinds.get(name)
         if kind is None:
-            kind = self.kinds.get(name.lower(), self.NO_KEY)
-        if kind == self.FIRST_ARG:
+            kind = self.kinds.get(name.lower(), 1)
+        if kind == 0:  # FIRST_ARG (the constants are spelt out: this runs for every command)
             return hash_slot(args[1]) if len(args) > 1 else None
-        if kind == self.NO_KEY:
+        if kind == 1:  # NO_KEY
             return None
         decision = self.planner.plan(args, master_for_slot)
         if type(decision) is Forward:
@@ -249,14 +251,19 @@ class ClusterSession(ClientSession):
         good_keys = engine.good_keys if plans else None
         routes = self.routes
         router = self.router
+        replica_reads = router.read_from_replicas
+        slot_conns = router.slot_connections(self.protocol, self.pool_index)
+        master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
         run_slot = None
+        runs = []  # the stretch's earlier runs, for other connections: [(conn, start, stop, hash slot)]
         while index < count:
             args = commands[index]
             name = args[0]
             if self.drain_first:
                 if start < index:
-                    self._send_run(batch, start, index, run_conn, run_slot)
+                    self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                    runs = []
                     start = index
                     run_conn = None
                 if self.inflight:
@@ -274,7 +281,8 @@ class ClusterSession(ClientSession):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
                         if start < index:
-                            self._send_run(batch, start, index, run_conn, run_slot)
+                            self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                            runs = []
                         run_conn = None
                         routed = routes.decide(args, router.slotmap.master_for_slot)
                         self.route_slot = routed if type(routed) is int else None
@@ -290,44 +298,56 @@ class ClusterSession(ClientSession):
                 action = self.actions.get(name.lower(), PASS)
             if self.txn_conn is not None or self.txn_deferred is not None:
                 if start < index:
-                    self._send_run(batch, start, index, run_conn, run_slot)
+                    self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                    runs = []
                 run_conn = None
                 start = index = self._in_transaction(action, batch, index)
                 if start == HELD:
                     return
                 continue
             if action == PASS:
-                routed = routes.decide(args, router.slotmap.master_for_slot)
-                if routed is None or type(routed) is int:
-                    if router.read_from_replicas and routed is not None and name in routes.reads:
+                routed = routes.decide(args, master_for_slot)
+                if type(routed) is int:
+                    if replica_reads and name in routes.reads:
                         conn = router.replica_connection(routed, self.protocol, self.pool_index)
                     else:
-                        conn = router.connection(routed, self.protocol, self.pool_index)
-                    if conn is not None and conn is run_conn:
-                        index += 1
-                        continue
+                        conn = slot_conns[routed]
+                        if conn is None or conn.state is CLOSED:
+                            conn = slot_conns[routed] = router.connection(routed, self.protocol, self.pool_index)
+                elif routed is None:
+                    conn = router.connection(None, self.protocol, self.pool_index)
+                else:  # several slots (split and merged) or none possible (CROSSSLOT)
                     if start < index:
-                        self._send_run(batch, start, index, run_conn, run_slot)
-                    start = index
-                    if conn is None:
-                        self._park(batch, index, routed)
-                        start = index = index + 1
-                        run_conn = None
-                        continue
-                    run_conn, run_slot = conn, routed
+                        self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                        runs = []
+                    run_conn = None
+                    if type(routed) is Reject:
+                        self._local(routed.reply)
+                    else:
+                        self._split(routed)
+                    start = index = index + 1
+                    continue
+                if conn is not None and conn is run_conn:
                     index += 1
                     continue
                 if start < index:
-                    self._send_run(batch, start, index, run_conn, run_slot)
-                run_conn = None
-                if type(routed) is Reject:
-                    self._local(routed.reply)
-                else:
-                    self._split(routed)
-                start = index = index + 1
+                    if conn is not None:  # the stretch goes on, to another connection
+                        runs.append((run_conn, start, index, run_slot))
+                    else:
+                        self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                        runs = []
+                start = index
+                if conn is None:
+                    self._park(batch, index, routed)
+                    start = index = index + 1
+                    run_conn = None
+                    continue
+                run_conn, run_slot = conn, routed
+                index += 1
                 continue
             if start < index:
-                self._send_run(batch, start, index, run_conn, run_slot)
+                self._send_stretch(batch, runs, start, index, run_conn, run_slot)
+                runs = []
             run_conn = None
             start = index = self._cluster_special(action, batch, index)
             if start == HELD or self.closing:
@@ -336,10 +356,28 @@ class ClusterSession(ClientSession):
             plans = self.plans
             engine = self.engine
             good_keys = engine.good_keys if plans else None
+            slot_conns = router.slot_connections(self.protocol, self.pool_index)  # HELLO may switch
             if self.dedicated:  # subscribed: the rest goes to that connection
                 return super()._run(batch, index)
         if start < count:
-            self._send_run(batch, start, count, run_conn, run_slot)
+            self._send_stretch(batch, runs, start, count, run_conn, run_slot)
+
+    def _send_stretch(self, batch, runs: list, start: int, stop: int, conn, hash_slot) -> None:
+        """Send a stretch of ordinary commands: the run start..stop for `conn` after `runs`.
+        For one connection, one slice of the client's bytes; for several, one request per
+        connection and one Scatter that puts the replies back in the client's order."""
+        if not runs:
+            self._send_run(batch, start, stop, conn, hash_slot)
+            return
+        runs.append((conn, start, stop, hash_slot))
+        scatter, sends = Scatter.of_runs(self, batch, runs)
+        self.slots.append(scatter)
+        self.inflight += 1
+        for conn, runs_there, data in sends:
+            conn.send_all(data, runs_there)
+            if conn.write_paused:
+                conn.blocked_sessions.add(self)
+                self._pause_reading("upstream-slow")
 
     def _send_run(self, batch, start: int, stop: int, conn, hash_slot) -> None:
         slot = RoutedSlot(self, stop - start, conn, batch, start, hash_slot)
@@ -362,21 +400,7 @@ class ClusterSession(ClientSession):
     def split_run(self, conn, slot: RoutedSlot) -> RoutedSlot:
         """The router is sending the next command of `slot` again elsewhere: cut the run there.
         Returns the slot that now awaits that one command's reply."""
-        done = slot.count - slot.remaining
-        rest = slot.remaining - 1
-        tail = RoutedSlot(self, rest, conn, slot.source, slot.first + done + 1, slot.hash_slot) if rest else None
-        if tail is not None:
-            conn.pending[0] = tail
-        else:
-            conn.pending.popleft()
-        if done == 0:
-            retry = slot
-            slot.count = slot.remaining = 1
-            added = [tail] if tail else []
-        else:
-            retry = RoutedSlot(self, 1, None, slot.source, slot.first + done, slot.hash_slot)
-            retry.attempts = slot.attempts
-            added = [retry, tail] if tail else [retry]
+        retry, added = cut_run(conn, slot, self)
         slots = self.slots
         at = next((i for i, queued in enumerate(slots) if queued is slot), None)
         if at is None:  # the client is gone
@@ -384,9 +408,7 @@ class ClusterSession(ClientSession):
         for offset, queued in enumerate(added):
             slots.insert(at + 1 + offset, queued)
         self.inflight += len(added)
-        if retry is not slot:
-            slot.count = done
-            slot.remaining = 0
+        if retry is not slot:  # slot has its answers
             if at == 0:
                 slots.popleft()
                 self.inflight -= 1
@@ -411,9 +433,15 @@ class ClusterSession(ClientSession):
         if self.upstream is not None:
             super()._send_hidden(commands)
             return
-        conn = self.slots[-1].conn if self.slots else None  # where the command they follow went
-        if conn is not None and not conn.closed:
-            conn.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands), HiddenSlot(len(commands)))
+        # Routed like the client's commands, each by its own key: a MOVED or ASK (its slot is
+        # migrating) sends it again where the key now is, as it does the command it follows.
+        master_for_slot = self.router.slotmap.master_for_slot
+        for command in commands:
+            args = tuple(command)
+            routed = self.routes.decide(args, master_for_slot)
+            slot = RoutedSlot(UNSEEN, 1, None, hiredis.pack_command(args), 0,
+                              routed if type(routed) is int else self.route_slot)
+            self.router.send(slot, self.protocol, self.pool_index)
 
     def _switch(self, batch, index: int, db=None, protocol=None, dedicated=False) -> int:
         if not dedicated:

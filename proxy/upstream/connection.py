@@ -205,6 +205,11 @@ class UpstreamConnection(asyncio.Protocol):
             self.flush_scheduled = True
             self.loop.call_soon(self._flush)
 
+    def send_all(self, data: bytes, slots) -> None:
+        """Queue one request whose replies go to several slots, in their order."""
+        self.send(data, None)
+        self.pending.extend(slots)  # before any reply: replies are read on a later loop turn
+
     def _flush(self) -> None:
         self.flush_scheduled = False
         out = self.out

@@ -538,8 +538,10 @@ class RedisCluster:
             return self.pause(node)
         if sig == signal.SIGCONT:
             return self.resume(node)
-        if node.paused and node.running:
-            os.kill(node.pid, signal.SIGCONT)  # a stopped process would not act on SIGTERM
+        if node.paused and node.running and sig != signal.SIGKILL:
+            # A stopped process would not act on SIGTERM; SIGKILL ends it without letting it run
+            # again (a hung server that dies answers nothing of what it was sent).
+            os.kill(node.pid, signal.SIGCONT)
         node.paused = False
         self._stop_process(node, sig)
         self._drop_control(node)

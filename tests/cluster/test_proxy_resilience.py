@@ -140,3 +140,67 @@ def test_master_killed_under_load(small_cluster):
         assert check.mget(keys) == [confirmed[k].encode() for k in keys]  # WAIT-confirmed writes survived
     finally:
         proxy.stop()
+
+
+def test_injected_ttls_survive_a_slot_migration(small_cluster, tmp_path):
+    """T1 inject adds a hidden `EXPIRE key ttl NX` after an HSET: while the key's slot migrates,
+    that EXPIRE may be answered MOVED/ASK like the HSET, and must be sent again where the key is."""
+    cluster = small_cluster
+    policy = tmp_path / "ttl.yaml"
+    policy.write_text("name: ttl-inject\nrules:\n  T1: {action: inject, default_ttl: 100}\n")
+    proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds,
+                         "--policy", str(policy))
+    try:
+        slot = cluster.keyslot("{ttlmig}")
+        src = cluster.owner_of_slot(slot)
+        dst = next(m for m in cluster.masters() if m is not src)
+        stop = threading.Event()
+        written: list[list[str]] = [[], []]
+        errors: list[str] = []
+
+        def write(n_writer: int):
+            client = redis.Redis(port=proxy.port, socket_timeout=20)
+            for n in range(100_000):
+                if stop.is_set():
+                    break
+                key = f"{{ttlmig}}:w{n_writer}:{n}"
+                try:
+                    if n_writer == 0:
+                        client.hset(key, "f", "v")
+                    else:  # pipelined, beside keys of the other masters
+                        client.pipeline(transaction=False).hset(key, "f", "v").hset(f"ttlother:{n}", "f", "v").execute()
+                except redis.RedisError as exc:
+                    errors.append(f"{key}: {exc}")
+                    continue
+                written[n_writer].append(key)
+            client.close()
+
+        writers = [threading.Thread(target=write, args=(n,), daemon=True) for n in range(2)]
+        for writer in writers:
+            writer.start()
+        time.sleep(0.3)
+        cluster.begin_migration(slot, src, dst)
+        for _ in range(30):  # keys move in small batches while the writers go on (ASK)
+            cluster.move_keys(slot, src, dst, keys_batch=20, limit=40)
+            time.sleep(0.05)
+        for _ in range(20):
+            cluster.move_keys(slot, src, dst, keys_batch=500)
+            if not cluster.keys_in_slot(src, slot, 10):
+                break
+        cluster.finish_migration(slot, src, dst)
+        time.sleep(0.5)  # writes after the hand-over: MOVED, then the new map
+        stop.set()
+        for writer in writers:
+            writer.join(30)
+        assert errors == []
+        keys = written[0] + written[1]
+        assert min(len(w) for w in written) > 50, "the writers hardly wrote"
+        on_dst = cluster.client(dst)
+        pipe = on_dst.pipeline(transaction=False)
+        for key in keys:
+            pipe.ttl(key)
+        ttls = pipe.execute()
+        without = [key for key, ttl in zip(keys, ttls) if not 0 < ttl <= 100]
+        assert without == [], f"{len(without)} of {len(keys)} keys without the injected TTL"
+    finally:
+        proxy.stop()

@@ -1,0 +1,309 @@
+"""The Scatter without a network: a ClusterSession over three fake masters' connections (no
+sockets), fed reply bytes by hand, so that every order of arrival, every way of cutting the
+bytes, MOVED/ASK, failures and parking can be checked byte for byte."""
+
+import asyncio
+import itertools
+
+import hiredis
+import pytest
+
+from proxy.cluster.connection import ClusterConnection, RoutedSlot
+from proxy.cluster.proxy import ClusterProxy
+from proxy.cluster.scatter import FLUSH_BYTES, Scatter
+from proxy.commands.table import CommandTable
+from proxy.config import Address, Config, Upstream
+from proxy.routing.slotmap import SlotMap
+from proxy.routing.slots import hash_slot
+from proxy.upstream.connection import READY
+
+NODES = [Address("127.0.0.1", 7000 + i) for i in range(4)]  # the fourth owns nothing at first
+RANGES = [(0, 5460, NODES[0], ()), (5461, 10922, NODES[1], ()), (10923, 16383, NODES[2], ())]
+
+
+class Transport:
+    def __init__(self):
+        self.out = []
+
+    def write(self, data):
+        self.out.append(data)
+
+    def is_closing(self):
+        return False
+
+    def get_extra_info(self, name):
+        return None
+
+    def set_write_buffer_limits(self, high=None):
+        pass
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+    def close(self):
+        pass
+
+    def abort(self):
+        pass
+
+    def taken(self) -> bytes:
+        data, self.out = b"".join(self.out), []
+        return data
+
+
+class Rig:
+    """A session, its client transport, and one fake connection per node."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        seeds = tuple(Upstream(node, None, None, 0) for node in NODES[:3])
+        proxy = ClusterProxy(self.loop, Config(upstream=seeds[0], upstream_cluster=seeds),
+                             CommandTable.from_snapshot())
+        self.router = proxy.router
+        self.router.request_refresh = lambda: None  # topology refreshes are not tested here
+        self.router._use(SlotMap.from_ranges(RANGES, []))
+        self.conns = {}
+        for node in NODES:
+            conn = ClusterConnection(self.loop, node, [], None, router=self.router, place=(2, 0))
+            conn.transport = Transport()
+            conn.state = READY
+            self.router.pool(node, 2).connections[0] = conn
+            self.conns[node] = conn
+        self.session = proxy.session_class(proxy)
+        self.client = Transport()
+        self.session.connection_made(self.client)
+
+    def close(self):
+        self.loop.close()
+
+    def send(self, commands) -> None:
+        self.session.data_received(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+
+    def sent(self, node) -> list:
+        """The commands the node's connection was given since last asked, parsed."""
+        conn = self.conns[node]
+        data = conn.transport.taken() + b"".join(conn.out)
+        conn.out = []
+        reader = hiredis.Reader()
+        reader.feed(data)
+        commands = []
+        while (command := reader.gets()) is not False:
+            commands.append(command)
+        return commands
+
+    def answer(self, node, data: bytes, step: int | None = None) -> None:
+        """The node's replies, in one read or `step` bytes at a time."""
+        conn = self.conns[node]
+        step = step or len(data) or 1
+        for at in range(0, len(data), step):
+            conn.data_received(data[at:at + step])
+
+
+@pytest.fixture
+def rig():
+    rig = Rig()
+    yield rig
+    rig.close()
+
+
+def owner(key: bytes):
+    return next(node for lo, hi, node, _ in RANGES if lo <= hash_slot(key) <= hi)
+
+
+def keys_by_node(count_per_node: int) -> dict:
+    found = {node: [] for node in NODES[:3]}
+    for n in itertools.count():
+        key = b"k:%d" % n
+        if len(found[owner(key)]) < count_per_node:
+            found[owner(key)].append(key)
+        if all(len(keys) == count_per_node for keys in found.values()):
+            return found
+
+
+KEYS = keys_by_node(4)
+# A pipeline visiting the three masters in runs of 1-3 commands.
+PATTERN = [0, 1, 1, 2, 0, 0, 2, 1, 2, 0, 1, 2]
+
+
+def pipeline():
+    taken = {node: iter(KEYS[node]) for node in NODES[:3]}
+    return [next(taken[NODES[i]]) for i in PATTERN]
+
+
+def bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def replies_for(commands) -> bytes:
+    return b"".join(bulk(b"value of " + command[1]) for command in commands)
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))), ids=str)
+@pytest.mark.parametrize("step", [None, 1, 7], ids=["whole", "byte", "7-bytes"])
+def test_replies_come_back_in_client_order(rig, order, step):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    assert sum(type(slot) is Scatter for slot in rig.session.slots) == 1 and len(rig.session.slots) == 1
+    for i in order:
+        node = NODES[i]
+        commands = rig.sent(node)
+        assert [command[1] for command in commands] == [key for key in keys if owner(key) == node]
+        rig.answer(node, replies_for(commands), step)
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+    assert not rig.session.slots and rig.session.inflight == 0
+
+
+def test_one_master_is_one_run(rig):
+    keys = KEYS[NODES[1]]
+    rig.send([(b"GET", key) for key in keys])
+    assert [type(slot) for slot in rig.session.slots] == [RoutedSlot]
+    rig.answer(NODES[1], replies_for(rig.sent(NODES[1])))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+
+
+def test_replies_wait_for_the_ones_before_them(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    first = owner(keys[0])
+    for node in NODES[:3]:
+        if node is not first:
+            rig.answer(node, replies_for(rig.sent(node)))
+    assert rig.client.taken() == b""  # everything waits for the first reply
+    rig.answer(first, replies_for(rig.sent(first)))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+
+
+def test_a_big_front_reply_streams_before_the_stretch_is_complete(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    first = owner(keys[0])
+    big = b"x" * (3 * FLUSH_BYTES)
+    commands = rig.sent(first)
+    data = bulk(big) + replies_for(commands[1:])
+    rig.answer(first, data[:2 * FLUSH_BYTES])
+    assert len(rig.client.taken()) == 2 * FLUSH_BYTES  # passed on, though the reply is not whole
+    rig.answer(first, data[2 * FLUSH_BYTES:])
+    for node in NODES[:3]:
+        if node is not first:
+            rig.answer(node, replies_for(rig.sent(node)))
+    want = b"".join(bulk(big if i == 0 else b"value of " + key) for i, key in enumerate(keys))
+    assert rig.client.taken() == want[2 * FLUSH_BYTES:]
+
+
+@pytest.mark.parametrize("kind", ["MOVED", "ASK"])
+@pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])
+def test_a_redirected_command_keeps_its_place(rig, kind, at):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    node = NODES[1]
+    commands = rig.sent(node)
+    moved = commands[at][1]
+    target = NODES[3]
+    replies = [bulk(b"value of " + c[1]) for c in commands]
+    replies[at] = b"-%s %d %s:%d\r\n" % (kind.encode(), hash_slot(moved), target.host.encode(), target.port)
+    rig.answer(node, b"".join(replies))
+    resent = rig.sent(target)
+    assert resent == ([[b"ASKING"]] if kind == "ASK" else []) + [[b"GET", moved]]
+    rig.answer(target, (b"+OK\r\n" if kind == "ASK" else b"") + bulk(b"value of " + moved))
+    for other in (NODES[0], NODES[2]):
+        rig.answer(other, replies_for(rig.sent(other)))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["front", "later"])
+@pytest.mark.parametrize("answered", [0, 1, 2])
+def test_a_failed_connection_fails_only_its_commands(rig, failing, answered):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    node = owner(keys[0]) if failing == 0 else owner(keys[1])
+    commands = rig.sent(node)
+    for other in NODES[:3]:
+        if other is not node:
+            rig.answer(other, replies_for(rig.sent(other)))
+    rig.answer(node, replies_for(commands[:answered]))
+    rig.conns[node].fail("connection reset")
+    out = hiredis.Reader()
+    out.feed(rig.client.taken())
+    replies = []
+    while (reply := out.gets()) is not False:
+        replies.append(reply)
+    own = [key for key in keys if owner(key) == node]
+    for key, reply in zip(keys, replies):
+        if key in own[answered:]:
+            assert isinstance(reply, hiredis.ReplyError) and "connection reset" in str(reply)
+        else:
+            assert reply == b"value of " + key
+    assert len(replies) == len(keys) and not rig.session.slots
+
+
+def test_a_reply_cut_by_a_failure_behind_the_front_is_dropped(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    later = owner(keys[1])
+    assert later is not owner(keys[0])
+    commands = rig.sent(later)
+    rig.answer(later, replies_for(commands[:1]) + b"$100\r\npartial")
+    rig.conns[later].fail("connection reset")
+    for node in NODES[:3]:
+        if node is not later:
+            rig.answer(node, replies_for(rig.sent(node)))
+    out = hiredis.Reader()
+    out.feed(rig.client.taken())
+    replies = [out.gets() for _ in keys]
+    assert out.gets() is False  # nothing of the cut reply reached the client
+    errors = [key for key, reply in zip(keys, replies) if isinstance(reply, hiredis.ReplyError)]
+    assert errors == [key for key in keys if owner(key) == later][1:]
+
+
+def test_a_part_that_never_connected_waits_for_the_new_owner(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    dead = owner(keys[0])
+    rig.sent(dead)
+    rig.conns[dead].fail("connection refused", connecting=True)
+    assert rig.router.parked and all(entry[1].conn is None for entry in rig.router.parked)
+    for node in NODES[:3]:
+        if node is not dead:
+            rig.answer(node, replies_for(rig.sent(node)))
+    assert rig.client.taken() == b""  # the first reply is awaited
+    promoted = NODES[3]  # the failover: the dead master's replica now owns its slots
+    rig.router._use(SlotMap.from_ranges([(lo, hi, promoted if node is dead else node, ())
+                                          for lo, hi, node, _ in RANGES], []))
+    rig.router._redispatch()
+    commands = rig.sent(promoted)
+    assert [c[1] for c in commands] == [key for key in keys if owner(key) == dead]
+    rig.answer(promoted, replies_for(commands))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+
+
+def test_a_reply_cut_at_the_front_closes_the_client(rig):
+    """Its start may already be on its way to the client: nothing sensible can follow (as when a
+    standalone server dies mid-reply)."""
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    first = owner(keys[0])
+    rig.sent(first)
+    rig.answer(first, b"$%d\r\n" % (2 * FLUSH_BYTES) + b"x" * FLUSH_BYTES)
+    assert rig.client.taken().startswith(b"$%d\r\nx" % (2 * FLUSH_BYTES))
+    rig.conns[first].fail("connection reset")
+    assert rig.session.closing
+
+
+def test_replies_far_ahead_of_the_front_pause_their_connection_until_it_moves(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    first, later = owner(keys[0]), owner(keys[1])
+    big = b"y" * (rig.session.buffer_limit + 1)
+    later_commands = rig.sent(later)
+    rig.answer(later, bulk(big))  # the first of its replies, behind the awaited front
+    assert rig.session in rig.conns[later].read_paused_by
+    rig.answer(first, replies_for(rig.sent(first)))
+    assert rig.session not in rig.conns[later].read_paused_by  # its run is awaited now
+    rig.answer(later, replies_for(later_commands[1:]))
+    last = next(node for node in NODES[:3] if node not in (first, later))
+    rig.answer(last, replies_for(rig.sent(last)))
+    want = b"".join(bulk(big if key == later_commands[0][1] else b"value of " + key) for key in keys)
+    assert rig.client.taken() == want
