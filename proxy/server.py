@@ -29,7 +29,7 @@ from .login import parse_auth, parse_hello
 from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
-from .slots import LaterCommands, ReplacingSink, ScriptVerdictSink, Slot
+from .slots import LaterCommands, ReplacingSink, ScriptVerdictSink, Slot, keep
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection, startup_commands
 
 log = logging.getLogger("redis_guard.server")
@@ -542,16 +542,12 @@ class ClientSession(asyncio.Protocol):
             if self.write_paused:
                 self._hold_upstream(slot)
             return
-        if slot.buffered is None:
-            slot.buffered = [data]
-        else:
-            slot.buffered.append(data)
-        slot.buffered_size += len(data)
+        held = keep(slot, data)
         if done:
             slot.remaining -= done
             if slot.remaining == 0:
                 self._slot_done()
-        if slot.buffered_size > self.buffer_limit:
+        if held > self.buffer_limit:
             self._hold_upstream(slot)
 
     def _head_done(self) -> None:

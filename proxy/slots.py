@@ -28,6 +28,17 @@ class Slot:
         self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink
 
 
+def keep(slot, data: bytes) -> int:
+    """Hold reply bytes that came before the client can have them (replies before them are
+    still awaited); the slot's bytes held so far."""
+    if slot.buffered is None:
+        slot.buffered = [data]
+    else:
+        slot.buffered.append(data)
+    slot.buffered_size += len(data)
+    return slot.buffered_size
+
+
 class ReplacingSink:
     """Stands between an upstream connection and a session to swap one reply for another
     (EXEC of a transaction the policy aborted: the DISCARD's +OK becomes EXECABORT)."""

@@ -17,7 +17,7 @@ client, as in standalone mode.
 from __future__ import annotations
 
 from ..resp.replies import ReplySplitter
-from ..slots import Slot
+from ..slots import Slot, keep
 from .connection import RoutedSlot, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete
@@ -77,12 +77,7 @@ class Scatter(Slot):
             elif self.ready_size >= FLUSH_BYTES:
                 self._pass_on(0)
             return
-        if slot.buffered is None:
-            slot.buffered = [data]
-        else:
-            slot.buffered.append(data)
-        slot.buffered_size += len(data)
-        if slot.buffered_size > session.buffer_limit and slot.conn is not None:
+        if keep(slot, data) > session.buffer_limit and slot.conn is not None:
             # Replies far ahead of the one awaited: stop reading them until it has come.
             if self.held is None:
                 self.held = set()

@@ -1,9 +1,10 @@
-"""A RedisCluster for a fixture or a test: skipped, not failed, where redis-server, redis-cli or
-redis-py is missing (tests/cluster/cluster.py imports redis-py, so it is imported here late)."""
+"""A RedisCluster for a fixture or a test, and the proxy in front of one: skipped, not failed,
+where redis-server, redis-cli or redis-py is missing (tests/cluster/cluster.py imports redis-py,
+so it is imported here late)."""
 
 import pytest
 
-from tests.servers import missing_cluster_tools
+from tests.servers import ProxyProcess, missing_cluster_tools
 
 
 def start_cluster(**kwargs):
@@ -16,3 +17,8 @@ def start_cluster(**kwargs):
     from tests.cluster.cluster import RedisCluster
 
     return RedisCluster(**kwargs)
+
+
+def proxy_for(cluster, *extra: str) -> ProxyProcess:
+    """The passthrough proxy with `--upstream-cluster` the cluster's nodes; the caller stops it."""
+    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *extra)

@@ -5,14 +5,7 @@ import pytest
 
 pytest.importorskip("redis")
 
-from tests.servers import ProxyProcess, exchange  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def cluster_proxy(redis_cluster):
-    process = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", redis_cluster.seeds)
-    yield process
-    process.stop()
+from tests.servers import exchange  # noqa: E402
 
 
 @pytest.mark.parametrize("command", [

@@ -12,25 +12,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from tests.servers import ProxyProcess  # noqa: E402
-
-
-def _proxy(cluster, *extra):
-    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *extra)
-
-
-@pytest.fixture(scope="module")
-def cluster_proxy(redis_cluster):
-    process = _proxy(redis_cluster)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def client(cluster_proxy, request):
-    client = redis.Redis(port=cluster_proxy.port, protocol=request.param, socket_timeout=20)
-    yield client
-    client.close()
+from tests.cluster.start import proxy_for  # noqa: E402
 
 
 def _owners(cluster, keys):
@@ -106,7 +88,7 @@ def _asking_calls(node_client) -> int:
 
 def test_stretch_during_slot_migration(small_cluster):
     cluster = small_cluster
-    proxy = _proxy(cluster)
+    proxy = proxy_for(cluster)
     try:
         client = redis.Redis(port=proxy.port, socket_timeout=20)
         slot = cluster.keyslot("{grpmig}")
@@ -147,7 +129,7 @@ def test_stretch_during_slot_migration(small_cluster):
 
 def test_master_dying_fails_only_its_part(small_cluster):
     cluster = small_cluster
-    proxy = _proxy(cluster)
+    proxy = proxy_for(cluster)
     try:
         client = redis.Redis(port=proxy.port, socket_timeout=30)
         keys = [f"grpdie:{i}" for i in range(60)]

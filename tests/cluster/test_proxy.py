@@ -9,23 +9,10 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from tests.cluster.start import proxy_for  # noqa: E402
 from tests.servers import ProxyProcess, read_until_quiet  # noqa: E402
 
 KEYS = [f"user:{i}" for i in range(60)]
-
-
-@pytest.fixture(scope="module")
-def cluster_proxy(redis_cluster):
-    process = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", redis_cluster.seeds)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(params=[2, 3], ids=["resp2", "resp3"])
-def client(cluster_proxy, request):
-    client = redis.Redis(port=cluster_proxy.port, protocol=request.param, socket_timeout=10)
-    yield client
-    client.close()
 
 
 def test_keys_land_on_their_owner(client, redis_cluster):
@@ -184,8 +171,7 @@ def test_wait_counts_replicas_of_every_master(client):
 
 
 def test_policy_applies_in_cluster_mode(redis_cluster, tmp_path):
-    process = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", redis_cluster.seeds,
-                           "--policy", "configs/policies/strict-dotted.yaml")
+    process = proxy_for(redis_cluster, "--policy", "configs/policies/strict-dotted.yaml")
     try:
         client = redis.Redis(port=process.port)
         with pytest.raises(redis.exceptions.NoPermissionError, match="K"):

@@ -10,11 +10,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from proxy.routing.slots import hash_slot  # noqa: E402
-from tests.servers import ProxyProcess  # noqa: E402
-
-
-def _proxy(cluster):
-    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds)
+from tests.cluster.start import proxy_for  # noqa: E402
 
 
 class Writer(threading.Thread):
@@ -62,7 +58,7 @@ class Writer(threading.Thread):
 
 def test_slot_migration_under_writes(small_cluster):
     cluster = small_cluster
-    proxy = _proxy(cluster)
+    proxy = proxy_for(cluster)
     try:
         slot = cluster.keyslot("{mig}")
         src = cluster.owner_of_slot(slot)
@@ -105,7 +101,7 @@ def test_slot_migration_under_writes(small_cluster):
 
 def test_master_killed_under_load(small_cluster):
     cluster = small_cluster
-    proxy = _proxy(cluster)
+    proxy = proxy_for(cluster)
     try:
         stop = threading.Event()
         writers = [Writer(proxy.port, f"f{i}", lambda name, n: f"fo:{name}:{n}", stop, wait_every=5)
@@ -148,8 +144,7 @@ def test_injected_ttls_survive_a_slot_migration(small_cluster, tmp_path):
     cluster = small_cluster
     policy = tmp_path / "ttl.yaml"
     policy.write_text("name: ttl-inject\nrules:\n  T1: {action: inject, default_ttl: 100}\n")
-    proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds,
-                         "--policy", str(policy))
+    proxy = proxy_for(cluster, "--policy", str(policy))
     try:
         slot = cluster.keyslot("{ttlmig}")
         src = cluster.owner_of_slot(slot)
