@@ -29,7 +29,7 @@ from .login import parse_auth, parse_hello
 from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
-from .slots import LaterCommands, ReplacingSink, ScriptVerdictSink, Slot, keep
+from .slots import HiddenCommand, LaterCommands, ReplacingSink, ScriptVerdictSink, Slot, keep
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection, startup_commands
 
 log = logging.getLogger("redis_guard.server")
@@ -407,7 +407,9 @@ class ClientSession(asyncio.Protocol):
         """Commands the policy adds after the client's, on the same connection, replies unseen."""
         conn = self.upstream
         if conn is not None and not conn.closed:
-            conn.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands), HiddenSlot(len(commands)))
+            for cmd in commands:  # one slot each, so that a failure names its command
+                request = hiredis.pack_command(tuple(cmd))
+                conn.send(request, HiddenCommand(request, conn))
 
     def _end_transaction(self, action: int, batch, index: int) -> int:
         state = self.policy_state

@@ -8,7 +8,12 @@ transaction) or observes it (refusals sent back by the policy's server-side scri
 
 from __future__ import annotations
 
+import logging
+import time
+
 from . import errors, metrics
+
+log = logging.getLogger("redis_guard.policy")
 
 
 class Slot:
@@ -83,18 +88,52 @@ class ScriptVerdictSink:
 
 class UnseenReplies:
     """Receives the replies to commands the proxy adds on a client's behalf (the policy's
-    hidden EXPIRE after a write) when they are routed like the client's own: nobody sees them."""
+    hidden EXPIRE after a write) when they are routed like the client's own: nobody sees them.
+    One that fails leaves a key without what the policy meant it to have: it is counted, and
+    logged at most every `LOG_EVERY` seconds (a server that refuses them all would flood the log)."""
 
-    __slots__ = ()
+    __slots__ = ("logged_at", "unlogged")
+
+    LOG_EVERY = 10.0
+
+    def __init__(self):
+        self.logged_at = float("-inf")
+        self.unlogged = 0
 
     def deliver(self, slot, data: bytes, done: int) -> None:
         slot.remaining -= done
+        if data[:1] == b"-":
+            self.failed(slot, data)
 
     def slot_failed(self, slot, error: bytes, partial: bool) -> None:
         slot.remaining = 0
+        self.failed(slot, error)
+
+    def failed(self, slot, error: bytes) -> None:
+        metrics.HIDDEN_FAILED.inc()
+        self.unlogged += 1
+        now = time.monotonic()
+        if now - self.logged_at >= self.LOG_EVERY:
+            log.warning("%d command(s) the policy added failed; the latest, %r, got %r",
+                        self.unlogged, slot.request()[:200], error.strip()[:200])
+            self.logged_at = now
+            self.unlogged = 0
 
 
 UNSEEN = UnseenReplies()
+
+
+class HiddenCommand(Slot):
+    """One command the policy adds, on the client's connection, its reply for `UNSEEN`."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes, conn):
+        super().__init__(UNSEEN, 1, conn)
+        self.data = data
+
+    def request(self) -> bytes:
+        return self.data
 
 
 class LaterCommands:
