@@ -509,6 +509,10 @@ class ClientSession(asyncio.Protocol):
         self.slots.append(slot)
         self.inflight += 1
         conn.send(data, slot)
+        self._wait_if_slow(conn)
+
+    def _wait_if_slow(self, conn) -> None:
+        """The upstream's write buffer is full: read no more of this client until it drains."""
         if conn.write_paused:
             conn.blocked_sessions.add(self)
             self._pause_reading("upstream-slow")

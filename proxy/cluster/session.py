@@ -375,9 +375,7 @@ class ClusterSession(ClientSession):
         self.inflight += 1
         for conn, runs_there, data in sends:
             conn.send_all(data, runs_there)
-            if conn.write_paused:
-                conn.blocked_sessions.add(self)
-                self._pause_reading("upstream-slow")
+            self._wait_if_slow(conn)
 
     def _send_run(self, batch, start: int, stop: int, conn, hash_slot) -> None:
         slot = RoutedSlot(self, stop - start, conn, batch, start, hash_slot)
@@ -387,9 +385,7 @@ class ClusterSession(ClientSession):
             self.router.park(slot, self.protocol, self.pool_index)
             return
         conn.send(batch.raw if start == 0 and stop == len(batch.commands) else batch.span(start, stop), slot)
-        if conn.write_paused:
-            conn.blocked_sessions.add(self)
-            self._pause_reading("upstream-slow")
+        self._wait_if_slow(conn)
 
     def _park(self, batch, index: int, hash_slot) -> None:
         slot = RoutedSlot(self, 1, None, batch, index, hash_slot)

@@ -108,7 +108,7 @@ class Plan:
         # frozenset of them when there are several
         self.memo = None
         self.memo_from = NO_ARGUMENTS  # the first argument whose bytes are part of the shape
-        self.shapes = {}  # every shape once, shared by the keys: compared in cache, not in memory
+        self.shapes = None  # every shape once, shared by the keys: compared in cache, not in memory
         self.shape = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
@@ -117,6 +117,7 @@ class Plan:
                 starts.append(proc.reads_from if proc is not None else None)
             if None not in starts:
                 self.memo = {}
+                self.shapes = {}
                 self.memo_from = min(starts)
                 self.shape = _shape_of(self.memo_from)
 
