@@ -170,6 +170,7 @@ class ClientSession(asyncio.Protocol):
         plans = self.plans
         engine = self.engine
         good_keys = engine.good_keys if plans else None
+        key_classes = engine.key_classes if plans else None
         while index < count:
             args = commands[index]
             name = args[0]
@@ -178,7 +179,7 @@ class ClientSession(asyncio.Protocol):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or engine.key_ok(args[1]))) and not (
+                        args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
                         plan.memo is not None and plan.passed_before(args, self.policy_state)):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None:
@@ -206,6 +207,7 @@ class ClientSession(asyncio.Protocol):
             plans = self.plans
             engine = self.engine
             good_keys = engine.good_keys if plans else None
+            key_classes = engine.key_classes if plans else None
             if self.closing:
                 return
         if start < count:

@@ -249,6 +249,7 @@ class ClusterSession(ClientSession):
         plans = self.plans
         engine = self.engine
         good_keys = engine.good_keys if plans else None
+        key_classes = engine.key_classes if plans else None
         routes = self.routes
         router = self.router
         replica_reads = router.read_from_replicas
@@ -276,7 +277,7 @@ class ClusterSession(ClientSession):
                 if plan is plans:
                     plan = plans.get(name.lower())
                 if plan is not None and not (plan.keys_only and len(args) > 1 and (
-                        args[1] in good_keys or engine.key_ok(args[1]))) and not (
+                        args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
                         plan.memo is not None and plan.passed_before(args, self.policy_state)):
                     verdict = self._decide(plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
@@ -356,6 +357,7 @@ class ClusterSession(ClientSession):
             plans = self.plans
             engine = self.engine
             good_keys = engine.good_keys if plans else None
+            key_classes = engine.key_classes if plans else None
             slot_conns = router.slot_connections(self.protocol, self.pool_index)  # HELLO may switch
             if self.dedicated:  # subscribed: the rest goes to that connection
                 return super()._run(batch, index)

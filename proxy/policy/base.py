@@ -158,6 +158,13 @@ class CommandRule(Rule):
         not memoized for that call (`Call.volatile`)."""
         return None
 
+    def key_patterns(self, spec) -> tuple | None:
+        """For the memo too: the regexes (str over the key decoded with surrogateescape, or
+        bytes) through which alone this rule's verdict on `spec` reads the key at argument 1,
+        besides its length (`keyclass`); () when it reads the length at most. None (the
+        default): it may read more, so the memo holds the key itself."""
+        return None
+
     def check(self, call) -> Finding | None:
         raise NotImplementedError
 

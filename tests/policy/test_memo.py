@@ -87,7 +87,11 @@ def test_a_pass_is_remembered_by_shape_and_a_longer_value_is_decided_again():
     assert not plan.passed_before(too_big, state)
     assert decide(memo, too_big).reject.rule == "V1"
     assert not plan.passed_before(encoded(["SET", "app:1:string", "abc", "EX", "5"]), state)
-    assert not plan.passed_before(encoded(["SET", "app:2:string", "abc", "EX", "60"]), state)
+    # Another id is the same class of key (keyclass): the rules cannot tell them apart.
+    assert plan.passed_before(encoded(["SET", "app:2:string", "abc", "EX", "60"]), state)
+    assert not plan.passed_before(encoded(["SET", "app:22:string", "abc", "EX", "60"]), state)
+    assert not plan.passed_before(encoded(["SET", "app:2:strinG", "abc", "EX", "60"]), state)
+    assert decide(memo, encoded(["SET", "app:2:strinG", "abc", "EX", "60"])).reject.rule == "K2"
 
 
 def test_a_pass_owed_to_the_rest_of_the_pipeline_is_not_remembered():
@@ -141,8 +145,8 @@ def test_plans_with_a_rule_that_asks_the_server_have_no_memo():
 def test_the_memo_is_bounded_in_entries_and_in_bytes(monkeypatch):
     memo = engine()
     monkeypatch.setattr(Engine, "MEMO_MAX", 4)
-    for i in range(10):
-        assert decide(memo, encoded(["SET", f"app:{i}:string", "v", "EX", "60"])) is None
+    for i in range(1, 11):
+        assert decide(memo, encoded(["SET", f"app:{'1' * i}:string", "v", "EX", "60"])) is None
     plan = memo.plan_for([b"SET"])
     assert 0 < len(plan.memo) <= 4 and memo.memo_size == len(plan.memo)
     long_key = "app:" + "1" * 600 + ":string"

@@ -15,6 +15,8 @@ case is K2's business.
 
 from __future__ import annotations
 
+import re
+
 from ...commands.keyspecs import find_keys
 from ..base import NO_ARGUMENTS, CommandRule, register
 
@@ -68,6 +70,13 @@ class TypeWords(CommandRule):
 
     def reads_from(self, spec) -> int:
         return NO_ARGUMENTS  # the keys and the command's group only
+
+    def key_patterns(self, spec):
+        # The segments are cut at the delimiter and compared with the words in either case.
+        words = (b"".join(re.escape(bytes((c,))) if not bytes((c,)).isalpha() else
+                          b"[" + bytes((c,)).upper() + bytes((c,)).lower() + b"]" for c in word)
+                 for word in self.types)
+        return (re.escape(self.split), *words)
 
     def check(self, call):
         keys = call.keys if call.keys is not None else find_keys(call.spec, call.args)

@@ -233,6 +233,14 @@ def glob_matcher(patterns):
     return lambda key: match(key.decode("utf-8", "surrogateescape")) is not None
 
 
+def exempt_key_patterns(rule) -> tuple[str, ...] | None:
+    """`CommandRule.key_patterns` of T1 and T3, which look at the key only to exempt it: its
+    `persistent` globs; None once the key schema decides too (placeholders check values)."""
+    if rule.schema is not None:
+        return None
+    return tuple(fnmatch.translate(p) for p in rule.persistent)
+
+
 # -- the rule -----------------------------------------------------------------------------------
 
 
@@ -276,6 +284,9 @@ class _TtlCommon:
                 ttl = min(max(self.default_ttl, low), high)
                 if ttl != self.default_ttl:
                     self.pattern_ttls[pattern.pattern] = InjectedTtl(str(ttl).encode())
+
+    def key_patterns(self, spec):
+        return exempt_key_patterns(self)
 
     def ttl_for(self, key: bytes) -> InjectedTtl:
         """The TTL to inject for this key: the default, within its schema pattern's bounds."""

@@ -16,7 +16,7 @@ import time
 
 from ...errors import schema_limit
 from ..base import NO_ARGUMENTS, CommandRule, PolicyError, register
-from .t1_ttl import TTL_TABLE, call_ttl_args, glob_matcher, text, ttl_args
+from .t1_ttl import TTL_TABLE, call_ttl_args, exempt_key_patterns, glob_matcher, text, ttl_args
 
 UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
 
@@ -71,6 +71,9 @@ class TtlBounds(CommandRule):
     def reads_from(self, spec) -> int:
         entry = TTL_TABLE[spec.name]
         return entry[1] if len(entry) > 1 else NO_ARGUMENTS
+
+    def key_patterns(self, spec):
+        return exempt_key_patterns(self)
 
     def check(self, call):
         args = call.args

@@ -86,6 +86,9 @@ class StringSize(RewriteRule):
         # The values' lengths decide, and SETRANGE's and SETBIT's offsets (argument 2).
         return 2 if VALUES[spec.name][0] in ("range", "bit", "pairs") else NO_ARGUMENTS
 
+    def key_patterns(self, spec):
+        return None if self.pattern_limits else ()  # a schema pattern may set the limit
+
     def check(self, call):
         args = call.args
         entry = VALUES[call.name]

@@ -64,6 +64,9 @@ class ElementSize(CommandRule):
         # Where the elements are is fixed, but for ZADD's and GEOADD's options before them.
         return 2 if spec.name in ("zadd", "geoadd") else NO_ARGUMENTS
 
+    def key_patterns(self, spec):
+        return ()  # the key is only named in the reply
+
     def check(self, call):
         what, elements = ELEMENTS[call.name]
         limit = self.max_element_bytes
