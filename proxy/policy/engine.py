@@ -4,16 +4,20 @@ Theory of operation: at policy load the engine walks the command table once and 
 every command, a `Plan`: the command rules whose `applies_to` accepts it, whether its keys are
 checked, and the rewrite rules that may change it. Commands with nothing to check have no plan,
 so the proxy's cost for them is one failed dict lookup. All key-name rules are folded into one
-compiled regex of lookaheads: a conforming key costs one `match`; only a failing key runs the
-rules one by one to say which fired. `decide` returns None (forward unchanged) or a `Verdict`.
-No I/O here; the server applies verdicts.
+compiled regex of lookaheads: a conforming key costs one `match` the first time its class is
+seen (`keyclass`: the bytes no rule's pattern tells apart, so `user:1:name` stands for every
+`user:<digits>:name`), then one lookup; only a failing key runs the rules one by one to say which
+fired. `decide` returns None (forward unchanged) or a `Verdict`. No I/O here; the server applies
+verdicts.
 
 The memo of passes: when every rule of a plan says which argument bytes its verdict reads
 (`CommandRule.reads_from`), a command that passed is remembered by its shape: the key, the
 lengths of the arguments no rule reads, and the bytes of the ones they do (`SET k <3 bytes>
-EX 3600`). The next command of that shape passes with one tuple and one lookup, whatever its
-value: applications write the same keys with the same options again and again. Calls that
-looked at the rest of the pipeline or at the clock, and transactions, are always decided.
+EX 3600`). The key is held by its class when every rule of the plan says through which patterns
+it reads keys (`CommandRule.key_patterns`), else as it is. The next command of that shape passes
+with one tuple and one lookup, whatever its value: applications write keys of the same few
+classes with the same options again and again. Calls that looked at the rest of the pipeline or
+at the clock, and transactions, are always decided.
 """
 
 from __future__ import annotations
@@ -127,9 +131,9 @@ class Plan:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
 
     def passed_before(self, args, state) -> bool:
-        # Keyed by the key, then one comparison with a shape object shared by all keys: on a
-        # large keyspace every other object touched is a cache miss (a table of (key, shape)
-        # tuples costs half as much again).
+        # Keyed by the key's class, then one comparison with a shape object shared by all keys:
+        # where the key itself is the memo's key, on a large keyspace every other object touched
+        # is a cache miss.
         if len(args) < 2 or state.in_multi:
             return False
         known = self.memo.get(args[1].translate(self.key_classes))
