@@ -156,12 +156,18 @@ def test_a_remembered_pass_decides_nothing_for_other_commands(tmp_path):
             (b"MULTI\r\nSET memo:1 abc\r\nEXPIRE memo:1 60\r\nEXEC\r\n",  # a TTL in the transaction
              b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:1\r\n"),
             (b"SET memo:1 abc\r\n", t1),  # ... was not remembered either
+            # Keys of one class (keyclass: here every byte but A-Z is alike) share what passed...
+            (b"SET memo:2 abc EX 60\r\nGET memo:3\r\n", b"+OK\r\n$-1\r\n"),
+            # ... and a key of the same length in another class is decided in full.
+            (b"SET Memo:2 abc EX 60\r\n", b"-NOPERM key 'Memo:2' breaks rule K2 (lowercase): use 'memo:2'\r\n"),
+            (b"GET meMo:3\r\n", b"-NOPERM key 'meMo:3' breaks rule K2 (lowercase): use 'memo:3'\r\n"),
         ]
         for payload, expected in exchanges:
             reply, closed = exchange(process.port, payload)
             assert (payload, reply) == (payload, expected)
             assert not closed
         assert redis.Redis(port=server.port).get("memo:1") == b"abc"
+        assert sorted(redis.Redis(port=server.port).keys("*emo*")) == [b"memo:1", b"memo:2"]
     finally:
         process.stop()
         server.close()
