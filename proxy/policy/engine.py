@@ -95,7 +95,7 @@ class Verdict:
 
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
-                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes")
+                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "passed_before")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys, key_patterns=()):
         self.spec = spec
@@ -116,6 +116,8 @@ class Plan:
         self.shapes = None  # every shape once, shared by the keys: compared in cache, not in memory
         self.shape = None
         self.key_classes = None  # the memo's keys are the key's class (`keyclass`) when the rules allow
+        # (args, session state) -> did a command of this shape on a key of this class pass before?
+        self.passed_before = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
             if "VARIABLE_FLAGS" in specs[0].flags:  # SET ... GET: the flags come from the options
@@ -129,19 +131,37 @@ class Plan:
                 reads = [rule.key_patterns(spec) for rule in (*command_rules, *rewrite_rules)]
                 if None not in reads:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
+                self.passed_before = _memo_lookup(self.memo, self.key_classes, self.shape, self.memo_from)
 
-    def passed_before(self, args, state) -> bool:
-        # Keyed by the key's class, then one comparison with a shape object shared by all keys:
-        # where the key itself is the memo's key, on a large keyspace every other object touched
-        # is a cache miss.
+
+def _memo_lookup(memo: dict, key_classes, shape, start: int):
+    """A plan's `passed_before`: the memo keyed by the key's class, then one comparison with a
+    shape object shared by all keys (where the key itself is the memo's key, on a large keyspace
+    every other object touched is a cache miss). It runs for every command of the plan, so it
+    reads its plan's parts from the closure, and the SET family's shape is built inline: one
+    Python call less per command."""
+    get = memo.get
+    if start == 3:
+        def passed_before(args, state) -> bool:
+            if len(args) < 3 or state.in_multi:
+                return False
+            known = get(args[1].translate(key_classes))
+            if known is None:
+                return False
+            # what shape(args) returns (_shape_of), without the call
+            found = (len(args[2]), args[3], args[4]) if len(args) == 5 else (len(args[2]), *args[3:])
+            return found == known or (type(known) is frozenset and found in known)
+        return passed_before
+
+    def passed_before(args, state) -> bool:
         if len(args) < 2 or state.in_multi:
             return False
-        known = self.memo.get(args[1].translate(self.key_classes))
+        known = get(args[1].translate(key_classes))
         if known is None:
             return False
-        if type(known) is tuple:
-            return self.shape(args) == known
-        return self.shape(args) in known
+        found = shape(args)
+        return found == known or (type(known) is frozenset and found in known)
+    return passed_before
 
 
 def _shape_of(start: int):
