@@ -148,7 +148,7 @@ def _memo_lookup(memo: dict, key_classes, shape, start: int):
             known = get(args[1].translate(key_classes))
             if known is None:
                 return False
-            # what shape(args) returns (_shape_of), without the call
+            # shape(args) without the call, and for SET k v EX n without the unpacking
             found = (len(args[2]), args[3], args[4]) if len(args) == 5 else (len(args[2]), *args[3:])
             return found == known or (type(known) is frozenset and found in known)
         return passed_before
@@ -169,13 +169,8 @@ def _shape_of(start: int):
     before `start`, the bytes of the others. The commonest shapes get a function of their own."""
     if start <= 2:
         return lambda args: tuple(args[2:])
-    if start == 3:  # SET k v [options]: the value's length, the options
-        def value_and_options(args):
-            count = len(args)
-            if count == 5:  # SET k v EX n: one tuple, no unpacking (a third of the memo's cost)
-                return (len(args[2]), args[3], args[4])
-            return (len(args[2]), *args[3:]) if count > 2 else ()
-        return value_and_options
+    if start == 3:  # SET k v [options]: the value's length, the options (checked inline: _memo_lookup)
+        return lambda args: (len(args[2]), *args[3:]) if len(args) > 2 else ()
     return lambda args: (*map(len, args[2:start]), *args[start:])
 
 
@@ -198,7 +193,6 @@ class Engine:
             not isinstance(rule, RewriteRule) or type(rule).check is not RewriteRule.check)]
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
-        self.key_classes = None  # the translate table of `keyclass`; None keeps keys as they are
         self.good_keys: dict[bytes, bool] = {}  # classes of names that passed every key rule (bounded)
         self.memo_size = 0  # keys in all the plans' memos
         self.subcommand_plans: dict[str, Plan] = {}  # 'xgroup|create' -> its plan, made on first use
@@ -207,7 +201,7 @@ class Engine:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
             self.key_match = re.compile(combined.encode(), re.S).match
         self.key_patterns = tuple(pattern.encode() for pattern in patterns)
-        self.key_classes = class_table(self.key_patterns)
+        self.key_classes = class_table(self.key_patterns)  # `keyclass`; None keeps keys as they are
         # One engine per application, compiled now (this one is for clients that are none).
         self.tenants = Tenants(policy, table, Engine) if policy.applications else None
         self.plans: dict[bytes, Plan] = {}

@@ -233,12 +233,29 @@ def glob_matcher(patterns):
     return lambda key: match(key.decode("utf-8", "surrogateescape")) is not None
 
 
-def exempt_key_patterns(rule) -> tuple[str, ...] | None:
-    """`CommandRule.key_patterns` of T1 and T3, which look at the key only to exempt it: its
-    `persistent` globs; None once the key schema decides too (placeholders check values)."""
-    if rule.schema is not None:
-        return None
-    return tuple(fnmatch.translate(p) for p in rule.persistent)
+class PersistentKeys:
+    """What T1 and T3 share: keys matching a `persistent` glob are exempt (`exempt(key)`), and so
+    are the key schema's patterns with `ttl: none` once the rule takes the schema."""
+
+    def read_persistent(self, settings) -> None:
+        self.persistent = settings.strings("persistent")
+        self.exempt = glob_matcher(self.persistent)
+        self.schema = None
+
+    def take_ttl_schema(self, schema) -> bool:
+        """Take the key schema if it says anything of TTLs (then True)."""
+        if schema is None or all(pattern.ttl is None for pattern in schema):
+            return False
+        self.schema = schema
+        self.exempt = schema.ttl_exempt(self.exempt)
+        return True
+
+    def key_patterns(self, spec):
+        # The key is read only to exempt it: through the globs, unless the schema decides too
+        # (its placeholders check values).
+        if self.schema is not None:
+            return None
+        return tuple(fnmatch.translate(p) for p in self.persistent)
 
 
 # -- the rule -----------------------------------------------------------------------------------
@@ -259,7 +276,7 @@ class TtlRequired(Rule):
         return rule
 
 
-class _TtlCommon:
+class _TtlCommon(PersistentKeys):
     id = "T1"
     title = "every key has a TTL"
 
@@ -267,26 +284,19 @@ class _TtlCommon:
         super().__init__(settings)
         self.action = settings.get("action", "reject", kind=str, choices=("reject", "inject"))
         self.default_ttl = settings.get("default_ttl", 3600, kind=int, minimum=1)
-        self.persistent = settings.strings("persistent")
-        self.exempt = glob_matcher(self.persistent)
+        self.read_persistent(settings)
         self.ttl = InjectedTtl(str(self.default_ttl).encode())
-        self.schema = None
         self.pattern_ttls: dict[str, InjectedTtl] = {}  # schema pattern -> the TTL injected for it
 
     def use_schema(self, schema) -> None:
-        if schema is None or all(pattern.ttl is None for pattern in schema):
+        if not self.take_ttl_schema(schema):
             return
-        self.schema = schema
-        self.exempt = schema.ttl_exempt(self.exempt)
         for pattern in schema:
             if pattern.ttl is not None and pattern.ttl.bounded:
                 low, high = pattern.ttl.min_ttl or 1, pattern.ttl.max_ttl or self.default_ttl
                 ttl = min(max(self.default_ttl, low), high)
                 if ttl != self.default_ttl:
                     self.pattern_ttls[pattern.pattern] = InjectedTtl(str(ttl).encode())
-
-    def key_patterns(self, spec):
-        return exempt_key_patterns(self)
 
     def ttl_for(self, key: bytes) -> InjectedTtl:
         """The TTL to inject for this key: the default, within its schema pattern's bounds."""

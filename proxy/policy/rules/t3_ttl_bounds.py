@@ -16,7 +16,7 @@ import time
 
 from ...errors import schema_limit
 from ..base import NO_ARGUMENTS, CommandRule, PolicyError, register
-from .t1_ttl import TTL_TABLE, call_ttl_args, exempt_key_patterns, glob_matcher, text, ttl_args
+from .t1_ttl import TTL_TABLE, PersistentKeys, call_ttl_args, text, ttl_args
 
 UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
 
@@ -34,7 +34,7 @@ def duration(seconds: float) -> str:
 
 
 @register
-class TtlBounds(CommandRule):
+class TtlBounds(PersistentKeys, CommandRule):
     id = "T3"
     title = "TTL bounds"
 
@@ -44,17 +44,13 @@ class TtlBounds(CommandRule):
         self.max_ttl = settings.get("max_ttl", 2592000, kind=(int, float), minimum=0)
         if self.max_ttl < self.min_ttl:
             raise settings.error("max_ttl", f"'max_ttl' ({self.max_ttl}) is below 'min_ttl' ({self.min_ttl})")
-        self.persistent = settings.strings("persistent")
-        self.exempt = glob_matcher(self.persistent)
+        self.read_persistent(settings)
         self.bounds = _bounds_advice(self.min_ttl, self.max_ttl)
-        self.schema = None
         self.pattern_bounds: dict[str, tuple] = {}  # schema pattern -> (min, max, advice)
 
     def use_schema(self, schema) -> None:
-        if schema is None or all(pattern.ttl is None for pattern in schema):
+        if not self.take_ttl_schema(schema):
             return
-        self.schema = schema
-        self.exempt = schema.ttl_exempt(self.exempt)
         for pattern in schema:
             if pattern.ttl is None or not pattern.ttl.bounded:
                 continue
@@ -71,9 +67,6 @@ class TtlBounds(CommandRule):
     def reads_from(self, spec) -> int:
         entry = TTL_TABLE[spec.name]
         return entry[1] if len(entry) > 1 else NO_ARGUMENTS
-
-    def key_patterns(self, spec):
-        return exempt_key_patterns(self)
 
     def check(self, call):
         args = call.args
