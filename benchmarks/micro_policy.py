@@ -57,7 +57,7 @@ def session(engine: Engine, actions) -> Session:
     client.engine = engine
     client.plans = engine.plans
     client.policy_state = SessionState()
-    client.actions = actions
+    client.dispatch = connstate.dispatch_table(actions, engine.plans)
     client.unknown = PASS
     client.closing = False
     return client

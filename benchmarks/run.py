@@ -375,6 +375,7 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
     tests: dict[str, dict[str, float]] = {}
     wall0 = time.monotonic()
     for argv in bench_commands(scn, svc.port, n, args):
+        before = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
         timeout = max(120.0, n / 500.0)
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -387,6 +388,9 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
                 f"redis-benchmark against {svc.name} failed ({scn.label}, rc={res.returncode}):\n"
                 f"{res.stdout[-2000:]}{res.stderr[-2000:]}\n{svc.log_tail()}"
             )
+        if cpu_pid and len(got) == 1:  # one test per redis-benchmark run: its own CPU figure
+            for entry in got.values():
+                entry["proxy_cpu_us_per_req"] = (tree_cpu_seconds(cpu_pid) - before) * 1e6 / n
         tests.update(got)
     wall = time.monotonic() - wall0
     missing = [t for t in TESTS if t not in tests]
@@ -446,6 +450,14 @@ def summarize(rounds: list[dict], targets: list[str]) -> dict:
                 if target == "policy" and policy_pairs:
                     entry["ratio_to_proxy"] = median(
                         [run["tests"][test]["rps"] / p["tests"][test]["rps"] for run, p in policy_pairs])
+                    if "proxy_cpu_us_per_req" in vals[0]:
+                        # What the throughput ratio would be if the proxy's CPU were all that
+                        # limited it: steadier than rps on a machine shared with other load.
+                        entry["cpu_ratio_to_proxy"] = median(
+                            [p["tests"][test]["proxy_cpu_us_per_req"] / run["tests"][test]["proxy_cpu_us_per_req"]
+                             for run, p in policy_pairs])
+                if vals and "proxy_cpu_us_per_req" in vals[0]:
+                    entry["proxy_cpu_us_per_req"] = median([v["proxy_cpu_us_per_req"] for v in vals])
                 t_sum["tests"][test] = entry
             t_sum["redis_cpu_us_per_req"] = median([run["redis_cpu_us_per_req"] for run in runs])
             if runs and "proxy_cpu_us_per_req" in runs[0]:
@@ -489,6 +501,13 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
             t = summary[scn.name][target]
             print(f"{scn.label:<18} {target:<10} {fmt(t.get('proxy_cpu_us_per_req'), '12.2f')} "
                   f"{fmt(t['redis_cpu_us_per_req'], '12.2f')}")
+    if "policy" in targets and "proxy" in targets and \
+            "cpu_ratio_to_proxy" in summary[SCENARIOS[0].name]["policy"]["tests"][TESTS[0]]:
+        print("\nPolicy on / off by the proxy's CPU per request (off µs / on µs, median of per-round ratios)")
+        for scn in SCENARIOS:
+            tests = summary[scn.name]["policy"]["tests"]
+            print(f"{scn.label:<18} " + "  ".join(
+                f"{test} {fmt(tests[test]['cpu_ratio_to_proxy'], '.3f')}" for test in TESTS))
 
 
 def goal_checks(summary: dict, targets: list[str]) -> list[dict]:

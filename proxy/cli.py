@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 
 import hiredis
 
@@ -97,13 +98,19 @@ def build_engine(path, table):
 
 class PolicyWatcher:
     """Hot reload: on SIGHUP and when the file changes, the new policy applies to the next command
-    of every connection; an invalid file is refused with a log line and the running policy stays."""
+    of every connection; an invalid file is refused with a log line and the running policy stays.
+
+    The file is polled from a thread of its own, not from a timer in the event loop: while a timer
+    is pending the loop waits in epoll with a timeout, and arming that timeout on every wait cost
+    1.1-1.5 µs of CPU per request at 1 client on this project's virtual machines (measured: 5-11%
+    of the proxy's CPU per request there)."""
 
     def __init__(self, proxy, path, table):
         self.proxy = proxy
         self.path = path
         self.table = table
         self.stamp = self._stamp()
+        self.stopped = threading.Event()
 
     def _stamp(self):
         try:
@@ -128,12 +135,23 @@ class PolicyWatcher:
         metrics.POLICY_RELOADS.labels("applied").inc()
         log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
 
-    async def watch(self, interval: float = 1.0) -> None:
-        while True:
-            await asyncio.sleep(interval)
+    def start(self, loop, interval: float = 1.0) -> None:
+        threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _watch(self, loop, interval: float) -> None:
+        scheduled = None  # the stamp a reload was last asked for
+        while not self.stopped.wait(interval):
             stamp = self._stamp()
-            if stamp is not None and stamp != self.stamp:
-                self.reload("file changed")
+            # self.stamp is written on the loop's thread by reload(); a stale read only delays
+            if stamp is not None and stamp != self.stamp and stamp != scheduled:
+                scheduled = stamp
+                try:
+                    loop.call_soon_threadsafe(self.reload, "file changed")
+                except RuntimeError:  # the loop has closed
+                    return
 
 
 def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None) -> int:
@@ -156,7 +174,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         if config.policy is not None:
             watcher = PolicyWatcher(proxy, config.policy, table)
             loop.add_signal_handler(signal.SIGHUP, watcher.reload, "SIGHUP")
-            watch_task = loop.create_task(watcher.watch())
+            watcher.start(loop)
         if on_ready is not None:
             on_ready(proxy)
         # What start-up built (the command table, the policy's compiled plans) lives as long as
@@ -165,7 +183,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         gc.freeze()
         await stop.wait()
         if watcher is not None:
-            watch_task.cancel()
+            watcher.stop()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         await proxy.shutdown(config.shutdown_timeout)
         return 0

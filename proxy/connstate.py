@@ -6,7 +6,9 @@ client to a shared pool for its new state (SELECT, HELLO 2/3) or pin it to a ded
 connection, where it gets exactly the semantics of its own Redis connection. Blocking commands
 are found by the `blocking` flag in the command table, not listed by hand. The table is keyed by
 command name bytes (lower and upper case precomputed) so the per-command decision is one dict
-lookup; every known command is in it, mapped to PASS when it needs nothing.
+lookup; every known command is in it, mapped to PASS when it needs nothing. Under a policy, a
+session's table maps the names the policy checks to a Guard instead (`dispatch_table`), so that
+lookup also finds the command's plan.
 """
 
 from __future__ import annotations
@@ -116,6 +118,34 @@ def build_login_actions(shared: dict[bytes, int], dedicated: dict[bytes, int]):
     locked = {name: LOCKED for name in shared}
     locked.update(both_cases(UNLOCKED))
     return {**shared, **login}, {**dedicated, **login}, locked
+
+
+class Guard:
+    """A name's entry in a session's dispatch table when the policy checks the command: the
+    engine's plan, what the session's loop reads of it, and the name's action once it passes."""
+
+    __slots__ = ("plan", "action", "keys_only", "passed_before")
+
+    def __init__(self, plan, action: int):
+        self.plan = plan
+        self.action = action
+        self.keys_only = plan.keys_only
+        # (args, session state) -> True when the command may go without the engine's decision
+        self.passed_before = plan.passed_before or _decide_each
+
+
+def _decide_each(args, state) -> bool:
+    return False
+
+
+def dispatch_table(actions: dict[bytes, int], plans: dict) -> dict:
+    """`actions` with a Guard for every name in `plans` (a policy engine's name -> plan)."""
+    if not plans:
+        return actions
+    table = dict(actions)
+    for name, plan in plans.items():
+        table[name] = Guard(plan, actions.get(name, PASS))
+    return table
 
 
 def client_action(args: list[bytes], dedicated: bool) -> int:

@@ -24,7 +24,7 @@ import hiredis
 
 from . import connstate, errors, metrics
 from .connstate import (HELLO, LOCKED, LOGIN, PASS, QUIT, RESET, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN,
-                        TXN_DISCARD, TXN_EXEC, strict_int)
+                        TXN_DISCARD, TXN_EXEC, Guard, strict_int)
 from .login import parse_auth, parse_hello
 from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
@@ -42,9 +42,9 @@ POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
 class ClientSession(asyncio.Protocol):
     __slots__ = (
         "proxy", "loop", "transport", "peer", "reader", "slots", "inflight", "db", "protocol", "pool_index", "upstream", "dedicated", "streaming",
-        "actions", "held", "closing", "closed", "write_paused", "reading_paused",
+        "held", "closing", "closed", "write_paused", "reading_paused",
         "waiting_upstreams", "buffer_limit", "policy_state", "txn_dirty", "after_exec",
-        "engine", "plans", "app", "locked", "unknown", "login_result", "verifying",
+        "engine", "plans", "dispatch", "app", "locked", "unknown", "login_result", "verifying",
     )
 
     def __init__(self, proxy: "Proxy"):
@@ -61,7 +61,6 @@ class ClientSession(asyncio.Protocol):
         self.upstream = None  # current connection; shared ones are looked up again when closed
         self.dedicated = False
         self.streaming = None  # the stream slot once replies are no longer paired
-        self.actions = proxy.shared_actions
         self.held = None  # (batch, index) waiting for in-flight replies before a switch
         self.closing = False
         self.closed = False
@@ -90,11 +89,14 @@ class ClientSession(asyncio.Protocol):
         self.unknown = LOCKED if self.locked else PASS
         if self.locked:
             self.plans = {}  # NOAUTH comes before any policy decision
-            self.actions = proxy.locked_actions
+            self._use_actions(proxy.locked_actions)
         elif tenants is not None:
-            self.actions = proxy.login_actions[self.dedicated]
+            self._use_actions(proxy.login_actions[self.dedicated])
         else:
-            self.actions = proxy.dedicated_actions if self.dedicated else proxy.shared_actions
+            self._use_actions(proxy.dedicated_actions if self.dedicated else proxy.shared_actions)
+
+    def _use_actions(self, actions: dict) -> None:
+        self.dispatch = self.proxy.dispatch_table(actions, self.plans)  # name -> action, or Guard
 
     # -- transport events -------------------------------------------------------------------
 
@@ -167,30 +169,28 @@ class ClientSession(asyncio.Protocol):
         commands = batch.commands
         count = len(commands)
         start = index
-        plans = self.plans
+        dispatch = self.dispatch
         engine = self.engine
-        good_keys = engine.good_keys if plans else None
-        key_classes = engine.key_classes if plans else None
+        good_keys = engine.good_keys if engine is not None else None
+        key_classes = engine.key_classes if engine is not None else None
+        state = self.policy_state
         while index < count:
             args = commands[index]
             name = args[0]
-            if plans:
-                plan = plans.get(name, plans)
-                if plan is plans:
-                    plan = plans.get(name.lower())
-                if plan is not None and not (plan.keys_only and len(args) > 1 and (
+            action = dispatch.get(name)
+            if action is None:
+                action = dispatch.get(name.lower(), self.unknown)
+            if action.__class__ is Guard:
+                if not (action.keys_only and len(args) > 1 and (
                         args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
-                        plan.memo is not None and plan.passed_before(args, self.policy_state)):
-                    verdict = self._decide(plan, commands, index)
+                        action.passed_before(args, state)):
+                    verdict = self._decide(action.plan, commands, index)
                     if verdict is not None:
                         next_index = self._apply_verdict(verdict, batch, start, index)
                         if next_index is not None:
                             start = index = next_index
                             continue
-            actions = self.actions
-            action = actions.get(name)
-            if action is None:
-                action = actions.get(name.lower(), self.unknown)
+                action = action.action
             if action == PASS:
                 index += 1
                 continue
@@ -204,10 +204,11 @@ class ClientSession(asyncio.Protocol):
                 return
             start = index = next_index
             # AUTH, HELLO and RESET may have changed the client's application.
-            plans = self.plans
+            dispatch = self.dispatch
             engine = self.engine
-            good_keys = engine.good_keys if plans else None
-            key_classes = engine.key_classes if plans else None
+            good_keys = engine.good_keys if engine is not None else None
+            key_classes = engine.key_classes if engine is not None else None
+            state = self.policy_state
             if self.closing:
                 return
         if start < count:
@@ -735,10 +736,11 @@ class Proxy:
         self.engine = engine
         self.tenants = engine.tenants if engine is not None else None
         self.checks = {}  # password checks running, by credentials tag
-        self.bindings = {None: (engine, self._plans(engine))}
+        self.bindings = {None: (engine, engine.plans if engine is not None else {})}
         if self.tenants is not None:
             for name, app_engine in self.tenants.engines.items():
-                self.bindings[name] = (app_engine, self._plans(app_engine))
+                self.bindings[name] = (app_engine, app_engine.plans)
+        self.dispatch_tables = {}  # (id of an action table, id of a plans dict) -> both in one
         for session in self.sessions:
             session._bind()
 
@@ -749,15 +751,16 @@ class Proxy:
         if not future.cancelled() and future.exception() is None and future.result() is not None:
             tenants.remember(tag, future.result())
 
-    def _plans(self, engine) -> dict:
-        plans = {}
-        if engine is not None and engine.plans:
-            # Every known name maps to its plan or None, so a miss means "mixed case".
-            for spec in self.command_table:
-                for name in (spec.name, spec.name.upper()):
-                    plans[name.encode()] = None
-            plans.update(engine.plans)
-        return plans
+    def dispatch_table(self, actions: dict, plans: dict) -> dict:
+        """A session's table (`connstate.dispatch_table`), shared by the sessions that have the
+        same actions under the same engine; both stay alive until `set_engine` drops the tables."""
+        if not plans:
+            return actions
+        key = (id(actions), id(plans))
+        table = self.dispatch_tables.get(key)
+        if table is None:
+            table = self.dispatch_tables[key] = connstate.dispatch_table(actions, plans)
+        return table
 
     def assign_shared(self) -> int:
         index = self._next_shared

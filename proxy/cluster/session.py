@@ -23,7 +23,7 @@ from __future__ import annotations
 import hiredis
 
 from .. import errors
-from ..connstate import (PASS, PIN, SELECT, STREAM, TXN_DISCARD, TXN_EXEC, authenticates, both_cases,
+from ..connstate import (PASS, Guard, PIN, SELECT, STREAM, TXN_DISCARD, TXN_EXEC, authenticates, both_cases,
                          strict_int)
 from ..login import as_upstream, parse_auth, parse_hello
 from ..policy.engine import SessionState
@@ -230,7 +230,7 @@ class ClusterSession(ClientSession):
         super()._bind()
         if not self.locked and not self.dedicated:
             # With applications, AUTH/HELLO/RESET are the proxy's login (server.ClientSession).
-            self.actions = self.proxy.cluster_actions[self.proxy.tenants is not None]
+            self._use_actions(self.proxy.cluster_actions[self.proxy.tenants is not None])
 
     def connection_lost(self, exc) -> None:
         super().connection_lost(exc)
@@ -246,10 +246,11 @@ class ClusterSession(ClientSession):
         commands = batch.commands
         count = len(commands)
         start = index
-        plans = self.plans
+        dispatch = self.dispatch
         engine = self.engine
-        good_keys = engine.good_keys if plans else None
-        key_classes = engine.key_classes if plans else None
+        good_keys = engine.good_keys if engine is not None else None
+        key_classes = engine.key_classes if engine is not None else None
+        state = self.policy_state
         routes = self.routes
         router = self.router
         replica_reads = router.read_from_replicas
@@ -272,14 +273,14 @@ class ClusterSession(ClientSession):
                     self._pause_reading("switch")
                     return
                 self.drain_first = False
-            if plans:
-                plan = plans.get(name, plans)
-                if plan is plans:
-                    plan = plans.get(name.lower())
-                if plan is not None and not (plan.keys_only and len(args) > 1 and (
+            action = dispatch.get(name)
+            if action is None:
+                action = dispatch.get(name.lower(), self.unknown)
+            if action.__class__ is Guard:
+                if not (action.keys_only and len(args) > 1 and (
                         args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
-                        plan.memo is not None and plan.passed_before(args, self.policy_state)):
-                    verdict = self._decide(plan, commands, index)
+                        action.passed_before(args, state)):
+                    verdict = self._decide(action.plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
                         if start < index:
                             self._send_stretch(batch, runs, start, index, run_conn, run_slot)
@@ -294,9 +295,7 @@ class ClusterSession(ClientSession):
                         continue
                     if verdict is not None:
                         self._apply_verdict(verdict, batch, index, index)  # audit findings only
-            action = self.actions.get(name)
-            if action is None:
-                action = self.actions.get(name.lower(), PASS)
+                action = action.action
             if self.txn_conn is not None or self.txn_deferred is not None:
                 if start < index:
                     self._send_stretch(batch, runs, start, index, run_conn, run_slot)
@@ -354,10 +353,11 @@ class ClusterSession(ClientSession):
             if start == HELD or self.closing:
                 return
             # AUTH, HELLO and RESET may have changed the client's application.
-            plans = self.plans
+            dispatch = self.dispatch
             engine = self.engine
-            good_keys = engine.good_keys if plans else None
-            key_classes = engine.key_classes if plans else None
+            good_keys = engine.good_keys if engine is not None else None
+            key_classes = engine.key_classes if engine is not None else None
+            state = self.policy_state
             slot_conns = router.slot_connections(self.protocol, self.pool_index)  # HELLO may switch
             if self.dedicated:  # subscribed: the rest goes to that connection
                 return super()._run(batch, index)
@@ -456,7 +456,7 @@ class ClusterSession(ClientSession):
             masters = self.router.slotmap.masters()
             node = masters[self.pool_index % len(masters)] if masters else self.proxy.upstream.address
         self.dedicated = True
-        self.actions = self.proxy.dedicated_actions
+        self._use_actions(self.proxy.dedicated_actions)
         self.upstream = open_connection(self.loop, self.router.upstream_for(node), 0, self.protocol,
                                         self.proxy.config.connect_timeout, self._dedicated_closed)
         return index

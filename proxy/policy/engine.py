@@ -143,13 +143,15 @@ def _memo_lookup(memo: dict, key_classes, shape, start: int):
     get = memo.get
     if start == 3:
         def passed_before(args, state) -> bool:
-            if len(args) < 3 or state.in_multi:
+            if state.in_multi:
                 return False
-            known = get(args[1].translate(key_classes))
-            if known is None:
+            try:  # costs nothing unless raised: SET with fewer than 3 arguments
+                known = get(args[1].translate(key_classes))
+                if len(args) == 5 and type(known) is tuple:  # shape(args) for SET k v EX n, unbuilt
+                    return known[0] == len(args[2]) and known[1] == args[3] and known[2] == args[4]
+                found = (len(args[2]), *args[3:])
+            except IndexError:
                 return False
-            # shape(args) without the call, and for SET k v EX n without the unpacking
-            found = (len(args[2]), args[3], args[4]) if len(args) == 5 else (len(args[2]), *args[3:])
             return found == known or (type(known) is frozenset and found in known)
         return passed_before
 

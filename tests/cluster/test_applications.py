@@ -1,0 +1,48 @@
+"""Applications (K7) in front of a Redis Cluster: before a client authenticates, nothing it sends
+reaches a node, whose shared connections carry the proxy's own identity."""
+
+import pytest
+
+from proxy.policy.passwords import hash_password
+from tests.cluster.start import proxy_for
+from tests.servers import exchange
+
+POLICY = """
+name: shop
+auth: required
+applications:
+  checkout:
+    password_hash: "{hash}"
+    prefixes: ["shop:order:"]
+rules:
+  K7: {{}}
+"""
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+
+
+@pytest.fixture(scope="module")
+def shop_proxy(redis_cluster, tmp_path_factory):
+    policy = tmp_path_factory.mktemp("apps") / "policy.yaml"
+    policy.write_text(POLICY.format(hash=hash_password(b"checkout-pw", log_n=10)))
+    process = proxy_for(redis_cluster, "--policy", str(policy))
+    yield process
+    process.stop()
+
+
+@pytest.mark.parametrize("command", [
+    b"GET shop:order:1\r\n",
+    b"set shop:order:1 v\r\n",
+    b"Get shop:order:1\r\n",  # mixed case: the second lookup
+    b"NO.SUCH.COMMAND shop:order:1\r\n",  # a module's command, for all the proxy knows
+    b"nosuchcommand\r\n",
+])
+def test_before_auth_nothing_is_forwarded(shop_proxy, redis_cluster, command):
+    assert exchange(shop_proxy.port, command, timeout=5, settle=0.3)[0] == NOAUTH
+
+
+def test_after_auth_the_application_reaches_its_keys(shop_proxy, redis_cluster):
+    payload = (b"AUTH checkout checkout-pw\r\nSET shop:order:7 v\r\nGET shop:order:7\r\n"
+               b"NO.SUCH.COMMAND\r\n")
+    reply, _ = exchange(shop_proxy.port, payload, timeout=5, settle=0.5)
+    assert reply.startswith(b"+OK\r\n+OK\r\n$1\r\nv\r\n-ERR unknown command"), reply
+    assert redis_cluster.client(redis_cluster.master_for_key("shop:order:7")).get("shop:order:7") == b"v"

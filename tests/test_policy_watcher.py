@@ -1,0 +1,75 @@
+"""Hot reload's file watcher (`cli.PolicyWatcher`): a thread polls the file and hands each change
+to the event loop once, and the loop itself gets no task or timer for it."""
+
+import asyncio
+import os
+import threading
+import time
+
+from proxy.cli import PolicyWatcher
+from proxy.commands.table import CommandTable
+
+TABLE = CommandTable.from_snapshot()
+POLICY = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n"
+
+
+class FakeProxy:
+    def __init__(self):
+        self.engine = None
+        self.applied = []
+
+    def set_engine(self, engine) -> None:
+        self.engine = engine
+        self.applied.append(engine.policy.name)
+
+
+def _touch(path, text: str, step: int) -> None:
+    path.write_text(text)
+    stamp = time.time_ns() + step * 10_000_000  # a new mtime even within the clock's granularity
+    os.utime(path, ns=(stamp, stamp))
+
+
+async def _watch(path, proxy, changes) -> int:
+    loop = asyncio.get_running_loop()
+    watcher = PolicyWatcher(proxy, str(path), TABLE)
+    watcher.start(loop, interval=0.02)
+    tasks = len(asyncio.all_tasks())
+    try:
+        for step, text in enumerate(changes, 1):
+            _touch(path, text, step)
+            deadline = loop.time() + 5
+            while len(proxy.applied) < step and loop.time() < deadline and "broken" not in text:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.15)  # several more polls: none may reload again
+        return tasks
+    finally:
+        watcher.stop()
+
+
+def test_each_change_is_reloaded_once_and_a_bad_file_is_refused(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY.format(name="first"))
+    proxy = FakeProxy()
+    changes = [POLICY.format(name="second"), "name: broken\nrules:\n  K2: {style: weird}\n",
+               POLICY.format(name="third")]
+    tasks = asyncio.run(_watch(path, proxy, changes))
+    assert proxy.applied == ["second", "third"]
+    assert tasks == 1  # only the test's own coroutine: the loop waits without a timer
+
+
+def test_stop_ends_the_thread(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY.format(name="first"))
+
+    async def run():
+        watcher = PolicyWatcher(FakeProxy(), str(path), TABLE)
+        watcher.start(asyncio.get_running_loop(), interval=0.02)
+        watcher.stop()
+        return watcher
+
+    watcher = asyncio.run(run())
+    deadline = time.monotonic() + 2
+    while any(t.name == "policy-watcher" and t.is_alive() for t in threading.enumerate()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert watcher.stopped.is_set()
