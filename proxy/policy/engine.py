@@ -145,12 +145,13 @@ def _memo_lookup(memo: dict, key_classes, shape, start: int):
         def passed_before(args, state) -> bool:
             if state.in_multi:
                 return False
-            try:  # costs nothing unless raised: SET with fewer than 3 arguments
+            try:  # costs nothing unless raised: SET with fewer than 3 arguments, another shape's length
                 known = get(args[1].translate(key_classes))
                 if len(args) == 5 and type(known) is tuple:  # shape(args) for SET k v EX n, unbuilt
-                    return known[0] == len(args[2]) and known[1] == args[3] and known[2] == args[4]
+                    length, option, value = known
+                    return length == len(args[2]) and option == args[3] and value == args[4]
                 found = (len(args[2]), *args[3:])
-            except IndexError:
+            except (IndexError, ValueError):
                 return False
             return found == known or (type(known) is frozenset and found in known)
         return passed_before

@@ -173,3 +173,19 @@ def test_a_key_remembers_a_few_shapes():
     assert decide(memo, encoded(["SET", "app:1:string", "v", "EX", ttls[-1]])) is None
     assert plan.passed_before(encoded(["SET", "app:1:string", "v", "EX", ttls[-1]]), state)
     assert len(plan.shapes) == len(ttls) and memo.memo_size == 1
+
+
+@pytest.mark.parametrize("longer, shorter", [
+    (["SET", "app:1:string", "v", "XX", "GET", "EX", "60"], ["SET", "app:1:string", "v", "XX", "GET"]),
+    (["SET", "app:1:string", "v", "NX", "PX", "60000"], ["SET", "app:1:string", "v", "NX", "PX"]),
+])
+def test_a_shorter_command_is_not_taken_for_a_remembered_longer_one(longer, shorter):
+    """A remembered shape is compared whole: the first options of a longer command that passed
+    are not a pass for a command that stops there (here: without its TTL)."""
+    memo = engine()
+    state = SessionState()
+    assert decide(memo, encoded(longer)) is None
+    plan = memo.plan_for(encoded(longer))
+    assert plan.passed_before(encoded(longer), state)
+    assert not plan.passed_before(encoded(shorter), state)
+    assert decide(memo, encoded(shorter)) is not None
