@@ -474,8 +474,8 @@ class ClusterSession(ClientSession):
         self.slots.append(slot)
         self.inflight += 1
         gather = Gather(self, slot, len(parts), merge)
-        for index, (hash_slot, data) in enumerate(parts):
-            self.router.send(RoutedSlot(PartSink(gather, index), 1, None, data, 0, hash_slot),
+        for index, (part_slot, data) in enumerate(parts):
+            self.router.send(RoutedSlot(PartSink(gather, index), 1, None, data, 0, part_slot),
                              self.protocol, self.pool_index)
 
     def _split(self, split: Split) -> None:
@@ -702,7 +702,6 @@ class ClusterSession(ClientSession):
                     self._end_local_transaction()
                     self._local(errors.OK)
                     return index + 1
-                self.txn_deferred = deferred
                 self._pin_deferred(None)
                 return self._end(action if action in (TXN_EXEC, TXN_DISCARD) else TXN_EXEC, batch, index)
             routed = self.routes.decide(args, self.router.slotmap.master_for_slot)

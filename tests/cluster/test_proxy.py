@@ -10,7 +10,7 @@ import pytest
 redis = pytest.importorskip("redis")
 
 from tests.cluster.start import proxy_for  # noqa: E402
-from tests.servers import ProxyProcess, read_until_quiet  # noqa: E402
+from tests.servers import ProxyProcess, exchange, read_until_quiet  # noqa: E402
 
 KEYS = [f"user:{i}" for i in range(60)]
 
@@ -106,6 +106,14 @@ def test_multi_sent_alone_then_keys(cluster_proxy):
     assert conn.read_response() == [b"PONG", b"OK"]
     conn.send_command("GET", "alone:k")
     assert conn.read_response() == b"v"
+
+
+@pytest.mark.parametrize("payload, reply", [
+    (b"MULTI\r\nPING\r\nEXEC\r\nPING\r\n", b"+OK\r\n+QUEUED\r\n*1\r\n+PONG\r\n+PONG\r\n"),
+    (b"MULTI\r\nEXEC\r\nPING\r\n", b"+OK\r\n*0\r\n+PONG\r\n"),
+])
+def test_a_transaction_without_keys(cluster_proxy, payload, reply):
+    assert exchange(cluster_proxy.port, payload, timeout=5, settle=0.3) == (reply, False)
 
 
 def test_watch_aborts_on_change(client, cluster_proxy):
