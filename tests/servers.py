@@ -13,6 +13,8 @@ import tempfile
 import threading
 import time
 
+import hiredis
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSTHROUGH = os.path.join(REPO, "configs", "passthrough.yaml")
 
@@ -163,6 +165,16 @@ def read_until_quiet(sock: socket.socket, timeout: float = 3.0, settle: float = 
             return data, True
         data += chunk
     return data, False
+
+
+def parse_all(data: bytes) -> list:
+    """Every whole RESP message in `data` (commands or replies), as hiredis reads them."""
+    reader = hiredis.Reader()
+    reader.feed(data)
+    found = []
+    while (message := reader.gets()) is not False:
+        found.append(message)
+    return found
 
 
 def exchange(port: int, payload: bytes, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:

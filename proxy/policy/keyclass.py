@@ -4,8 +4,8 @@ A rule that reads a key only through regexes (every key rule's `pattern`, T1's a
 `persistent` globs, K6's type words) sees each byte of the key only through the atoms of those
 regexes: literals, ranges, categories, `.`. Python's `re` has no other way to look at a byte when
 a pattern has no backreferences (under `(?i)` an atom accepts both cases of its ASCII letters). So
-two bytes that every atom accepts or refuses alike are interchangeable: `user:1042:profile` and `aaaa:0000:aaaaaaa` get the same verdict
-under the strictest preset. `class_table` maps each byte to one byte of its class; the engine
+two bytes that every atom accepts or refuses alike are interchangeable: `user:1042:profile` and
+`aaaa:0000:aaaaaaa` get the same verdict under the strictest preset. `class_table` maps each byte to one byte of its class; the engine
 caches verdicts by `key.translate(table)`, so a keyspace of millions of ids costs a handful of
 entries that stay in the CPU's cache (a lookup in a table of 100,000 keys misses it three times).
 

@@ -4,16 +4,7 @@ back (keys gone between SCAN and TYPE, module types, errors, V4 samples)."""
 import hiredis
 
 from proxy.audit.facts import SIZE_COMMANDS, FactsQuery, KeyFacts
-
-
-def commands(payload: bytes) -> list[list[bytes]]:
-    """The commands of a request, as Redis would read them."""
-    reader = hiredis.Reader()
-    reader.feed(payload)
-    found = []
-    while (command := reader.gets()) is not False:
-        found.append(command)
-    return found
+from tests.servers import parse_all
 
 
 def test_size_commands_per_type():
@@ -24,7 +15,7 @@ def test_size_commands_per_type():
 def test_two_passes():
     keys = [b"s", b"h", b"gone", b"m", b"z"]
     query = FactsQuery(keys, memory_samples=5, string_sample=16)
-    sent = commands(query.first())
+    sent = parse_all(query.first())
     assert sent == [command for key in keys for command in (
         [b"TYPE", key], [b"PTTL", key], [b"MEMORY", b"USAGE", key, b"SAMPLES", b"5"])]
     first = [b"string", 5000, 56, b"hash", -1, 120, b"none", -2, None, b"ReJSON-RL", -1, 90,
@@ -32,7 +23,7 @@ def test_two_passes():
     facts = query.read_first(first)
     assert [f.key for f in facts] == [b"s", b"h", b"m", b"z"]
     assert query.vanished == 1
-    sent = commands(query.second())
+    sent = parse_all(query.second())
     assert sent == [[b"STRLEN", b"s"], [b"GETRANGE", b"s", b"0", b"15"], [b"HLEN", b"h"], [b"ZCARD", b"z"]]
     assert query.second_count == 4
     query.read_second([3000, b'{"a": 1, "b": 2,', 7, 0])
@@ -47,7 +38,7 @@ def test_two_passes():
 def test_no_string_sample_without_v4():
     query = FactsQuery([b"s"], string_sample=0)
     query.read_first([b"string", -1, 50])
-    assert commands(query.second()) == [[b"STRLEN", b"s"]]
+    assert parse_all(query.second()) == [[b"STRLEN", b"s"]]
     assert query.read_second([4])[0].sample is None
 
 

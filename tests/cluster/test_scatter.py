@@ -16,6 +16,7 @@ from proxy.config import Address, Config, Upstream
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
 from proxy.upstream.connection import READY
+from tests.servers import parse_all
 
 NODES = [Address("127.0.0.1", 7000 + i) for i in range(4)]  # the fourth owns nothing at first
 RANGES = [(0, 5460, NODES[0], ()), (5461, 10922, NODES[1], ()), (10923, 16383, NODES[2], ())]
@@ -87,12 +88,7 @@ class Rig:
         conn = self.conns[node]
         data = conn.transport.taken() + b"".join(conn.out)
         conn.out = []
-        reader = hiredis.Reader()
-        reader.feed(data)
-        commands = []
-        while (command := reader.gets()) is not False:
-            commands.append(command)
-        return commands
+        return parse_all(data)
 
     def answer(self, node, data: bytes, step: int | None = None) -> None:
         """The node's replies, in one read or `step` bytes at a time."""
@@ -225,11 +221,7 @@ def test_a_failed_connection_fails_only_its_commands(rig, failing, answered):
             rig.answer(other, replies_for(rig.sent(other)))
     rig.answer(node, replies_for(commands[:answered]))
     rig.conns[node].fail("connection reset")
-    out = hiredis.Reader()
-    out.feed(rig.client.taken())
-    replies = []
-    while (reply := out.gets()) is not False:
-        replies.append(reply)
+    replies = parse_all(rig.client.taken())
     own = [key for key in keys if owner(key) == node]
     for key, reply in zip(keys, replies):
         if key in own[answered:]:
