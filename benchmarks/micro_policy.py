@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Micro-benchmark of what a policy adds to the proxy's per-command loop, without sockets.
 
-Runs `ClientSession._run` (the loop every client batch goes through: policy check, command
+Runs `Session._run` (the dispatch loop every client batch goes through: policy check, command
 action, forward) over pipelines of 16 commands on random keys, with the passthrough policy and
 with a policy file (the strictest preset by default), and prints nanoseconds per command. Only
 the upstream write is left out. Unlike `run.py` this does not depend on the machine's other
@@ -21,11 +21,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from proxy import connstate  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
-from proxy.server import PASS, ClientSession  # noqa: E402
+from proxy.session.behaviour import PASS, STANDALONE, Behaviour, dispatch_table, lane_tables  # noqa: E402
+from proxy.session.session import Session  # noqa: E402
+from proxy.session.states import SHARED, ConnState  # noqa: E402
 
 PIPELINE = 16
 ROUNDS = 5
@@ -47,8 +48,8 @@ class Batch:
         return b""
 
 
-class Session(ClientSession):
-    def _forward(self, data, count, *args, **kwargs) -> None:
+class NoRoute:
+    def forward(self, session, batch, start, stop) -> None:
         pass  # the upstream write is not what is measured
 
 
@@ -57,9 +58,10 @@ def session(engine: Engine, actions) -> Session:
     client.engine = engine
     client.plans = engine.plans
     client.policy_state = SessionState()
-    client.dispatch = connstate.dispatch_table(actions, engine.plans)
+    client.dispatch = dispatch_table(actions, engine.plans)
     client.unknown = PASS
-    client.closing = False
+    client.state = ConnState()
+    client.route = NoRoute()
     return client
 
 
@@ -81,11 +83,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20_000)
     args = parser.parse_args()
     table = CommandTable.from_snapshot()
-    actions = connstate.build_actions([spec.name for spec in table if "|" not in spec.name],
-                                      [spec.name for spec in table if "blocking" in spec.flags])[0]
+    actions = lane_tables(Behaviour(table), STANDALONE)[SHARED]
     off = passthrough_engine(table)
     rng = random.Random(1)
-    print(f"ns per command in ClientSession._run, pipelines of {PIPELINE}, {args.keys:,} keys; "
+    print(f"ns per command in Session._run, pipelines of {PIPELINE}, {args.keys:,} keys; "
           f"policy: {args.policy.name}")
     for name, build in COMMANDS.items():
         batches = [Batch([build(b"bench:item:%012d:string" % rng.randrange(args.keys)) for _ in range(PIPELINE)])

@@ -159,12 +159,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        if config.upstream_cluster:
-            from .cluster.proxy import ClusterProxy
-
-            proxy = ClusterProxy(loop, config, table, engine=engine)
-        else:
-            proxy = Proxy(loop, config, table, databases, engine=engine)
+        proxy = Proxy(loop, config, table, databases, engine=engine)
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

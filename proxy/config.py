@@ -49,7 +49,21 @@ class Upstream:
 class Limits:
     max_request_bytes: int = 512 * 1024 * 1024
     max_args: int = 1024 * 1024
-    client_write_buffer: int = 1024 * 1024
+    client_write_buffer: int = 1024 * 1024  # unread reply bytes before the proxy stops reading the client
+    client_output_buffer: int = 256 * 1024 * 1024  # unread reply bytes past which the client is disconnected
+
+
+@dataclass(frozen=True, slots=True)
+class Sentinel:
+    """A master managed by Redis Sentinel: its name and the sentinels to ask for it."""
+
+    master: str
+    sentinels: tuple[Address, ...]
+    username: str | None = None  # the master's (and its replicas') credentials
+    password: str | None = None
+    sentinel_username: str | None = None  # the sentinels' own, when they require one
+    sentinel_password: str | None = None
+    db: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +79,9 @@ class Config:
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
     upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
     failover_timeout: float = 10.0  # how long a request waits for a cluster slot's new owner
-    read_from_replicas: bool = False  # cluster: read-only commands go to a replica of the slot
+    read_from_replicas: bool = False  # cluster, sentinel: read-only commands go to a replica
+    warm_spares: int = 1  # idle connections kept ready per (database, protocol) for clients that move to their own
+    upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -122,6 +138,40 @@ def parse_cluster_seeds(value) -> tuple[Upstream, ...]:
     return seeds
 
 
+def parse_sentinel(value, where: str = "upstream_sentinel") -> Sentinel:
+    """'MASTER@HOST:PORT[,HOST:PORT...]', or a mapping {master, sentinels, username, password,
+    sentinel_username, sentinel_password, db}."""
+    if isinstance(value, str):
+        master, sep, hosts = value.partition("@")
+        if not sep or not master.strip():
+            raise ConfigError(f"{where}: give MASTER@HOST:PORT[,HOST:PORT...], got {value!r}")
+        value = {"master": master.strip(), "sentinels": hosts}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be MASTER@HOST:PORT,... or a mapping")
+    unknown = set(value) - {"master", "sentinels", "username", "password", "sentinel_username",
+                            "sentinel_password", "db"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s): {', '.join(sorted(unknown))}")
+    master = value.get("master")
+    if not isinstance(master, str) or not master:
+        raise ConfigError(f"{where}: 'master' (the name the sentinels monitor) is required")
+    hosts = value.get("sentinels")
+    items = hosts if isinstance(hosts, (list, tuple)) else str(hosts or "").split(",")
+    sentinels = tuple(parse_address(str(item).strip(), 26379) for item in items if str(item).strip())
+    if not sentinels:
+        raise ConfigError(f"{where}: give at least one sentinel HOST:PORT")
+    db = value.get("db", 0)
+    if isinstance(db, bool) or not isinstance(db, int) or db < 0:
+        raise ConfigError(f"{where}: 'db' must be a database number, got {db!r}")
+
+    def text(key):
+        item = value.get(key)
+        return None if item is None else str(item)
+
+    return Sentinel(master, sentinels, text("username"), text("password"), text("sentinel_username"),
+                    text("sentinel_password"), db)
+
+
 def _flag(section: dict, key: str, where: str) -> bool:
     value = section.get(key, False)
     if not isinstance(value, bool):
@@ -143,7 +193,14 @@ def _number(section: dict, key: str, default, kind, where: str):
     return kind(value)
 
 
-_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "limits", "upstream_options", "shutdown_timeout", "workers",
+def _count(section: dict, key: str, default: int, where: str) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where}: '{key}' must be a whole number, 0 or more, got {value!r}")
+    return value
+
+
+_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options", "shutdown_timeout", "workers",
              "policy", "metrics"}
 
 
@@ -170,10 +227,11 @@ def load_config(path: str | None) -> Config:
         max_request_bytes=_number(limits_in, "max_request_bytes", base.max_request_bytes, int, path),
         max_args=_number(limits_in, "max_args", base.max_args, int, path),
         client_write_buffer=_number(limits_in, "client_write_buffer", base.client_write_buffer, int, path),
+        client_output_buffer=_number(limits_in, "client_output_buffer", base.client_output_buffer, int, path),
     )
     upstream = data.get("upstream")
-    if upstream and data.get("upstream_cluster"):
-        raise ConfigError(f"{path}: give 'upstream' or 'upstream_cluster', not both")
+    if sum(1 for key in ("upstream", "upstream_cluster", "upstream_sentinel") if data.get(key)) > 1:
+        raise ConfigError(f"{path}: give one of 'upstream', 'upstream_cluster', 'upstream_sentinel'")
     policy = data.get("policy")
     if policy is not None:
         policy = os.path.join(os.path.dirname(os.path.abspath(path)), str(policy))
@@ -183,6 +241,8 @@ def load_config(path: str | None) -> Config:
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
         upstream=parse_upstream(str(upstream)) if upstream else None,
         upstream_cluster=parse_cluster_seeds(data["upstream_cluster"]) if data.get("upstream_cluster") else (),
+        upstream_sentinel=parse_sentinel(data["upstream_sentinel"], path) if data.get("upstream_sentinel") else None,
+        warm_spares=_count(options, "warm_spares", 1, path),
         failover_timeout=_number(options, "failover_timeout", 10.0, float, path),
         read_from_replicas=_flag(options, "read_from_replicas", path),
         limits=limits,

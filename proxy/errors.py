@@ -33,6 +33,27 @@ def shutting_down() -> bytes:
 OK = b"+OK\r\n"
 
 
+def not_supported(args, kind: str) -> bytes:
+    """A command that has no faithful meaning through the proxy in front of this kind of upstream."""
+    name = args[0].decode("utf-8", "replace").upper()
+    if len(args) > 1 and name in ("CLIENT", "SCRIPT", "FUNCTION", "CONFIG", "OBJECT", "MEMORY"):
+        name += " " + args[1].decode("utf-8", "replace").upper()
+    return resp_error(f"ERR {name} is not supported through Redis Guard in front of a Redis {kind}: "
+                      "the proxy shares its connections to the nodes between clients")
+
+
+def client_setinfo(args) -> bytes:
+    """CLIENT SETINFO as Redis 7.2 checks it; the proxy answers it without storing it."""
+    if len(args) != 4:
+        return resp_error("ERR wrong number of arguments for 'client|setinfo' command")
+    attr = args[2].lower()
+    if attr not in (b"lib-name", b"lib-ver"):
+        return resp_error(f"ERR Unrecognized option '{args[2].decode('utf-8', 'replace')}'")
+    if any(c < 33 or c > 126 for c in args[3]) or (attr == b"lib-name" and b" " in args[3]):
+        return resp_error(f"ERR {attr.decode()} cannot contain spaces, newlines or special characters.")
+    return OK
+
+
 def violation_text(finding) -> str:
     """The text of a policy rejection, without the leading '-': NOPERM is what clients already
     map to a permission error."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 
 from . import errors
-from .connstate import strict_int
+from .session.behaviour import strict_int
 
 DEFAULT_USER = b"default"  # `AUTH password` authenticates as this user, as in Redis
 

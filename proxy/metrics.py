@@ -35,6 +35,12 @@ HIDDEN_FAILED = Counter(
     "Commands the policy added (T1's EXPIRE ... NX) that failed or were lost", registry=REGISTRY,
 )
 
+SLOW_CLIENTS = Counter(
+    "redis_guard_clients_disconnected_output_buffer",
+    "Clients disconnected for leaving more unread replies than limits.client_output_buffer",
+    registry=REGISTRY,
+)
+
 
 def serve(address) -> None:
     """Expose the metrics over HTTP (a daemon thread, as prometheus-client does it)."""

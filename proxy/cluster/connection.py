@@ -1,7 +1,7 @@
 """Connections to cluster nodes: redirections are caught before any client sees them.
 
-A `ClusterConnection` is an upstream connection whose routed slots (`RoutedSlot`: a run of a
-client's consecutive commands that the router sent by slot; several of them may share one
+A `ClusterConnection` is an upstream connection whose routed entries (`RoutedPending`: a run of
+a client's consecutive commands that the router sent by hash slot; several of them may share one
 request, see `send_all`) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
 Such a reply must not reach the client: the router sends that one command again where it
 belongs, and its reply takes the redirected one's place. Replies are forwarded as bytes exactly
@@ -14,25 +14,28 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-import time
 
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
-from ..upstream.connection import CLOSED, SharedPool, UpstreamConnection, open_connection
+from ..upstream.connection import CLOSED, UpstreamConnection
+from ..upstream.pools import Opener, SharedPool
 
 RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN)
 READONLY = (("READONLY",),)
 
 
-class RoutedSlot:
-    """Replies a client awaits for `count` commands it sent by slot, which can each be sent
-    again: `source` is the client's batch (commands `first`...) or one packed request."""
+class RoutedPending:
+    """Replies a client awaits for `count` commands it sent by hash slot, which can each be sent
+    again: `source` is the client's batch (commands `first`...) or one packed request. `owner`
+    keeps the entry's place among others (`split_run`): the client's `ClusterClient`, or the
+    Scatter of a stretch."""
 
-    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking")
+    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "source", "first",
+                 "count", "hash_slot", "attempts", "asking", "owner")
 
-    def __init__(self, session, count: int, conn, source, first: int, hash_slot: int | None):
-        self.session = session
+    def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
+        self.receiver = receiver
+        self.owner = owner
         self.remaining = count
         self.count = count
         self.conn = conn
@@ -59,29 +62,30 @@ class RoutedSlot:
         return self.source.span(self.first, self.first + self.count)
 
     def fail(self, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(self, error, partial)
+        self.receiver.pending_failed(self, error, partial)
 
 
-def cut_run(conn, slot: RoutedSlot, owner) -> tuple[RoutedSlot, list]:
-    """`conn` answered the next command of the run `slot` with a redirection: cut the run
-    there, as the router will send that one command again elsewhere. Returns the slot that now
-    awaits its reply and the new slots to queue right after `slot` in its owner's order (the
+def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
+    """`conn` answered the next command of the run `entry` with a redirection: cut the run
+    there, as the router will send that one command again elsewhere. Returns the entry that now
+    awaits its reply and the new entries to queue right after `entry` in its owner's order (the
     retry, and the rest of the run, which stays first in line on `conn`). When the run had
-    answers before it, `slot` keeps just those and is complete."""
-    done = slot.count - slot.remaining
-    rest = slot.remaining - 1
-    tail = RoutedSlot(owner, rest, conn, slot.source, slot.first + done + 1, slot.hash_slot) if rest else None
+    answers before it, `entry` keeps just those and is complete."""
+    done = entry.count - entry.remaining
+    rest = entry.remaining - 1
+    tail = RoutedPending(entry.receiver, rest, conn, entry.source, entry.first + done + 1, entry.hash_slot,
+                         entry.owner) if rest else None
     if tail is not None:
         conn.pending[0] = tail
     else:
         conn.pending.popleft()
     if done == 0:
-        slot.count = slot.remaining = 1
-        return slot, [tail] if tail else []
-    retry = RoutedSlot(owner, 1, None, slot.source, slot.first + done, slot.hash_slot)
-    retry.attempts = slot.attempts
-    slot.count = done
-    slot.remaining = 0
+        entry.count = entry.remaining = 1
+        return entry, [tail] if tail else []
+    retry = RoutedPending(entry.receiver, 1, None, entry.source, entry.first + done, entry.hash_slot, entry.owner)
+    retry.attempts = entry.attempts
+    entry.count = done
+    entry.remaining = 0
     return retry, [retry, tail] if tail else [retry]
 
 
@@ -103,10 +107,10 @@ class ReadBatch:
 
 
 class ClusterConnection(UpstreamConnection):
-    __slots__ = ("router", "error_partial", "protocol", "index")
+    __slots__ = ("router", "error_partial", "index")
 
-    def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0)):
-        super().__init__(loop, address, startup, on_close)
+    def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0), identify=False):
+        super().__init__(loop, address, startup, on_close, identify=identify)
         self.router = router
         self.protocol, self.index = place  # its pool's protocol and its index there: where a retry goes
         self.error_partial = None  # the first bytes of an error reply cut across reads
@@ -133,23 +137,23 @@ class ClusterConnection(UpstreamConnection):
             while pos < size:
                 if not pending:
                     raise ReplyStreamError("reply with no request waiting for it")
-                slot = pending[0]
-                remaining = slot.remaining
+                entry = pending[0]
+                remaining = entry.remaining
                 if remaining < 0:
-                    slot.session.deliver(slot, data if pos == 0 else data[pos:], 0)
+                    entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
                 if 0 <= dash < pos:
                     dash = data.find(b"\n-", pos)
-                if type(slot) is not RoutedSlot or (
+                if type(entry) is not RoutedPending or (
                         self.error_partial is None and data[pos] != 45 and dash < 0):
                     end, done, _pushes = scan(data, pos, remaining)
-                    slot.session.deliver(slot, data if pos == 0 and end == size else data[pos:end], done)
+                    entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
                 else:
                     starts_error = self.error_partial is not None or (
                         data[pos] == 45 and not splitter.in_reply)
                     end, done, _pushes = scan(data, pos, 1)
                     if not starts_error:
-                        slot.session.deliver(slot, data[pos:end], done)
+                        entry.receiver.deliver(entry, data[pos:end], done)
                     else:
                         error = (self.error_partial or b"") + data[pos:end]
                         if not done:
@@ -157,14 +161,14 @@ class ClusterConnection(UpstreamConnection):
                             return
                         self.error_partial = None
                         if classify_error(error) in RETRIED:
-                            self.router.redirected(self, slot, error)
+                            self.router.redirected(self, entry, error)
                             pos = end
                             continue
-                        slot.session.deliver(slot, error, 1)
+                        entry.receiver.deliver(entry, error, 1)
                 if self.state is CLOSED:
                     return
                 pos = end
-                if slot.remaining == 0 and pending and pending[0] is slot:
+                if entry.remaining == 0 and pending and pending[0] is entry:
                     pending.popleft()
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
@@ -174,11 +178,11 @@ class ClusterConnection(UpstreamConnection):
             return
         if connecting and self.router is not None:
             # Never connected: nothing was sent, so the routed requests wait for a new owner.
-            kept = [slot for slot in self.pending if type(slot) is RoutedSlot]
-            self.pending = type(self.pending)(slot for slot in self.pending if type(slot) is not RoutedSlot)
+            kept = [entry for entry in self.pending if type(entry) is RoutedPending]
+            self.pending = type(self.pending)(entry for entry in self.pending if type(entry) is not RoutedPending)
             super().fail(reason, connecting, refused, reply)
-            for slot in kept:
-                self.router.park(slot)
+            for entry in kept:
+                self.router.park(entry)
             return
         super().fail(reason, connecting, refused, reply)
 
@@ -186,27 +190,18 @@ class ClusterConnection(UpstreamConnection):
 class NodePool(SharedPool):
     """Shared connections to one cluster node; a failure makes the router look again."""
 
-    __slots__ = ("router", "readonly")
+    __slots__ = ("readonly", "protocol")
 
     def __init__(self, loop, upstream, protocol: int, size: int, timeout: float, router, readonly=False):
-        super().__init__(loop, upstream, 0, protocol, size, timeout)
-        self.router = router
+        super().__init__(Opener(loop, upstream, 0, protocol, timeout, cls=ClusterConnection, retry_interval=0.25,
+                                on_failure=lambda conn: router.node_failed(upstream.address, conn.close_reason),
+                                router=router), size)
         self.readonly = readonly  # connections to a replica, for reads: READONLY first
-        self.retry_interval = 0.25
+        self.protocol = protocol
 
-    def get(self, index: int):
-        conn = self.connections[index]
-        if conn is not None and conn.state is not CLOSED:
-            return conn
-        if time.monotonic() - self.failed_at < self.retry_interval:
-            return None
-        conn = open_connection(self.loop, self.upstream, 0, self.protocol, self.timeout, self._closed,
-                               cls=ClusterConnection, router=self.router,
-                               place=(self.protocol, index), also=READONLY if self.readonly else ())
-        self.connections[index] = conn
-        return conn
+    @property
+    def upstream(self):
+        return self.opener.upstream
 
-    def _closed(self, conn) -> None:
-        super()._closed(conn)
-        if conn.close_reason != "closed by the proxy":
-            self.router.node_failed(self.upstream.address, conn.close_reason)
+    def _extra(self, index: int) -> dict:
+        return {"place": (self.protocol, index), "also": READONLY if self.readonly else ()}

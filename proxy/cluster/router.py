@@ -31,9 +31,9 @@ from ..config import Upstream
 from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
 from ..routing.slots import SLOT_COUNT
-from ..upstream.connection import HiddenSlot
+from ..pending import hidden
 from ..upstream.probe import ask
-from .connection import NodePool, ReadBatch, RoutedSlot
+from .connection import NodePool, ReadBatch, RoutedPending
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -59,7 +59,7 @@ class ClusterRouter:
         self.slotmap = SlotMap.empty()
         self.by_slot: dict[tuple, list] = {}  # (protocol, index) -> per hash slot, its connection
         self.pools: dict[tuple, NodePool] = {}
-        self.parked: list[tuple[float, RoutedSlot, int, int]] = []
+        self.parked: list[tuple[float, RoutedPending, int, int]] = []
         self.refresh_task = None
         self.refresh_wanted = False
         self.last_refresh = -1e9
@@ -196,66 +196,66 @@ class ClusterRouter:
 
     # -- requests between owners -------------------------------------------------------------
 
-    def send(self, slot: RoutedSlot, protocol: int, index: int) -> None:
-        """Send a slot's commands to the owner of its hash slot now, or park it."""
-        conn = self.connection(slot.hash_slot, protocol, index)
+    def send(self, entry: RoutedPending, protocol: int, index: int) -> None:
+        """Send an entry's commands to the owner of its hash slot now, or park it."""
+        conn = self.connection(entry.hash_slot, protocol, index)
         if conn is None:
-            self.park(slot, protocol, index)
+            self.park(entry, protocol, index)
             return
-        self._send_on(conn, slot)
+        self._send_on(conn, entry)
 
     @staticmethod
-    def _send_on(conn, slot: RoutedSlot) -> None:
-        slot.conn = conn
-        data = slot.requests()
-        if slot.asking:  # once: ASK names the node for this one command
-            slot.asking = False
-            conn.send(ASKING, HiddenSlot(1))
-        conn.send(data, slot)
+    def _send_on(conn, entry: RoutedPending) -> None:
+        entry.conn = conn
+        data = entry.requests()
+        if entry.asking:  # once: ASK names the node for this one command
+            entry.asking = False
+            conn.send(ASKING, hidden(1))
+        conn.send(data, entry)
 
-    def park(self, slot: RoutedSlot, protocol: int | None = None, index: int | None = None) -> None:
-        conn = slot.conn
+    def park(self, entry: RoutedPending, protocol: int | None = None, index: int | None = None) -> None:
+        conn = entry.conn
         if protocol is None:
             protocol, index = (conn.protocol, conn.index) if conn is not None else (2, 0)
-        slot.conn = None
-        self.parked.append((time.monotonic() + self.failover_timeout, slot, protocol, index))
+        entry.conn = None
+        self.parked.append((time.monotonic() + self.failover_timeout, entry, protocol, index))
         self.request_refresh()
 
     def _redispatch(self) -> None:
         parked, self.parked = self.parked, []
-        for deadline, slot, protocol, index in parked:
-            if slot.session is None:
+        for deadline, entry, protocol, index in parked:
+            if entry.receiver is None:
                 continue
-            if self.connection(slot.hash_slot, protocol, index) is None:
-                self.parked.append((deadline, slot, protocol, index))
+            if self.connection(entry.hash_slot, protocol, index) is None:
+                self.parked.append((deadline, entry, protocol, index))
             else:
-                self.send(slot, protocol, index)
+                self.send(entry, protocol, index)
 
     def _expire_parked(self) -> None:
         now = time.monotonic()
         keep = []
-        for entry in self.parked:
-            deadline, slot, _protocol, _index = entry
+        for parked in self.parked:
+            deadline, entry, _protocol, _index = parked
             if now < deadline:
-                keep.append(entry)
+                keep.append(parked)
                 continue
-            node = self.slotmap.master_for_slot(slot.hash_slot) if slot.hash_slot is not None else None
-            slot.fail(errors.upstream_unavailable(str(node or "cluster"),
-                                                  f"no reachable owner for slot {slot.hash_slot} "
-                                                  f"after {self.failover_timeout:g}s"), False)
+            node = self.slotmap.master_for_slot(entry.hash_slot) if entry.hash_slot is not None else None
+            entry.fail(errors.upstream_unavailable(str(node or "cluster"),
+                                                   f"no reachable owner for slot {entry.hash_slot} "
+                                                   f"after {self.failover_timeout:g}s"), False)
         self.parked = keep
 
-    def redirected(self, conn, slot: RoutedSlot, error: bytes) -> None:
-        """`conn` answered the next command of `slot` with MOVED/ASK/TRYAGAIN."""
-        if slot.count > 1:
-            retry = slot.session.split_run(conn, slot)
+    def redirected(self, conn, entry: RoutedPending, error: bytes) -> None:
+        """`conn` answered the next command of `entry` with MOVED/ASK/TRYAGAIN."""
+        if entry.count > 1:
+            retry = entry.owner.split_run(conn, entry)
         else:
             conn.pending.popleft()
-            retry = slot
+            retry = entry
         retry.attempts += 1
         if retry.attempts > self.max_redirects:
             retry.conn = None
-            retry.session.deliver(retry, error, 1)
+            retry.receiver.deliver(retry, error, 1)
             return
         kind = classify_error(error)
         if kind is ClusterError.TRYAGAIN:

@@ -1,118 +1,124 @@
-"""One client slot for a stretch of a pipeline that goes to several masters.
+"""One entry in a client's reply queue for a stretch of a pipeline that goes to several masters.
 
 Theory of operation: a stretch of consecutive ordinary commands whose keys live on several
 masters is sent as one request per connection, holding that connection's commands in pipeline
 order, and the client's reply queue gets one `Scatter` for the whole stretch. Inside, the
-stretch is a list of runs (`RoutedSlot`s of consecutive commands for one connection, in client
-order) queued on their connections like any routed slot, so the connection's one reply scan
-cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on them as
-on a session's runs. The Scatter is their session: it keeps them in order, as the session keeps
-its slots, and passes the replies on to the client's slot in that order: in one piece once the
-stretch is complete, or whenever 64 KiB are ready, so that a big reply streams through the
-session's usual flow control. Once complete it lets go of its runs (they point back at it). A run that fails gets the error reply for each of its commands not answered yet;
-one that fails half-way through a reply the client has already started to receive closes the
-client, as in standalone mode.
+stretch is a list of runs (`RoutedPending`s of consecutive commands for one connection, in
+client order) queued on their connections like any routed entry, so the connection's one reply
+scan cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on them
+as on a session's runs. The Scatter is their receiver: it keeps them in order, as the session
+keeps its reply queue, and passes the replies on to the client in that order: in one piece once
+the stretch is complete, or whenever 64 KiB are ready, so that a big reply streams through the
+session's usual flow control. Replies of runs far ahead of the one awaited are buffered and
+counted against the client's output limit; the shared connections that carry them are never
+paused for one client. Once complete it lets go of its runs (they point back at it). When a run
+fails, the client gets the replies before it, then the session's own failure handling (its
+connection closes); one that fails half-way through a reply the client has started to receive
+closes the client at once.
 """
 
 from __future__ import annotations
 
+from ..pending import Pending, keep
 from ..resp.replies import ReplySplitter
-from ..slots import Slot, keep
-from .connection import RoutedSlot, cut_run
+from .connection import RoutedPending, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete
 
 
-class Scatter(Slot):
-    """The client's slot for a stretch, and the session of the stretch's runs."""
+class Scatter(Pending):
+    """The client's entry for a stretch, and the receiver (and owner) of the stretch's runs."""
 
-    __slots__ = ("runs", "front", "at", "ready", "ready_size", "held")
+    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session")
 
     def __init__(self, session, runs: list):
         super().__init__(session, 1)
-        self.runs = runs  # RoutedSlots, in the client's order
+        self.session = session
+        self.runs = runs  # RoutedPendings, in the client's order
         self.at = 0
         self.front = None  # the run whose replies the client gets next
         self.ready = []  # reply bytes in client order, not passed on yet
         self.ready_size = 0
-        self.held = None  # connections paused because their run got too far ahead
+        self.failed = None  # (run, error) of the first run that failed, when not the front
 
     @classmethod
     def of_runs(cls, session, batch, runs: list) -> tuple[Scatter, list]:
         """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, and what
         to send: [(connection, its runs, one request with their commands)]."""
-        slots = []
-        scatter = cls(session, slots)
+        entries = []
+        scatter = cls(session, entries)
         by_conn = {}
         raw = batch.raw
         ends = batch.ends
         for conn, start, stop, hash_slot in runs:
-            slot = RoutedSlot(scatter, stop - start, conn, batch, start, hash_slot)
-            slots.append(slot)
+            entry = RoutedPending(scatter, stop - start, conn, batch, start, hash_slot, scatter)
+            entries.append(entry)
             span = raw[ends[start - 1] if start else 0:ends[stop - 1]]
             there = by_conn.get(conn)
             if there is None:
-                by_conn[conn] = ([slot], [span])
+                by_conn[conn] = ([entry], [span])
             else:
-                there[0].append(slot)
+                there[0].append(entry)
                 there[1].append(span)
-        scatter.front = slots[0]
+        scatter.front = entries[0]
         return scatter, [(conn, there, spans[0] if len(spans) == 1 else b"".join(spans))
                          for conn, (there, spans) in by_conn.items()]
 
+    def _gone(self) -> bool:
+        """The client is gone, or the stretch already ended in a failure."""
+        return self.session.state.life == "closed" or self.remaining == 0
+
     # -- what the connections hand over (the Scatter stands where a session would) ----------
 
-    def deliver(self, slot: RoutedSlot, data: bytes, done: int) -> None:
+    def deliver(self, entry: RoutedPending, data: bytes, done: int) -> None:
         if done:
-            slot.remaining -= done
-        session = self.session
-        if session.closed or self.remaining == 0:  # gone, or failed for a reply cut half-way
+            entry.remaining -= done
+        if self._gone():
             return
-        if slot is self.front:
+        if entry is self.front:
             self.ready.append(data)
             self.ready_size += len(data)
-            self.conn = slot.conn
-            if slot.remaining == 0:
+            self.conn = entry.conn
+            if entry.remaining == 0:
                 self._advance()
             elif self.ready_size >= FLUSH_BYTES:
                 self._pass_on(0)
             return
-        if keep(slot, data) > session.buffer_limit and slot.conn is not None:
-            # Replies far ahead of the one awaited: stop reading them until it has come.
-            if self.held is None:
-                self.held = set()
-            self.held.add(slot.conn)
-            session._hold_upstream(slot)
+        # Replies far ahead of the one awaited: buffered, against the client's output limit.
+        keep(entry, data)
+        session = self.session
+        session.held_bytes += len(data)
+        if session.held_bytes > session.output_limit:
+            session.overflow()
 
-    def slot_failed(self, slot: RoutedSlot, error: bytes, partial: bool) -> None:
-        count = slot.remaining
+    def pending_failed(self, entry: RoutedPending, error: bytes, partial: bool) -> None:
+        count = entry.remaining
         if count == 0:
             return
-        slot.remaining = 0
-        if self.session.closed or self.remaining == 0:
+        entry.remaining = 0
+        if self._gone():
             return
-        if slot is self.front:
-            if partial:  # the start of a reply that will never end is on its way to the client
-                self._pass_on(0)
-                self.session.slot_failed(self, error, True)
-                return
-            self.ready.append(error * count)
-            self._advance()
+        if entry is self.front:
+            self._pass_on(0)
+            self.session.pending_failed(self, error, partial)
             return
-        if partial and slot.buffered is not None:
+        if partial and entry.buffered is not None:
             # Keep the complete replies; drop the start of the one cut by the failure.
-            data = b"".join(slot.buffered)
-            end, _done, _pushes = ReplySplitter().scan(data, 0, slot.count - count)
-            slot.buffered = [data[:end]]
-        slot.buffered = (slot.buffered or []) + [error * count]
+            data = b"".join(entry.buffered)
+            end, _done, _pushes = ReplySplitter().scan(data, 0, entry.count - count)
+            self.session.held_bytes -= len(data) - end
+            entry.buffered = [data[:end]]
+            entry.buffered_size = end
+        if self.failed is None or self.runs.index(entry, self.at) < self.runs.index(self.failed[0], self.at):
+            self.failed = (entry, error)
 
-    def split_run(self, conn, slot: RoutedSlot) -> RoutedSlot:
-        """The router sends the next command of `slot` again elsewhere (see `cut_run`)."""
-        retry, added = cut_run(conn, slot, self)
+    def split_run(self, conn, entry: RoutedPending) -> RoutedPending:
+        """The router sends the next command of `entry` again elsewhere (see `cut_run`)."""
+        retry, added = cut_run(conn, entry)
         runs = self.runs
-        at = runs.index(slot, self.at)
+        at = runs.index(entry, self.at)
         runs[at + 1:at + 1] = added
-        if retry is not slot and slot is self.front:
+        if retry is not entry and entry is self.front:
             self._advance()
         return retry
 
@@ -125,16 +131,24 @@ class Scatter(Slot):
         count = len(runs)
         at = self.at + 1
         ready = self.ready
+        session = self.session
+        failed = self.failed
         while at < count:
-            slot = runs[at]
-            chunks = slot.buffered
+            entry = runs[at]
+            chunks = entry.buffered
             if chunks is not None:
                 ready += chunks
-                self.ready_size += slot.buffered_size
-                slot.buffered = None
-                slot.buffered_size = 0
-                self.conn = slot.conn
-            if slot.remaining:
+                self.ready_size += entry.buffered_size
+                session.held_bytes -= entry.buffered_size
+                entry.buffered = None
+                entry.buffered_size = 0
+                self.conn = entry.conn
+            if failed is not None and entry is failed[0]:
+                self.runs = self.front = None
+                self._pass_on(0)
+                session.pending_failed(self, failed[1], False)
+                return
+            if entry.remaining:
                 break
             at += 1
         self.at = at
@@ -144,18 +158,9 @@ class Scatter(Slot):
             self.runs = self.front = None
             self._pass_on(1)
             return
-        front = self.front = runs[at]
+        self.front = runs[at]
         if self.ready_size >= FLUSH_BYTES:
             self._pass_on(0)
-        held = self.held
-        if held and front.conn in held:
-            # The run awaited now is behind replies we stopped reading: read on.
-            conn = front.conn
-            held.discard(conn)
-            session = self.session
-            if conn in session.waiting_upstreams and not session.write_paused:
-                session.waiting_upstreams.discard(conn)
-                conn.resume_for(session)
 
     def _pass_on(self, done: int) -> None:
         ready = self.ready

@@ -1,14 +1,18 @@
 """One connection to an upstream Redis: coalesced writes, in-order reply routing, flow control.
 
-Theory of operation: callers `send(data, slot)` where `slot` is whoever expects the next
-`slot.remaining` replies (a client's run of requests, or the connection's own start-up
+Theory of operation: callers `send(data, pending)` where `pending` is whoever expects the next
+`pending.remaining` replies (a client's run of requests, or the connection's own start-up
 commands). Everything sent in one event-loop tick leaves in one write, because system calls,
 not parsing, decide a Python proxy's speed. Replies come back in the order requests were
 written, so the pending deque's head is always the owner of the next reply bytes; the reply
-splitter only says where replies end, and the bytes go on untouched. A slot with remaining < 0
-is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that do
-not pair replies with requests). Nothing is ever retried: when the connection fails, each
-request in flight gets an error reply.
+splitter only says where replies end, and the bytes go on untouched. A Pending with remaining
+< 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that
+do not pair replies with requests). Nothing is ever retried: when the connection fails, each
+entry still owed replies is told so (`Pending.fail`).
+
+A connection knows its `role` (shared, own, control, spare: who may send on it) and, once
+started, the client id and address Redis knows it by, so that a client's CLIENT KILL can never
+reach the proxy's own connections.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import time
+import socket
 
 import hiredis
 
 from .. import errors, metrics
+from ..pending import Pending, hidden
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -28,27 +33,40 @@ log = logging.getLogger("redis_guard.upstream")
 CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
+SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
+CLIENT_ID = ("CLIENT", "ID")
 
-class StartupSlot:
+
+class StartupPending:
     """Swallows the replies to the proxy's own AUTH/SELECT/HELLO and fails the connection on an
-    error, so a client never sees them and never runs with the wrong credentials or database."""
+    error, so a client never sees them and never runs with the wrong credentials or database.
+    The reply to a closing CLIENT ID names the connection (an error there is not fatal: a user
+    may lack the right to ask)."""
 
-    __slots__ = ("connection", "remaining", "received", "session")
+    __slots__ = ("connection", "remaining", "received", "receiver", "identify")
 
-    def __init__(self, connection: "UpstreamConnection", count: int):
+    def __init__(self, connection: "UpstreamConnection", count: int, identify: bool):
         self.connection = connection
         self.remaining = count
         self.received = []
-        self.session = self  # receives its own deliveries, like a client session would
+        self.receiver = self  # receives its own deliveries, like a client session would
+        self.identify = identify
 
-    def deliver(self, slot, data: bytes, done: int) -> None:
+    def deliver(self, pending, data: bytes, done: int) -> None:
         self.received.append(data)
         self.remaining -= done
         if self.remaining == 0:
             reader = hiredis.Reader()
             reader.feed(b"".join(self.received))
             self.received = []
+            replies = []
             while (reply := reader.gets()) is not False:
+                replies.append(reply)
+            if self.identify:
+                client_id = replies.pop()
+                if isinstance(client_id, int):
+                    self.connection.client_id = client_id
+            for reply in replies:
                 if isinstance(reply, hiredis.ReplyError):
                     # Requests queued behind it get the server's own refusal (NOAUTH, ...).
                     self.connection.fail(
@@ -62,30 +80,41 @@ class StartupSlot:
         pass
 
 
-class HiddenSlot:
-    """Replies the client must not see: state the proxy restores or adds on its behalf."""
+class Question:
+    """Receives the replies to the proxy's own commands (`UpstreamConnection.ask`), parsed."""
 
-    __slots__ = ("remaining", "session")
+    __slots__ = ("future", "chunks")
 
-    def __init__(self, count: int):
-        self.remaining = count
-        self.session = self
+    def __init__(self, future):
+        self.future = future
+        self.chunks = []
 
-    def deliver(self, slot, data: bytes, done: int) -> None:
-        self.remaining -= done
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        self.chunks.append(data)
+        pending.remaining -= done
+        if pending.remaining == 0 and not self.future.done():
+            reader = hiredis.Reader()
+            reader.feed(b"".join(self.chunks))
+            replies = []
+            while (reply := reader.gets()) is not False:
+                replies.append(reply)
+            self.future.set_result(replies)
 
-    def fail(self, error: bytes, partial: bool) -> None:
-        pass
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        pending.remaining = 0
+        if not self.future.done():
+            self.future.set_exception(ConnectionError(error.decode("utf-8", "replace").strip()))
 
 
 class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
-        "close_reason", "refused", "startup",
+        "close_reason", "refused", "startup", "role", "client_id", "sockname", "db", "protocol",
+        "upstream", "owner", "refusal",
     )
 
-    def __init__(self, loop, address, startup: list[tuple], on_close=None):
+    def __init__(self, loop, address, startup: list[tuple], on_close=None, identify: bool = False):
         self.address = address
         self.label = str(address)
         self.loop = loop
@@ -97,16 +126,26 @@ class UpstreamConnection(asyncio.Protocol):
         self.flush_scheduled = False
         self.write_paused = False
         self.blocked_sessions = set()  # sessions whose reading waits on our write buffer
-        self.read_paused_by = set()  # sessions too slow to take our replies
+        self.read_paused_by = set()  # sessions too slow to take our replies (own connections only)
         self.on_close = on_close
         self.close_reason = ""
         self.refused = False
         self.startup = b""
+        self.role = SHARED
+        self.client_id = None  # as Redis numbers its clients (CLIENT ID), once started
+        self.sockname = None  # ip:port as Redis shows this connection (CLIENT LIST addr=)
+        self.db = 0  # the database and protocol it was started in
+        self.protocol = 2
+        self.upstream = None  # the Upstream (address and credentials) it was opened with
+        self.owner = None  # the session it is lent or pinned to: told when the connection fails
+        self.refusal = None  # the server's reply when it refused the start-up (NOAUTH...)
+        if identify:
+            startup = list(startup) + [CLIENT_ID]
         if startup:
             # Client requests wait until these succeed: after a failed SELECT they would run in
             # the wrong database.
             self.startup = b"".join(hiredis.pack_command(cmd) for cmd in startup)
-            self.pending.append(StartupSlot(self, len(startup)))
+            self.pending.append(StartupPending(self, len(startup), identify))
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -130,13 +169,15 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self.transport = transport
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             try:
-                import socket
-
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        name = transport.get_extra_info("sockname")
+        if isinstance(name, tuple) and len(name) >= 2:
+            host = name[0]
+            self.sockname = (f"[{host}]:{name[1]}" if ":" in host else f"{host}:{name[1]}").encode()
         if self.startup:
             transport.write(self.startup)
         else:
@@ -162,6 +203,7 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self.state = CLOSED
         self.refused = refused
+        self.refusal = reply
         self.close_reason = reason
         if self.transport is not None:
             self.transport.abort()
@@ -169,46 +211,70 @@ class UpstreamConnection(asyncio.Protocol):
         self.out = []
         if reason != CLOSED_BY_PROXY:
             metrics.UPSTREAM_ERRORS.inc()
-        if pending:
+        if pending and reason != CLOSED_BY_PROXY:
             log.warning("upstream %s: %s (%d request runs in flight)", self.label, reason, len(pending))
         if reply is not None:
-            error = reply
-        elif connecting or refused:
-            error = errors.upstream_unavailable(self.label, reason)
+            # The server refused the proxy's start-up (NOAUTH...): that is its answer to every
+            # request queued behind it, as it would be to a client of its own.
+            for entry in pending:
+                if entry.remaining > 0:
+                    entry.receiver.deliver(entry, reply * entry.remaining, entry.remaining)
+                elif entry.remaining < 0:
+                    entry.receiver.deliver(entry, reply, 0)
+                    entry.fail(reply, False)
         else:
-            error = errors.upstream_lost(self.label, reason)
-        partial = self.splitter.in_reply
-        for slot in pending:
-            slot.fail(error, partial)
-            partial = False
+            error = errors.upstream_unavailable(self.label, reason) if connecting or refused else \
+                errors.upstream_lost(self.label, reason)
+            partial = self.splitter.in_reply
+            for entry in pending:
+                entry.fail(error, partial)
+                partial = False
         self._release_blocked()
         self.read_paused_by.clear()
         if self.on_close is not None:
             self.on_close(self)
+        owner, self.owner = self.owner, None
+        if owner is not None:
+            owner.own_closed(self)
 
     # -- writing ----------------------------------------------------------------------------
 
-    def send(self, data: bytes, slot) -> None:
-        """Queue a request; `slot` is None for requests on a raw stream (no reply pairing)."""
-        pending = self.pending
-        if not pending and not self.out and self.state is READY:
+    def send(self, data: bytes, pending) -> None:
+        """Queue a request; `pending` is None for requests on a raw stream (no reply pairing)."""
+        queue = self.pending
+        if not queue and not self.out and self.state is READY:
             # Nothing in flight: the connection is idle, so there is nothing to batch with and
             # waiting for the end of the tick would only add latency.
-            if slot is not None:
-                pending.append(slot)
+            if pending is not None:
+                queue.append(pending)
             self.transport.write(data)
             return
-        if slot is not None:
-            pending.append(slot)
+        if pending is not None:
+            queue.append(pending)
         self.out.append(data)
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.loop.call_soon(self._flush)
 
-    def send_all(self, data: bytes, slots) -> None:
-        """Queue one request whose replies go to several slots, in their order."""
+    def send_all(self, data: bytes, entries) -> None:
+        """Queue one request whose replies go to several entries, in their order."""
         self.send(data, None)
-        self.pending.extend(slots)  # before any reply: replies are read on a later loop turn
+        self.pending.extend(entries)  # before any reply: replies are read on a later loop turn
+
+    def send_hidden(self, commands) -> None:
+        """Commands whose replies nobody sees (state the proxy restores on a client's behalf)."""
+        if commands and self.state is not CLOSED:
+            self.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands), hidden(len(commands)))
+
+    def ask(self, commands) -> asyncio.Future:
+        """The proxy's own commands; the future gets their parsed replies (errors as values)."""
+        future = self.loop.create_future()
+        if self.state is CLOSED:
+            future.set_exception(ConnectionError(self.close_reason or "closed"))
+            return future
+        self.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands),
+                  Pending(Question(future), len(commands), self))
+        return future
 
     def _flush(self) -> None:
         self.flush_scheduled = False
@@ -230,33 +296,39 @@ class UpstreamConnection(asyncio.Protocol):
         for session in blocked:
             session.upstream_writable()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight or queued: the connection may be lent to another client."""
+        return not self.pending and not self.out and self.state is not CLOSED
+
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        pending = self.pending
+        queue = self.pending
         scan = self.splitter.scan
         pos = 0
         size = len(data)
         try:
             while pos < size:
-                if not pending:
+                if not queue:
                     raise ReplyStreamError("reply with no request waiting for it")
-                slot = pending[0]
-                if slot.remaining < 0:
-                    slot.session.deliver(slot, data if pos == 0 else data[pos:], 0)
+                entry = queue[0]
+                if entry.remaining < 0:
+                    entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
-                end, done, _pushes = scan(data, pos, slot.remaining)
-                slot.session.deliver(slot, data if pos == 0 and end == size else data[pos:end], done)
+                end, done, _pushes = scan(data, pos, entry.remaining)
+                entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
                 if self.state is CLOSED:
                     return
                 pos = end
-                if slot.remaining == 0 and pending and pending[0] is slot:
-                    pending.popleft()
+                if entry.remaining == 0 and queue and queue[0] is entry:
+                    queue.popleft()
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 
     def pause_for(self, session) -> None:
-        """A client is too slow to take the replies we hold for it: stop reading upstream."""
+        """The one client this connection serves is too slow to take our replies: stop reading
+        upstream. Never done on a shared connection: other clients would wait."""
         if not self.read_paused_by and self.transport is not None and self.state is not CLOSED:
             self.transport.pause_reading()
         self.read_paused_by.add(session)
@@ -265,54 +337,6 @@ class UpstreamConnection(asyncio.Protocol):
         self.read_paused_by.discard(session)
         if not self.read_paused_by and self.transport is not None and self.state is not CLOSED:
             self.transport.resume_reading()
-
-
-class SharedPool:
-    """Shared connections for one (database, protocol) pair. Clients are spread over them and
-    stick to one, so a client's requests run in the order it sent them."""
-
-    __slots__ = ("loop", "upstream", "db", "protocol", "connections", "next_index", "timeout",
-                 "failed_at", "failed_reason", "retry_interval")
-
-    def __init__(self, loop, upstream, db: int, protocol: int, size: int, timeout: float):
-        self.loop = loop
-        self.upstream = upstream
-        self.db = db
-        self.protocol = protocol
-        self.connections: list[UpstreamConnection | None] = [None] * size
-        self.next_index = 0
-        self.timeout = timeout
-        self.failed_at = -1e9
-        self.failed_reason = ""
-        self.retry_interval = 0.1
-
-    def assign(self) -> int:
-        index = self.next_index
-        self.next_index = (index + 1) % len(self.connections)
-        return index
-
-    def get(self, index: int) -> UpstreamConnection | None:
-        """The live connection at index, reconnecting if it closed; None while the upstream is
-        known to be down (a failed connect less than retry_interval ago): callers answer with an
-        error instead of queueing behind a connect that will fail."""
-        conn = self.connections[index]
-        if conn is not None and conn.state is not CLOSED:
-            return conn
-        if time.monotonic() - self.failed_at < self.retry_interval:
-            return None
-        conn = open_connection(self.loop, self.upstream, self.db, self.protocol, self.timeout, self._closed)
-        self.connections[index] = conn
-        return conn
-
-    def _closed(self, conn: UpstreamConnection) -> None:
-        if conn.transport is None or conn.refused:
-            self.failed_at = time.monotonic()
-            self.failed_reason = conn.close_reason
-
-    def close(self) -> None:
-        for conn in self.connections:
-            if conn is not None:
-                conn.close()
 
 
 def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
@@ -333,9 +357,15 @@ def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
 
 
 def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None,
-                    cls=UpstreamConnection, also=(), **extra) -> UpstreamConnection:
+                    cls=UpstreamConnection, also=(), role: str = SHARED, identify: bool = True,
+                    **extra) -> UpstreamConnection:
     """A connection that runs the proxy's own start-up commands (AUTH, HELLO, SELECT, then
-    `also`) before any client request."""
-    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close, **extra)
+    `also`, then CLIENT ID when `identify`) before any client request."""
+    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close,
+               identify=identify, **extra)
+    conn.role = role
+    conn.db = db
+    conn.protocol = protocol
+    conn.upstream = upstream
     conn.connect(timeout)
     return conn

@@ -9,6 +9,9 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
+
 from proxy.routing.slots import hash_slot  # noqa: E402
 from tests.cluster.start import proxy_for  # noqa: E402
 
@@ -18,7 +21,9 @@ class Writer(threading.Thread):
 
     def __init__(self, port: int, name: str, keys, stop: threading.Event, limit: int = 200_000, wait_every: int = 0):
         super().__init__(daemon=True)
-        self.client = redis.Redis(port=port, socket_timeout=20)
+        # No retry: a command lost with a master is one error (the proxy closes the client's
+        # connection, as the server would), the next command reconnects.
+        self.client = redis.Redis(port=port, socket_timeout=20, retry=Retry(NoBackoff(), 0))
         self.name_ = name
         self.keys = keys
         self.stop_event = stop

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, exchange
+from tests.servers import ProxyProcess, RedisServer, exchange, wait_for
 
 
 @pytest.fixture
@@ -26,13 +26,18 @@ def own_proxy(own_redis):
     process.stop()
 
 
-def test_upstream_down_gives_prompt_errors_then_recovers(own_redis, own_proxy):
-    client = redis.Redis(port=own_proxy.port, socket_timeout=5)
+def test_upstream_down_closes_the_client_promptly_then_recovers(own_redis, own_proxy):
+    """While Redis is down a client's command ends its connection at once, as Redis going away
+    would: client libraries see a connection error (not a command's error reply) and reconnect."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(port=own_proxy.port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
     client.set("fault:k", "before")
     own_redis.stop()
     for _ in range(3):
         started = time.monotonic()
-        with pytest.raises(redis.ResponseError, match="upstream .* (unavailable|connection lost)"):
+        with pytest.raises(redis.ConnectionError):
             client.get("fault:k")
         assert time.monotonic() - started < 3
     own_redis.start()  # same port, empty dataset (no persistence)
@@ -41,11 +46,32 @@ def test_upstream_down_gives_prompt_errors_then_recovers(own_redis, own_proxy):
         try:
             assert client.set("fault:k", "after") is True
             break
-        except redis.ResponseError:
+        except redis.ConnectionError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
     assert client.get("fault:k") == b"after"
+    assert "unavailable" in own_proxy.log
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_retry_rides_out_an_upstream_restart(own_redis, own_proxy, protocol):
+    """redis-py's own retry on connection errors is all a client needs across a restart."""
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(port=own_proxy.port, protocol=protocol, socket_timeout=5,
+                         retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 40),
+                         retry_on_error=[redis.ConnectionError])
+    assert client.set("retry:k", "1") is True
+    own_redis.stop()
+    restarted = threading.Timer(1.0, own_redis.start)
+    restarted.start()
+    try:
+        assert client.set("retry:k", "2") is True  # retried until Redis is back
+        assert client.get("retry:k") == b"2"
+    finally:
+        restarted.join()
 
 
 def test_in_flight_requests_get_errors_when_upstream_dies(own_redis, own_proxy):
@@ -81,45 +107,112 @@ def test_shared_connection_drop_errors_in_flight_only(own_redis, own_proxy):
     # The next command either fails once (lost with the connection) or succeeds on a new one.
     try:
         client.get("drop:k")
-    except redis.ResponseError as exc:
-        assert "upstream" in str(exc)
+    except redis.ConnectionError:
+        pass
     assert client.get("drop:k") == b"v"
 
 
-def test_slow_reader_keeps_memory_bounded(own_redis, own_proxy):
-    """A client pulling 200 MB of replies without reading them: the proxy stops reading from
-    Redis for it instead of buffering."""
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _limited_proxy(tmp_path, upstream_url: str, limit: int) -> ProxyProcess:
+    config = tmp_path / "limits.yaml"
+    config.write_text(f"limits: {{client_output_buffer: {limit}}}\n")
+    return ProxyProcess(upstream_url, str(config))
+
+
+def test_a_reader_that_stops_is_disconnected_and_nobody_waits(own_redis, tmp_path):
+    """A client pulling 200 MB of replies without reading them: its replies are taken off the
+    shared connection at once and buffered for it alone, up to client_output_buffer (16 MB
+    here); past it that client is disconnected, logged and counted. Another client on the same
+    shared connection is answered meanwhile, and the proxy's memory stays bounded."""
     direct = redis.Redis(port=own_redis.port)
     direct.set("big:v", b"x" * (1024 * 1024))
-    pid = own_proxy.process.pid
+    process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
+    try:
+        before = _rss_mb(process.process.pid)
+        sock = socket.create_connection(("127.0.0.1", process.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200)
+        other = redis.Redis(port=process.port, socket_timeout=2)
+        started = time.monotonic()
+        for n in range(50):
+            assert other.set(f"other:{n}", n) is True and other.get(f"other:{n}") == str(n).encode()
+        assert time.monotonic() - started < 2  # no wait behind the slow reader
+        wait_for(lambda: "client_output_buffer" in process.log, 10, "the disconnection logged")
+        grown = _rss_mb(process.process.pid) - before
+        assert grown < 80, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
+        sock.settimeout(5)
+        received = 0
+        while True:  # what was written before the disconnection, then the end of the stream
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            received += len(chunk)
+        assert received < 200 * 1024 * 1024
+        sock.close()
+        assert other.ping() is True
+    finally:
+        process.stop()
 
-    def rss_mb():
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
 
-    before = rss_mb()
-    sock = socket.create_connection(("127.0.0.1", own_proxy.port))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-    request = b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200
-    sock.sendall(request)
-    time.sleep(2)
-    grown = rss_mb() - before
-    # Other clients are still served meanwhile (they use the same shared connection only when it
-    # is not held by the slow reader; a fresh client gets answers within the timeout either way).
-    assert grown < 60, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
-    # Now read everything: all 200 replies arrive intact.
-    sock.settimeout(10)
-    expected = (b"$1048576\r\n" + b"x" * (1024 * 1024) + b"\r\n") * 200
-    received = 0
-    while received < len(expected):
-        chunk = sock.recv(1 << 20)
-        assert chunk
-        received += len(chunk)
-    assert received == len(expected)
-    sock.close()
+def test_a_slow_reader_under_the_limit_gets_every_reply(own_redis, tmp_path):
+    """Replies are buffered for a client that reads late, up to the limit: all 40 MB arrive intact."""
+    direct = redis.Redis(port=own_redis.port)
+    direct.set("big:v", b"x" * (1024 * 1024))
+    process = _limited_proxy(tmp_path, own_redis.url, 64 * 1024 * 1024)
+    try:
+        sock = socket.create_connection(("127.0.0.1", process.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 40)
+        time.sleep(1)
+        sock.settimeout(10)
+        expected = (b"$1048576\r\n" + b"x" * (1024 * 1024) + b"\r\n") * 40
+        received = 0
+        while received < len(expected):
+            chunk = sock.recv(1 << 20)
+            assert chunk
+            received += len(chunk)
+        assert received == len(expected)
+        sock.close()
+    finally:
+        process.stop()
+
+
+def test_a_slow_reader_on_its_own_connection_is_paused_not_disconnected(own_redis, tmp_path):
+    """On a connection of the client's own (here: after CLIENT SETNAME) nobody else waits, so
+    the proxy stops reading from Redis for it instead of buffering: 200 MB arrive intact with a
+    16 MB limit."""
+    direct = redis.Redis(port=own_redis.port)
+    direct.set("big:v", b"x" * (1024 * 1024))
+    process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
+    try:
+        before = _rss_mb(process.process.pid)
+        sock = socket.create_connection(("127.0.0.1", process.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"CLIENT SETNAME mine\r\n")
+        sock.settimeout(5)
+        assert sock.recv(5) == b"+OK\r\n"
+        sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200)
+        time.sleep(2)
+        grown = _rss_mb(process.process.pid) - before
+        assert grown < 60, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
+        sock.settimeout(10)
+        expected = (b"$1048576\r\n" + b"x" * (1024 * 1024) + b"\r\n") * 200
+        received = 0
+        while received < len(expected):
+            chunk = sock.recv(1 << 20)
+            assert chunk
+            received += len(chunk)
+        assert received == len(expected)
+        sock.close()
+    finally:
+        process.stop()
 
 
 def test_sigterm_finishes_in_flight_then_exits_zero(own_redis):

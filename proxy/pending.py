@@ -1,47 +1,82 @@
-"""What a client awaits: slots in its reply queue, and the sinks that stand in for a session.
+"""What a client awaits: the entries of its reply queue, and the receivers that stand in for it.
 
-A `Slot` is one run of a client's requests waiting for replies from one upstream connection; the
-upstream connection hands reply bytes to `slot.session.deliver`. Usually that is the client's
-session itself; a sink in between changes what reaches it (the policy's EXECABORT for an aborted
-transaction) or observes it (refusals sent back by the policy's server-side scripts).
+A `Pending` is one run of requests waiting for replies from one upstream connection, in a
+client's reply queue and in that connection's `pending` deque at once. The connection hands the
+reply bytes to `pending.receiver.deliver(pending, data, done)` and, when it fails, calls
+`pending.fail`. The receiver is usually the client's session; a sink in between changes what
+reaches it (the policy's EXECABORT for an aborted transaction), observes it (refusals sent back
+by the policy's server-side scripts) or hides it (commands the proxy adds on a client's behalf).
+Every receiver implements `Receiver`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol
 
 from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
 
-class Slot:
+class Receiver(Protocol):
+    """Who gets a Pending's replies."""
+
+    def deliver(self, pending: "Pending", data: bytes, done: int) -> None:
+        """`data`: reply bytes, in order; `done`: how many replies they complete."""
+
+    def pending_failed(self, pending: "Pending", error: bytes, partial: bool) -> None:
+        """The connection failed with replies still owed; `partial`: part of one was delivered."""
+
+
+class Pending:
     """Replies a client awaits from one upstream connection for one run of its requests.
     remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
 
-    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
+    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn")
 
-    def __init__(self, session, remaining: int, conn=None):
-        self.session = session
+    def __init__(self, receiver, remaining: int, conn=None):
+        self.receiver = receiver
         self.remaining = remaining
         self.conn = conn
         self.buffered = None
         self.buffered_size = 0
 
     def fail(self, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink
+        self.receiver.pending_failed(self, error, partial)
 
 
-def keep(slot, data: bytes) -> int:
+def keep(pending, data: bytes) -> int:
     """Hold reply bytes that came before the client can have them (replies before them are
-    still awaited); the slot's bytes held so far."""
-    if slot.buffered is None:
-        slot.buffered = [data]
+    still awaited); the bytes held for this entry so far."""
+    if pending.buffered is None:
+        pending.buffered = [data]
     else:
-        slot.buffered.append(data)
-    slot.buffered_size += len(data)
-    return slot.buffered_size
+        pending.buffered.append(data)
+    pending.buffered_size += len(data)
+    return pending.buffered_size
+
+
+class Hidden:
+    """Receives replies nobody may see: state the proxy restores or adds on a client's behalf
+    (a re-authentication after RESET, the write that WAIT waits for). Failures change nothing:
+    the connection's own failure reaches the client through its own entries."""
+
+    __slots__ = ()
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        pending.remaining -= done
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        pending.remaining = 0
+
+
+HIDDEN = Hidden()
+
+
+def hidden(count: int) -> Pending:
+    return Pending(HIDDEN, count)
 
 
 class ReplacingSink:
@@ -54,12 +89,12 @@ class ReplacingSink:
         self.session = session
         self.reply = reply
 
-    def deliver(self, slot, data: bytes, done: int) -> None:
+    def deliver(self, pending, data: bytes, done: int) -> None:
         if done:
-            self.session.deliver(slot, self.reply, done)
+            self.session.deliver(pending, self.reply, done)
 
-    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(slot, error, False)
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, False)
 
 
 class ScriptVerdictSink:
@@ -73,17 +108,17 @@ class ScriptVerdictSink:
         self.session = session
         self.args = args
 
-    def deliver(self, slot, data: bytes, done: int) -> None:
+    def deliver(self, pending, data: bytes, done: int) -> None:
         if data.startswith(b"-NOPERM "):
             finding = errors.parse_violation(data)
             if finding is not None:
                 session = self.session
                 metrics.record(finding, "rejected", self.args, session.peer, session.engine.policy.name,
                                app=session.app)
-        self.session.deliver(slot, data, done)
+        self.session.deliver(pending, data, done)
 
-    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
-        self.session.slot_failed(slot, error, partial)
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
 
 
 class UnseenReplies:
@@ -100,22 +135,22 @@ class UnseenReplies:
         self.logged_at = float("-inf")
         self.unlogged = 0
 
-    def deliver(self, slot, data: bytes, done: int) -> None:
-        slot.remaining -= done
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        pending.remaining -= done
         if data[:1] == b"-":
-            self.failed(slot, data)
+            self.failed(pending, data)
 
-    def slot_failed(self, slot, error: bytes, partial: bool) -> None:
-        slot.remaining = 0
-        self.failed(slot, error)
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        pending.remaining = 0
+        self.failed(pending, error)
 
-    def failed(self, slot, error: bytes) -> None:
+    def failed(self, pending, error: bytes) -> None:
         metrics.HIDDEN_FAILED.inc()
         self.unlogged += 1
         now = time.monotonic()
         if now - self.logged_at >= self.LOG_EVERY:
             log.warning("%d command(s) the policy added failed; the latest, %r, got %r",
-                        self.unlogged, slot.request()[:200], error.strip()[:200])
+                        self.unlogged, pending.request()[:200], error.strip()[:200])
             self.logged_at = now
             self.unlogged = 0
 
@@ -123,7 +158,7 @@ class UnseenReplies:
 UNSEEN = UnseenReplies()
 
 
-class HiddenCommand(Slot):
+class HiddenCommand(Pending):
     """One command the policy adds, on the client's connection, its reply for `UNSEEN`."""
 
     __slots__ = ("data",)

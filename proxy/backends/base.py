@@ -1,0 +1,101 @@
+"""What a session needs from the upstream side: the `Backend` and `Route` interfaces.
+
+In the spirit of Envoy's router / connection-pool split, a backend owns every upstream
+connection and says where a session's commands go; the session never knows whether it talks to
+one server, a Redis Cluster or a Sentinel-managed master. A backend gives:
+
+* routes (`Route`): the shared route for the session's database, protocol and identity, and the
+  routes of a connection of the client's own (paired, or streaming);
+* connections of the client's own (`lease`: a warm spare, given back when clean) and a control
+  connection that never carries client traffic;
+* its column of the behaviour table and its handler table (`behaviour.py`, `handlers.py`).
+
+`OwnRoute` and `StreamRoute` are the same for every backend and live here.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..session.behaviour import LEASE, PASS
+
+
+class Route(Protocol):
+    """Where ordinary commands go: the per-command routing hook of the dispatch loop."""
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        """commands[start:stop] of `batch`, ordinary ones; their replies to the session in order."""
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        """One request the proxy built for `args` (a policy rewrite, a DISCARD), `count` replies."""
+
+    def hidden(self, session, args, commands) -> None:
+        """Commands the policy adds after `args`, their replies seen by nobody."""
+
+
+class Backend(Protocol):
+    label: str  # for logs and errors
+    kind: str  # "server", "cluster", "sentinel"
+    column: int  # its column of the behaviour table
+    handlers: dict
+    behaviour: object
+    default_db: int
+    databases: int
+
+    async def start(self) -> None: ...
+    def close(self) -> None: ...
+    def session_extra(self, session): ...
+    def session_closed(self, session) -> None: ...
+    def actions_for(self, session) -> tuple[dict, int]: ...
+    def lane_action(self, session, action: int) -> int: ...
+    def shared_route(self, session) -> Route: ...
+    def own_route(self, session, conn) -> Route: ...
+    def stream_route(self, session, conn) -> Route: ...
+    def lease(self, session, args=None): ...
+    def give_back(self, session, conn) -> None: ...
+    def control_connection(self, node=None): ...
+    def ours(self): ...
+    def knows(self, name: str) -> bool: ...
+    def identity_changed(self, session) -> None: ...
+    def connections(self) -> list: ...
+
+
+class OwnRoute:
+    """A connection of the client's own: everything goes there, in order."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        session.send(self.conn, batch.span(start, stop), stop - start)
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        session.send(self.conn, data, count, receiver)
+
+    def hidden(self, session, args, commands) -> None:
+        session.send_hidden(self.conn, commands)
+
+
+class StreamRoute:
+    """A connection whose replies are no longer paired with requests: requests go as they are,
+    every reply goes to the session's stream entry."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        self.conn.send(batch.span(start, stop), None)
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        self.conn.send(data, None)
+
+    def hidden(self, session, args, commands) -> None:
+        pass  # replies that cannot be told apart from the client's: the policy adds nothing here
+
+
+def kept_on_lease(action: int) -> bool:
+    return action == PASS or action == LEASE

@@ -1,0 +1,241 @@
+"""One Redis server behind the proxy: shared pools, warm spares and a control connection.
+
+Theory of operation: clients with no connection state share the connections of one pool per
+(identity, database, protocol) (`SharedRoute`: one slice of the client's bytes per stretch, the
+hot path); a client that moves to a connection of its own is lent a warm spare of its pool's
+kind (`SparePool`) and gives it back once it is idle and holds no state; commands that must not
+wait behind the work they control take the control connection. The identity is the upstream
+user a session's connections run as (the upstream URL's, or its application's ACL user). A
+Sentinel-managed master is this backend with an address that changes (`sentinel.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..pending import Pending
+from ..session import handlers
+from ..session.behaviour import STANDALONE, UNKNOWN, Behaviour, check_columns, lane_tables, own_action
+from ..session.clientkill import Ours
+from ..upstream.connection import CLOSED, open_connection, startup_commands
+from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool
+from .base import OwnRoute, StreamRoute
+
+log = logging.getLogger("redis_guard.server")
+
+
+class SharedRoute:
+    """The shared connection of one pool a session sticks to: a stretch is one slice of the
+    client's bytes and one entry in its reply queue."""
+
+    __slots__ = ("pool", "index", "conn")
+
+    def __init__(self, pool: SharedPool, index: int):
+        self.pool = pool
+        self.index = index
+        self.conn = None
+
+    def connection(self):
+        conn = self.conn
+        if conn is None or conn.state is CLOSED:
+            conn = self.conn = self.pool.get(self.index)
+        return conn
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        conn = self.conn
+        if conn is None or conn.state is CLOSED:
+            conn = self.connection()
+            if conn is None:
+                session.no_connection(self.pool.opener, stop - start)
+                return
+        pending = Pending(session, stop - start, conn)
+        session.queue.append(pending)
+        session.inflight += 1
+        conn.send(batch.span(start, stop), pending)
+        if conn.write_paused:
+            session.wait_for_upstream(conn)
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        conn = self.connection()
+        if conn is None:
+            session.no_connection(self.pool.opener, count)
+            return
+        session.send(conn, data, count, receiver)
+
+    def hidden(self, session, args, commands) -> None:
+        session.send_hidden(self.connection(), commands)
+
+
+class StandaloneBackend:
+    kind = "server"
+    column = STANDALONE
+
+    def __init__(self, loop, config, table, databases: int = 16, handler_table=None):
+        self.loop = loop
+        self.config = config
+        self.upstream = config.upstream
+        self.label = str(config.upstream.address)
+        self.default_db = config.upstream.db
+        self.databases = databases
+        self.timeout = config.connect_timeout
+        self.size = config.shared_connections
+        self.warm_spares = config.warm_spares
+        self.behaviour = Behaviour(table)
+        self.handlers = handler_table or handlers.STANDALONE
+        check_columns(self.behaviour, self.column, self.handlers)
+        self.tables = lane_tables(self.behaviour, self.column)
+        self.names = {spec.name for spec in table.walk()}
+        self.openers: dict[tuple, Opener] = {}
+        self.pools: dict[tuple, SharedPool] = {}
+        self.spares: dict[tuple, SparePool] = {}
+        self.routes: dict[tuple, SharedRoute] = {}
+        self.control = ControlConnection(self._opener(self.upstream, 0, 2))
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _opener(self, identity, db: int, protocol: int) -> Opener:
+        key = (identity, db, protocol)
+        opener = self.openers.get(key)
+        if opener is None:
+            opener = self.openers[key] = Opener(self.loop, identity, db, protocol, self.timeout)
+        return opener
+
+    def identity(self, session):
+        """The upstream user (and password) the session's connections run as."""
+        return self.upstream
+
+    def _key(self, session) -> tuple:
+        return (self.identity(session), session.db, session.protocol)
+
+    def pool(self, key: tuple) -> SharedPool:
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = SharedPool(self._opener(*key), self.size)
+        return pool
+
+    def spare_pool(self, key: tuple) -> SparePool:
+        spares = self.spares.get(key)
+        if spares is None:
+            spares = self.spares[key] = SparePool(self._opener(*key), self.warm_spares)
+        return spares
+
+    async def start(self) -> None:
+        """Warm spares for the default database in both protocols, and the control connection."""
+        for protocol in (2, 3):
+            self.spare_pool((self.upstream, self.default_db, protocol)).refill()
+        self.control.get()
+
+    def shared_route(self, session) -> SharedRoute:
+        key = self._key(session)
+        index = session.spread
+        route = self.routes.get(key + (index,))
+        if route is None:
+            route = self.routes[key + (index,)] = SharedRoute(self.pool(key), index)
+        return route
+
+    def own_route(self, session, conn) -> OwnRoute:
+        return OwnRoute(conn)
+
+    def stream_route(self, session, conn) -> StreamRoute:
+        return StreamRoute(conn)
+
+    def lease(self, session, args=None):
+        return self.spare_pool(self._key(session)).take()
+
+    def give_back(self, session, conn) -> None:
+        conn.owner = None
+        if conn.upstream is None:
+            conn.close()
+            return
+        self.spare_pool((conn.upstream, conn.db, conn.protocol)).give_back(conn)
+
+    def open_authenticating(self, session):
+        """A connection whose first client command is the client's AUTH (or HELLO AUTH): only
+        the proxy's own AUTH, if any, before it; database and protocol are restored after."""
+        conn = open_connection(self.loop, self.identity(session), 0, 2, self.timeout, identify=False,
+                               role="own")
+        conn.upstream = None  # it runs as the client's user: never lent to another client
+        return conn
+
+    def restore_after_reset(self, session, conn) -> None:
+        """After the client's RESET on its own connection: the proxy's credentials again, in the
+        default database and RESP2 (the state RESET leaves a client in)."""
+        if conn is None:
+            return
+        identity = self.identity(session)
+        conn.send_hidden(startup_commands(identity, self.default_db, 2))
+        if conn.upstream is not None:
+            conn.upstream = identity
+        conn.db, conn.protocol = self.default_db, 2
+
+    def control_connection(self, node=None):
+        return self.control.get()
+
+    def opener_for(self, session) -> Opener:
+        return self._opener(*self._key(session))
+
+    def identity_changed(self, session) -> None:
+        if not session.state.own:
+            session.route = self.shared_route(session)
+
+    def connections(self) -> list:
+        """(role, connection) of every live connection the backend holds."""
+        found = []
+        for pool in self.pools.values():
+            found += [(conn.role, conn) for conn in pool.live()]
+        for spares in self.spares.values():
+            found += [(conn.role, conn) for conn in spares.idle if conn.state is not CLOSED]
+        if self.control.conn is not None and self.control.conn.state is not CLOSED:
+            found.append((self.control.conn.role, self.control.conn))
+        return found
+
+    def ours(self) -> Ours:
+        """What Redis knows the proxy's own connections by (never a client's own)."""
+        conns = [conn for _role, conn in self.connections()]
+        users = {(identity.username or "default").encode() for identity, _db, _protocol in self.openers}
+        return Ours(frozenset(conn.client_id for conn in conns if conn.client_id is not None),
+                    frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset(users))
+
+    # -- behaviour --------------------------------------------------------------------------
+
+    def actions_for(self, session) -> tuple[dict, int]:
+        lane = session.state.lane
+        return self.tables[lane], own_action(UNKNOWN, lane)
+
+    def lane_action(self, session, action: int) -> int:
+        return own_action(action, session.state.lane)
+
+    def knows(self, name: str) -> bool:
+        return name in self.names
+
+    def session_extra(self, session):
+        return None
+
+    def client_transport(self, transport):
+        return transport
+
+    def session_closed(self, session) -> None:
+        pass
+
+    def hello(self, session, batch, index: int, hello_args) -> int:
+        return handlers.hello(session, batch, index, hello_args)
+
+    # -- operators --------------------------------------------------------------------------
+
+    def log_state(self) -> None:
+        for (identity, db, protocol), pool in self.pools.items():
+            for index, conn in enumerate(pool.connections):
+                if conn is not None:
+                    log.info("pool db=%d resp=%d #%d: %s, %d runs in flight, %d queued writes%s",
+                             db, protocol, index, conn.state, len(conn.pending), len(conn.out),
+                             ", writing paused" if conn.write_paused else "")
+        spares = sum(len(pool.idle) for pool in self.spares.values())
+        log.info("%d warm spare connection(s); control connection %s", spares,
+                 self.control.conn.state if self.control.conn is not None else "not opened")
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+        for spares in self.spares.values():
+            spares.close()
+        self.control.close()

@@ -1,0 +1,252 @@
+"""A Redis Cluster behind the proxy: the router's shared connections per master, warm spares and
+a control connection per node.
+
+Theory of operation: a session in front of a cluster has the same dispatch loop as any other;
+this backend gives it the cluster's column of the behaviour table and of the handlers
+(`handlers.py`), the routes (`route.py`: by hash slot while the client has no connection of its
+own), and the connections: the router's shared connections (`router.py`), a warm spare lent by
+a node for a transaction, a blocking command, a script or a subscription, and each node's control
+connection. While a cluster client has a lent connection answering a blocking command or a
+script, its dispatch table is DRAIN (its next command waits); inside a transaction, everything
+but the transaction's own commands goes to the transaction's connection (`TxnRoute`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from ..config import Upstream
+from ..backends.base import OwnRoute, StreamRoute
+from ..routing.multikey import Planner
+from ..session.behaviour import (CLUSTER, DISCARD, DRAIN, EXEC, FANOUT, HELLO, LEASE, LOCKED, LOGIN, MULTI, PASS,
+                                 QUIT, RESET, SCAN, UNKNOWN, UNWATCH, WATCH, Always, Behaviour, both_cases,
+                                 check_columns)
+from ..session.clientkill import Ours
+from ..session.states import NONE, SHARED, STREAMING
+from ..upstream.connection import CLOSED
+from ..upstream.pools import ControlConnection, Opener, SparePool
+from .handlers import CLUSTER as HANDLERS
+from .handlers import pin_transaction
+from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
+from .router import ClusterRouter
+
+log = logging.getLogger("redis_guard.cluster")
+
+# Inside a cluster transaction: the transaction's own commands, and those that end the session.
+_TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED}
+
+
+class CoalescingTransport:
+    """The client's transport, with the writes made while one upstream read is handed out sent
+    as one (`ReadBatch`): a pipeline's replies come back from several masters, one entry per
+    master change, and each entry's reply would otherwise be a system call of its own."""
+
+    __slots__ = ("transport", "batch", "out")
+
+    def __init__(self, transport, batch):
+        self.transport = transport
+        self.batch = batch
+        self.out = None
+
+    def write(self, data: bytes) -> None:
+        if self.out is not None:
+            self.out.append(data)
+        elif self.batch.active:
+            self.out = [data]
+            self.batch.dirty.append(self)
+        else:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        out, self.out = self.out, None
+        if out and not self.transport.is_closing():
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def get_write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() + (sum(map(len, self.out)) if self.out else 0)
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
+class ClusterBackend:
+    kind = "Cluster"
+    column = CLUSTER
+    default_db = 0
+    databases = 1
+
+    def __init__(self, loop, config, table):
+        self.loop = loop
+        self.config = config
+        seeds = config.upstream_cluster
+        self.seed = seeds[0].address
+        self.label = "cluster " + ",".join(str(seed.address) for seed in seeds)
+        self.router = ClusterRouter(
+            loop, [seed.address for seed in seeds], seeds[0], config.shared_connections, config.connect_timeout,
+            config.failover_timeout, read_from_replicas=config.read_from_replicas,
+        )
+        self.routes = RouteTable(table, Planner(table))
+        self.behaviour = Behaviour(table)
+        self.handlers = HANDLERS
+        check_columns(self.behaviour, self.column, self.handlers)
+        actions = self.behaviour.actions[CLUSTER]
+        self.shared_table = both_cases(actions)
+        self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
+        self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED) else PASS
+                                        for name, action in actions.items()})
+        self.drain = Always(DRAIN)
+        # Commands that leave no state on a lent connection (those that do close it after).
+        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN) and name not in ("select",)
+                     for name, action in actions.items()}
+        self.names = {spec.name for spec in table.walk()}
+        self.deferred_route = DeferredRoute(self)
+        self.shared_routes: dict[tuple, ClusterRoute] = {}
+        self.spares: dict[tuple, SparePool] = {}
+        self.controls: dict = {}
+        self._client_ids = itertools.count(1)
+
+    async def start(self) -> None:
+        await self.router.start()
+
+    def close(self) -> None:
+        self.router.close()
+        for spares in self.spares.values():
+            spares.close()
+        for control in self.controls.values():
+            control.close()
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def session_extra(self, session) -> ClusterClient:
+        return ClusterClient(session, next(self._client_ids))
+
+    def session_closed(self, session) -> None:
+        pass
+
+    def client_transport(self, transport):
+        return CoalescingTransport(transport, self.router.reading)
+
+    def actions_for(self, session) -> tuple:
+        state = session.state
+        if state.txn is not NONE:
+            return self.txn_table, PASS
+        lane = state.lane
+        if lane is SHARED:
+            return self.shared_table, UNKNOWN
+        if lane is STREAMING:
+            return self.stream_table, PASS
+        return self.drain, DRAIN
+
+    def lane_action(self, session, action: int) -> int:
+        state = session.state
+        if state.txn is not NONE:
+            return action if action in _TXN_KEPT else PASS
+        if state.lane is SHARED:
+            return action
+        if state.lane is STREAMING:
+            return action if action in (QUIT, LOGIN, LOCKED) else PASS
+        return DRAIN
+
+    def knows(self, name: str) -> bool:
+        return name in self.names
+
+    def identity_changed(self, session) -> None:
+        pass  # one identity for every client (the seed URL's)
+
+    def hello(self, session, batch, index: int, hello_args) -> int:
+        return self.handlers[HELLO](session, batch, index, hello_args)
+
+    # -- routes and connections -------------------------------------------------------------
+
+    def shared_route(self, session) -> ClusterRoute:
+        key = (session.protocol, session.spread)
+        route = self.shared_routes.get(key)
+        if route is None:
+            route = self.shared_routes[key] = ClusterRoute(self.router, self.routes, *key)
+        return route
+
+    def own_route(self, session, conn):
+        if session.state.txn is not NONE:
+            return TxnRoute(conn, self.routes, self.router, self.safe)
+        return OwnRoute(conn)
+
+    def stream_route(self, session, conn) -> StreamRoute:
+        return StreamRoute(conn)
+
+    def _upstream(self, node) -> Upstream:
+        return self.router.upstream_for(node)
+
+    def spare_pool(self, node, protocol: int) -> SparePool:
+        key = (node, protocol)
+        spares = self.spares.get(key)
+        if spares is None:
+            opener = Opener(self.loop, self._upstream(node), 0, protocol, self.config.connect_timeout,
+                            retry_interval=0.25)
+            spares = self.spares[key] = SparePool(opener, self.config.warm_spares)
+        return spares
+
+    def lease(self, session, args=None, node=None):
+        return self.spare_pool(node or self.seed, session.protocol).take()
+
+    def give_back(self, session, conn) -> None:
+        conn.owner = None
+        client = session.extra
+        if client.tainted:
+            client.tainted = False
+            conn.close()
+            return
+        self.spare_pool(conn.address, conn.protocol).give_back(conn)
+
+    def pin_deferred(self, session, hash_slot) -> bool:
+        """The first key of a deferred transaction picks its node: lend a connection there and
+        replay MULTI and the keyless commands answered so far."""
+        deferred, session.extra.deferred = session.extra.deferred, None
+        if not pin_transaction(session, hash_slot):
+            return False
+        replay(session.own, deferred)
+        return True
+
+    def control_connection(self, node=None):
+        node = node or (self.router.slotmap.masters() or (self.seed,))[0]
+        control = self.controls.get(node)
+        if control is None:
+            control = self.controls[node] = ControlConnection(
+                Opener(self.loop, self._upstream(node), 0, 2, self.config.connect_timeout, retry_interval=0.25))
+        return control.get()
+
+    def connections(self, node=None) -> list:
+        """(role, connection) of the proxy's own live connections (of one node)."""
+        found = []
+        for (address, _protocol, _readonly), pool in self.router.pools.items():
+            if node is None or address == node:
+                found += [(conn.role, conn) for conn in pool.live()]
+        for (address, _protocol), spares in self.spares.items():
+            if node is None or address == node:
+                found += [(conn.role, conn) for conn in spares.idle if conn.state is not CLOSED]
+        for address, control in self.controls.items():
+            if (node is None or address == node) and control.conn is not None and control.conn.state is not CLOSED:
+                found.append((control.conn.role, control.conn))
+        return found
+
+    def ours(self, node=None) -> Ours:
+        conns = [conn for _role, conn in self.connections(node)]
+        user = (self.router.username or "default").encode()
+        return Ours(frozenset(conn.client_id for conn in conns if conn.client_id is not None),
+                    frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset({user}))
+
+    # -- operators --------------------------------------------------------------------------
+
+    def log_state(self) -> None:
+        router = self.router
+        log.info("cluster: %s; %d parked requests; %d topology refreshes", router.slotmap.describe(),
+                 len(router.parked), router.refreshes)
+        for (node, protocol, readonly), pool in router.pools.items():
+            for index, conn in enumerate(pool.connections):
+                if conn is not None:
+                    log.info("node %s%s resp=%d #%d: %s, %d runs in flight", node, " (replica reads)" if readonly else "",
+                             protocol, index, conn.state, len(conn.pending))

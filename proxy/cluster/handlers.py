@@ -1,0 +1,549 @@
+"""What a session does for each action that is not PASS in front of a Redis Cluster: the cluster
+column of the handlers.
+
+Theory of operation: as standalone (`proxy/session/handlers.py`), with what a cluster changes.
+There is no connection of the client's own for good: connection state a single server would
+hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or
+refused with a clear error; a transaction runs on a connection lent for it by the owner of its
+first key's slot (the node it would have to reach anyway); a blocking command or a script on a
+connection lent by its key's owner, the client's next command waiting until it has answered;
+a subscription on a connection of its own on any master (the cluster bus carries PUBLISH;
+SSUBSCRIBE on its shard channel's owner). Whole-keyspace commands go to every master, replies
+merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
+control connection at once; CLIENT KILL to every master, never reaching the proxy's own
+connections; WAIT to every master on lent connections, after a write that covers the client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import hiredis
+
+from .. import errors
+from ..login import as_upstream, parse_auth, parse_hello
+from ..pending import Pending
+from ..policy.engine import SessionState
+from ..routing.multikey import Reject, Split
+from ..routing.redirect import CROSSSLOT
+from ..routing.slots import hash_slot
+from ..session import clientkill
+from ..session.behaviour import (AUTH, CLIENT_GETNAME, CLIENT_ID, CLIENT_KILL, CLIENT_SETNAME, CONTROL, DISCARD,
+                                 EXEC, FANOUT, HELLO, LEASE, LOCAL_OK, MULTI, RESET, SCAN, STREAM, UNKNOWN, UNWATCH,
+                                 WAIT, WATCH, authenticates, strict_int)
+from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved
+from ..session.session import HELD
+from ..session.states import LEASED, NONE, SHARED, WATCHING
+from .keyspace import FANOUT as MERGES
+from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
+from .connection import RoutedPending
+from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
+
+CLUSTER_MODE = b"$7\r\ncluster\r\n"
+STANDALONE_MODE = b"$10\r\nstandalone\r\n"
+CLUSTERDOWN = errors.resp_error("CLUSTERDOWN Hash slot not served")
+
+
+def _node(session, routed):
+    """The master for a hash slot, or one spread by client for none; None when unknown."""
+    slotmap = session.backend.router.slotmap
+    if routed is not None:
+        return slotmap.master_for_slot(routed)
+    masters = slotmap.masters()
+    return masters[session.spread % len(masters)] if masters else None
+
+
+def _lend(session, node, event: str):
+    """A connection of the client's own on `node` (a warm spare there), or None (closing)."""
+    conn = session.backend.lease(session, node=node)
+    if conn is None:
+        session.upstream_unavailable(f"no connection to {node}")
+        return None
+    conn.owner = session
+    session.use_own(conn, event)
+    return conn
+
+
+# -- the whole keyspace -----------------------------------------------------------------------
+
+def fanout(session, batch, index: int) -> int:
+    args = batch.commands[index]
+    masters = session.backend.router.master_slots()
+    if not masters:
+        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        return index + 1
+    data = hiredis.pack_command(tuple(args))
+    gather(session, [(slot, data) for _node, slot in masters], MERGES[args[0].lower()])
+    return index + 1
+
+
+def scan(session, batch, index: int) -> int:
+    args = batch.commands[index]
+    masters = session.backend.router.master_slots()
+    decoded = decode_cursor(args[1]) if len(args) > 1 else None
+    if decoded is None or decoded[0] >= len(masters):
+        session._local(errors.resp_error("ERR invalid cursor"))
+        return index + 1
+    position, node_cursor = decoded
+    data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
+    total = len(masters)
+    gather(session, [(masters[position][1], data)], lambda replies: scan_reply(replies[0], position, total))
+    return index + 1
+
+
+# -- connection state the proxy keeps -----------------------------------------------------------
+
+def client_id(session, batch, index: int) -> int:
+    if len(batch.commands[index]) != 2:
+        return forward_one(session, batch, index)  # Redis's arity error
+    session._local(b":%d\r\n" % session.extra.id)
+    return index + 1
+
+
+def client_getname(session, batch, index: int) -> int:
+    if len(batch.commands[index]) != 2:
+        return forward_one(session, batch, index)
+    name = session.extra.name
+    session._local(b"$%d\r\n%s\r\n" % (len(name), name) if name else
+                   (b"_\r\n" if session.protocol == 3 else b"$-1\r\n"))
+    return index + 1
+
+
+def client_setname(session, batch, index: int) -> int:
+    args = batch.commands[index]
+    if len(args) != 3:
+        return forward_one(session, batch, index)
+    if any(c <= 32 or c >= 127 for c in args[2]):
+        session._local(errors.resp_error("ERR Client names cannot contain spaces, newlines or special characters."))
+    else:
+        session.extra.name = args[2] or None
+        session._local(errors.OK)
+    return index + 1
+
+
+def local_ok(session, batch, index: int) -> int:
+    """READONLY, READWRITE, ASKING: the proxy routes by slot itself."""
+    args = batch.commands[index]
+    name = args[0].lower().decode()
+    session._local(errors.OK if len(args) == 1 else errors.resp_error(
+        f"ERR wrong number of arguments for '{name}' command"))
+    return index + 1
+
+
+def auth(session, batch, index: int) -> int:
+    """Without applications: the shared connections carry the proxy's one identity, so a
+    client's credentials pass when they are the proxy's, and otherwise get a node's reply."""
+    args = batch.commands[index]
+    is_auth = args[0].lower() == b"auth"
+    login = parse_auth(args) if is_auth else parse_hello(args)
+    if not isinstance(login, bytes):
+        router = session.backend.router
+        refused = as_upstream(login, is_auth and len(args) == 2, router.username, router.password)
+        if refused is None and not is_auth:
+            return hello(session, batch, index, login.hello)
+        login = refused or errors.OK
+    session._local(login)
+    return index + 1
+
+
+def hello(session, batch, index: int, hello_args=None) -> int:
+    """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here;
+    a protocol switch waits for the client's replies in flight."""
+    args = batch.commands[index] if hello_args is None else hello_args
+    if hello_args is None and authenticates(args):
+        return auth(session, batch, index)
+    rest = [arg.lower() for arg in args[2:]]
+    if b"setname" in rest:
+        at = 2 + rest.index(b"setname")
+        if at + 1 < len(args):
+            session.extra.name = args[at + 1]
+        args = args[:at] + args[at + 2:]
+    version = strict_int(args[1]) if len(args) > 1 else None
+    if version in (2, 3) and version != session.protocol:
+        if session.inflight:
+            return session.wait(batch, index)
+        session.protocol = session.policy_state.protocol = version
+        session.route = session.backend.shared_route(session)
+    sink = TransformSink(session, lambda reply: reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1))
+    entry = RoutedPending(sink, 1, None, hiredis.pack_command(tuple(args)), 0, None, session.extra)
+    session.queue.append(entry)
+    session.inflight += 1
+    session.backend.router.send(entry, session.protocol, session.spread)
+    return index + 1
+
+
+def reset(session, batch, index: int) -> int:
+    """RESET: no name, RESP2, no transaction, no application; a lent connection goes back
+    (closed when the transaction left state on it)."""
+    if session.inflight:
+        return session.wait(batch, index)
+    client = session.extra
+    if session.state.txn is not NONE:
+        client.tainted = client.tainted or session.own is not None
+        session.state.to("end")
+    if session.state.lane is LEASED:
+        session.release_lease()
+    client.name = None
+    client.txn_slot = None
+    client.deferred = None
+    session.protocol = 2
+    session.policy_state = SessionState()
+    session.after_exec = []
+    session.app = None  # with applications: unauthenticated again
+    session.route = session.backend.shared_route(session)
+    session.bind()
+    session._local(errors.RESET)
+    return index + 1
+
+
+# -- transactions -------------------------------------------------------------------------------
+
+def _first_key_slot(session, commands, index: int):
+    """The hash slot of the first command with keys from `index` up to EXEC/DISCARD."""
+    backend = session.backend
+    master_for_slot = backend.router.slotmap.master_for_slot
+    for args in commands[index:]:
+        if args[0].lower() in (b"exec", b"discard"):
+            return None
+        routed = backend.routes.decide(args, master_for_slot)
+        if type(routed) is int:
+            return routed
+    return None
+
+
+def pin_transaction(session, hash_slot) -> bool:
+    """A connection lent by the owner of the transaction's slot (any master for none)."""
+    node = _node(session, hash_slot) or session.backend.seed
+    conn = _lend(session, node, "lease")
+    if conn is None:
+        return False
+    backend = session.backend
+    session.extra.txn_slot = hash_slot
+    session.route = TxnRoute(conn, backend.routes, backend.router, backend.safe)
+    session.bind()
+    return True
+
+
+def multi(session, batch, index: int) -> int:
+    client = session.extra
+    if session.state.in_transaction:
+        if client.deferred is not None:
+            session._local(errors.resp_error("ERR MULTI calls can not be nested"))
+            return index + 1
+        return forward_one(session, batch, index)
+    if session.state.txn is WATCHING:
+        forward_one(session, batch, index)
+    else:
+        if session.inflight:
+            return session.wait(batch, index)
+        slot = _first_key_slot(session, batch.commands, index + 1)
+        if slot is None:
+            # No key yet: the transaction goes where its first key will send it.
+            client.deferred = []
+            session.route = session.backend.deferred_route
+            session._local(errors.OK)
+        else:
+            if not pin_transaction(session, slot):
+                return index + 1
+            forward_one(session, batch, index)
+    session.state.to("multi")
+    session.policy_state.in_multi = True
+    session.bind()
+    return index + 1
+
+
+def watch(session, batch, index: int) -> int:
+    client = session.extra
+    if session.state.in_transaction:
+        if client.deferred is not None:
+            session._local(errors.resp_error("ERR WATCH inside MULTI is not allowed"))
+            session.refused_in_transaction()
+            return index + 1
+        return forward_one(session, batch, index)
+    args = batch.commands[index]
+    backend = session.backend
+    routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+    if type(routed) is not int:
+        session._local(CROSSSLOT if type(routed) in (Split, Reject) else errors.resp_error(
+            "ERR wrong number of arguments for 'watch' command"))
+        return index + 1
+    if session.state.txn is NONE:
+        if session.inflight:
+            return session.wait(batch, index)
+        if not pin_transaction(session, routed):
+            return index + 1
+    forward_one(session, batch, index)  # the TxnRoute says CROSSSLOT for a key of another slot
+    session.state.to("watch")
+    session.bind()
+    return index + 1
+
+
+def unwatch(session, batch, index: int) -> int:
+    forward_one(session, batch, index)
+    if session.state.txn is WATCHING:
+        session.state.to("unwatch")
+        session.extra.txn_slot = None
+        session.bind()  # DRAIN until the lent connection is idle, then shared again
+    return index + 1
+
+
+def _end(session, batch, index: int, is_exec: bool) -> int:
+    client = session.extra
+    if not session.state.in_transaction:
+        return forward_one(session, batch, index)  # EXEC/DISCARD without MULTI: Redis's error
+    if client.deferred is not None:
+        if not is_exec:
+            client.deferred = None
+            session.policy_state.end_transaction()
+            session.after_exec = []
+            session.state.to("end")
+            session.route = session.backend.shared_route(session)
+            session.bind()
+            session._local(errors.OK)
+            return index + 1
+        if not session.backend.pin_deferred(session, None):
+            return index + 1
+    next_index = session.end_transaction(is_exec, batch, index)
+    client.txn_slot = None
+    session.bind()  # DRAIN until the lent connection has answered, then shared again
+    return next_index
+
+
+def exec_(session, batch, index: int) -> int:
+    return _end(session, batch, index, True)
+
+
+def discard(session, batch, index: int) -> int:
+    return _end(session, batch, index, False)
+
+
+# -- a connection lent for one command ----------------------------------------------------------
+
+def _target(session, batch, index: int):
+    """The node a keyed command must run on, or the index to continue at (answered here)."""
+    args = batch.commands[index]
+    backend = session.backend
+    routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+    if type(routed) is Reject:
+        session._local(routed.reply)
+        return index + 1
+    if type(routed) is Split:
+        session._local(CROSSSLOT)
+        return index + 1
+    node = _node(session, routed)
+    if node is None:
+        session._local(CLUSTERDOWN)
+        return index + 1
+    return node
+
+
+def lease(session, batch, index: int) -> int:
+    """A blocking command or a script: on a connection lent by its key's owner; the client's
+    next command waits until it has answered (`DRAIN`), so its commands keep their order."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    node = _target(session, batch, index)
+    if type(node) is int:
+        return node
+    if session.inflight:  # what the client sent before (an LPUSH its BLPOP waits for) goes first
+        return session.wait(batch, index)
+    conn = _lend(session, node, "lease")
+    if conn is None:
+        return index + 1
+    session.send(conn, batch.span(index, index + 1), 1)
+    return index + 1
+
+
+def stream(session, batch, index: int) -> int:
+    """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
+    on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH)."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    if session.state.lane is SHARED:
+        if session.inflight:
+            return session.wait(batch, index)
+        args = batch.commands[index]
+        backend = session.backend
+        routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+        node = _node(session, routed if type(routed) is int else None) or backend.seed
+        if _lend(session, node, "stream") is None:
+            return index + 1
+    return session.stream_on_own(batch, index)
+
+
+# -- every master -------------------------------------------------------------------------------
+
+_tags: dict[int, bytes] = {}
+
+
+def tag_for_slot(slot: int) -> bytes:
+    """A short hash tag whose key lands in `slot` (found once per slot)."""
+    tag = _tags.get(slot)
+    if tag is None:
+        number = 0
+        while hash_slot(b"%d" % number) != slot:
+            number += 1
+        tag = _tags[slot] = b"%d" % number
+    return tag
+
+
+def wait_(session, batch, index: int) -> int:
+    """WAIT counts the replicas that acknowledged the writes of its own connection: on each
+    master, a lent connection first makes a write that covers everything written before it (a
+    transaction that sets and deletes a key of the proxy's own, invisible to others), then
+    WAIT; the client gets the smallest count, and its next command waits for it."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    backend = session.backend
+    masters = backend.router.master_slots()
+    if not masters:
+        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        return index + 1
+    if session.inflight:
+        return session.wait(batch, index)
+    entry = session.reply_later()
+    collected = Gather(session, entry, len(masters), merge_min)
+    request = batch.span(index, index + 1)
+    for part, (node, slot) in enumerate(masters):
+        conn = backend.lease(session, node=node)
+        if conn is None:
+            PartSink(collected, part).pending_failed(Pending(None, 1), errors.upstream_unavailable(str(node), "no connection"), False)
+            continue
+        key = b"__redis_guard__:wait:{" + tag_for_slot(slot) + b"}"
+        conn.send_hidden([("MULTI",), ("SET", key, "1"), ("DEL", key), ("EXEC",)])
+        conn.send(request, Pending(PartSink(collected, part, lambda done, conn=conn: backend.give_back(session, conn)),
+                                   1, conn))
+    session.state.to("lease")  # no connection of its own: the next command waits (DRAIN)
+    session.bind()
+    return index + 1
+
+
+def control(session, batch, index: int) -> int:
+    """To every master's control connection (SCRIPT KILL, FUNCTION KILL: the one running it
+    answers OK; CLIENT PAUSE/UNPAUSE: each pauses), or to one (FUNCTION STATS...)."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    args = batch.commands[index]
+    backend = session.backend
+    masters = backend.router.slotmap.masters()
+    if not masters:
+        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        return index + 1
+    sub = args[1].lower() if len(args) > 1 else b""
+    name = args[0].lower()
+    if sub == b"kill" and name in (b"script", b"function"):
+        merge = _any_ok
+    elif name == b"client":
+        merge = merge_ok
+    else:
+        masters = [masters[session.spread % len(masters)]]
+        merge = _first
+    entry = session.reply_later()
+    collected = Gather(session, entry, len(masters), merge)
+    request = batch.span(index, index + 1)
+    for part, node in enumerate(masters):
+        conn = backend.control_connection(node)
+        sink = PartSink(collected, part)
+        if conn is None:
+            sink.pending_failed(Pending(sink, 1), errors.upstream_unavailable(str(node), "no connection"), False)
+            continue
+        conn.send(request, Pending(sink, 1, conn))
+    return index + 1
+
+
+def _any_ok(replies) -> bytes:
+    """SCRIPT/FUNCTION KILL: OK from the master that ran it, else the first error (NOTBUSY)."""
+    return next((reply for reply in replies if reply.startswith(b"+")), replies[0])
+
+
+def _first(replies) -> bytes:
+    return replies[0]
+
+
+def client_kill(session, batch, index: int) -> int:
+    """On every master, never reaching the proxy's own connections (`clientkill`)."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    args = batch.commands[index]
+    backend = session.backend
+    masters = backend.router.slotmap.masters()
+    if not masters:
+        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        return index + 1
+    entry = session.reply_later()
+    task = session.loop.create_task(_kill_everywhere(backend, args, masters))
+    task.add_done_callback(lambda done: session.fill(entry, _task_reply(done)))
+    return index + 1
+
+
+async def _kill_everywhere(backend, args, masters) -> bytes:
+    async def on(node) -> bytes:
+        decision = clientkill.plan(args, backend.ours(node))
+        if type(decision) is clientkill.Reply:
+            return decision.reply
+        connection = lambda: backend.control_connection(node)  # noqa: E731
+        if type(decision) is clientkill.Forward:
+            conn = connection()
+            if conn is None:
+                raise ConnectionError(f"no connection to {node}")
+            (reply,) = await conn.ask([args])
+            if isinstance(reply, hiredis.ReplyError):
+                return errors.resp_error(str(reply))
+            return b"+OK\r\n" if reply == b"OK" else b":%d\r\n" % reply
+        return await kill_resolved(connection, args, decision, _NodeOurs(backend, node), None)
+
+    replies = await asyncio.gather(*(on(node) for node in masters))
+    if len(args) == 3:  # the old form: OK when one master had it
+        return next((reply for reply in replies if reply.startswith(b"+")), replies[0])
+    error = next((reply for reply in replies if reply.startswith(b"-")), None)
+    if error is not None:
+        return error
+    return b":%d\r\n" % sum(int(reply[1:]) for reply in replies)
+
+
+class _NodeOurs:
+    """`ours()` of one node, for `kill_resolved`."""
+
+    def __init__(self, backend, node):
+        self.backend = backend
+        self.node = node
+
+    def ours(self):
+        return self.backend.ours(self.node)
+
+
+def unknown(session, batch, index: int) -> int:
+    """A command the table does not know: Redis's own error (no node can be chosen for it)."""
+    args = batch.commands[index]
+    shown = b"".join(b"'%s' " % arg[:128] for arg in args[1:])[:128].decode("utf-8", "replace")
+    session._local(errors.resp_error(
+        f"ERR unknown command '{args[0][:128].decode('utf-8', 'replace')}', with args beginning with: {shown}"))
+    session.refused_in_transaction()
+    return index + 1
+
+
+CLUSTER = {
+    **COMMON,
+    FANOUT: fanout,
+    SCAN: scan,
+    CLIENT_ID: client_id,
+    CLIENT_GETNAME: client_getname,
+    CLIENT_SETNAME: client_setname,
+    LOCAL_OK: local_ok,
+    AUTH: auth,
+    HELLO: hello,
+    RESET: reset,
+    MULTI: multi,
+    WATCH: watch,
+    UNWATCH: unwatch,
+    EXEC: exec_,
+    DISCARD: discard,
+    LEASE: lease,
+    STREAM: stream,
+    WAIT: wait_,
+    CONTROL: control,
+    CLIENT_KILL: client_kill,
+    UNKNOWN: unknown,
+}
+
+__all__ = ["CLUSTER", "HELD", "replay"]

@@ -1,0 +1,392 @@
+"""Where a cluster client's commands go: the routing hook of the dispatch loop, by hash slot.
+
+Theory of operation: `ClusterRoute` is the session's route while it has no connection of its
+own. A stretch of ordinary commands is walked once: each command's target comes from a table
+built from the command table (`RouteTable`: its one key at argument 1, no key, or the `Planner`
+for key specs: multi-key commands split per slot and merged, CROSSSLOT otherwise). Consecutive
+commands bound for the same shared connection (the same master) are one slice of the client's
+bytes and one `RoutedPending`, so a pipeline of keys on one master costs what it costs
+standalone; a stretch for several masters leaves as one request per master with one `Scatter`
+in the client's reply queue. Split commands and replies merged from several masters are a
+`Gather`. A transaction runs on a connection of the client's own to the owner of its first key
+(`TxnRoute`: keys of another slot get CROSSSLOT and doom it; `DeferredRoute` while no key has
+come yet: MULTI and keyless commands are answered +OK/+QUEUED here and replayed on the
+connection once the first key picks it). `ClusterClient` is what the proxy keeps per cluster
+client: the connection state a single server would hold (CLIENT SETNAME/ID) and the entries'
+place in its reply queue when a redirection cuts a run.
+"""
+
+from __future__ import annotations
+
+import hiredis
+
+from .. import errors
+from ..pending import UNSEEN, Pending, hidden
+from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
+from ..routing.redirect import CROSSSLOT
+from ..routing.slots import hash_slot
+from ..session.behaviour import both_cases
+from ..upstream.connection import CLOSED
+from .connection import RoutedPending, cut_run
+from .scatter import Scatter
+
+MULTI = hiredis.pack_command(("MULTI",))
+
+
+class RouteTable:
+    """Per command name: where its key is (argument 1, none, or ask the Planner), and whether
+    it only reads (a replica may answer it)."""
+
+    FIRST_ARG, NO_KEY, PLANNED = 0, 1, 2
+
+    def __init__(self, table, planner):
+        self.planner = planner
+        kinds: dict[str, int] = {}
+        reads: dict[str, bool] = {}
+        for spec in table:
+            if "|" in spec.name:
+                continue
+            if spec.name in SPLIT_COMMANDS or "movablekeys" in spec.flags or spec.subcommands:
+                kinds[spec.name] = self.PLANNED
+            elif not spec.key_specs:
+                kinds[spec.name] = self.NO_KEY
+            else:
+                kinds[spec.name] = self.FIRST_ARG if spec.key_at_first_argument else self.PLANNED
+            if "readonly" in spec.flags and "write" not in spec.flags:
+                reads[spec.name] = True
+        self.kinds = both_cases(kinds)
+        self.reads = set(both_cases(reads))
+
+    def decide(self, args, master_for_slot):
+        """A hash slot (int), None (no key: any master), or the Planner's Split/Reject."""
+        name = args[0]
+        kind = self.kinds.get(name)
+        if kind is None:
+            kind = self.kinds.get(name.lower(), 1)
+        if kind == 0:  # FIRST_ARG (the constants are spelt out: this runs for every command)
+            return hash_slot(args[1]) if len(args) > 1 else None
+        if kind == 1:  # NO_KEY
+            return None
+        decision = self.planner.plan(args, master_for_slot)
+        if type(decision) is Forward:
+            return decision.slot
+        return decision
+
+
+class ClusterClient:
+    """What the proxy keeps per client of a cluster: the connection state a server would hold
+    for it, its transaction's slot and deferred commands, and its runs' places."""
+
+    __slots__ = ("session", "name", "id", "txn_slot", "deferred", "tainted")
+
+    def __init__(self, session, client_id: int):
+        self.session = session
+        self.name = None  # CLIENT SETNAME
+        self.id = client_id  # CLIENT ID: numbered by the proxy
+        self.txn_slot = None  # the hash slot the open transaction is pinned to
+        self.deferred = None  # MULTI and keyless commands before the transaction's first key
+        self.tainted = False  # the client's lent connection holds state: closed, not given back
+
+    def split_run(self, conn, entry: RoutedPending) -> RoutedPending:
+        """The router is sending the next command of `entry` again elsewhere: cut the run there.
+        Returns the entry that now awaits that one command's reply."""
+        session = self.session
+        retry, added = cut_run(conn, entry)
+        queue = session.queue
+        at = next((i for i, queued in enumerate(queue) if queued is entry), None)
+        if at is None:  # the client is gone
+            return retry
+        for offset, queued in enumerate(added):
+            queue.insert(at + 1 + offset, queued)
+        session.inflight += len(added)
+        if retry is not entry:  # entry has its answers
+            if at == 0:
+                queue.popleft()
+                session.inflight -= 1
+                session._head_done()
+            else:
+                session._pending_done()
+        return retry
+
+
+class Gather:
+    """One client reply made from the complete replies of several parts (a split command, or
+    every master): `merge` turns them, in part order, into the reply."""
+
+    __slots__ = ("session", "entry", "replies", "left", "merge")
+
+    def __init__(self, session, entry: Pending, parts: int, merge):
+        self.session = session
+        self.entry = entry
+        self.replies = [[] for _ in range(parts)]
+        self.left = parts
+        self.merge = merge
+
+    def part_done(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            replies = [b"".join(chunks) for chunks in self.replies]
+            try:
+                reply = self.merge(replies)
+            except (ValueError, IndexError) as exc:
+                reply = errors.resp_error(f"ERR the proxy could not merge the replies of the cluster nodes: {exc}")
+            self.session.deliver(self.entry, reply, 1)
+
+
+class PartSink:
+    """Receives one part's reply for a Gather (stands where a session would). `done` is told
+    when the part is complete (a lent connection goes back)."""
+
+    __slots__ = ("gather", "index", "done")
+
+    def __init__(self, gather: Gather, index: int, done=None):
+        self.gather = gather
+        self.index = index
+        self.done = done
+
+    def deliver(self, entry, data: bytes, done: int) -> None:
+        self.gather.replies[self.index].append(data)
+        if done:
+            entry.remaining -= done
+            if entry.remaining == 0:
+                if self.done is not None:
+                    self.done(entry)
+                self.gather.part_done()
+
+    def pending_failed(self, entry, error: bytes, partial: bool) -> None:
+        if entry.remaining == 0:
+            return
+        entry.remaining = 0
+        self.gather.replies[self.index] = [error]
+        self.gather.part_done()
+
+
+class TransformSink:
+    """Collects one whole reply and hands the session `transform(reply)` instead."""
+
+    __slots__ = ("session", "chunks", "transform")
+
+    def __init__(self, session, transform):
+        self.session = session
+        self.chunks = []
+        self.transform = transform
+
+    def deliver(self, entry, data: bytes, done: int) -> None:
+        self.chunks.append(data)
+        if done:
+            self.session.deliver(entry, self.transform(b"".join(self.chunks)), done)
+
+    def pending_failed(self, entry, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(entry, error, False)
+
+
+def gather(session, parts, merge) -> None:
+    """One reply from `parts` [(hash slot, request bytes)], routed by slot (a master is reached
+    through a slot it owns), merged in order."""
+    backend = session.backend
+    entry = session.reply_later()
+    collected = Gather(session, entry, len(parts), merge)
+    for index, (part_slot, data) in enumerate(parts):
+        backend.router.send(RoutedPending(PartSink(collected, index), 1, None, data, 0, part_slot),
+                            session.protocol, session.spread)
+
+
+class ClusterRoute:
+    """Shared connections to every master, by hash slot (one per protocol and spread index)."""
+
+    __slots__ = ("router", "routes", "protocol", "index")
+
+    def __init__(self, router, routes: RouteTable, protocol: int, index: int):
+        self.router = router
+        self.routes = routes
+        self.protocol = protocol
+        self.index = index
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        commands = batch.commands
+        decide = self.routes.decide
+        router = self.router
+        protocol = self.protocol
+        spread = self.index
+        replica_reads = router.read_from_replicas
+        reads = self.routes.reads
+        slot_conns = router.slot_connections(protocol, spread)
+        master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
+        run_conn = None
+        run_slot = None
+        runs = []  # the stretch's earlier runs, for other connections: [(conn, start, stop, hash slot)]
+        run_start = index = start
+        while index < stop:
+            args = commands[index]
+            routed = decide(args, master_for_slot)
+            if type(routed) is int:
+                if replica_reads and args[0] in reads:
+                    conn = router.replica_connection(routed, protocol, spread)
+                else:
+                    conn = slot_conns[routed]
+                    if conn is None or conn.state is CLOSED:
+                        conn = slot_conns[routed] = router.connection(routed, protocol, spread)
+            elif routed is None:
+                conn = router.connection(None, protocol, spread)
+            else:  # several slots (split and merged) or none possible (CROSSSLOT)
+                if run_start < index:
+                    self._send_stretch(session, batch, runs, run_start, index, run_conn, run_slot)
+                    runs = []
+                run_conn = None
+                if type(routed) is Reject:
+                    session._local(routed.reply)
+                else:
+                    gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
+                index += 1
+                run_start = index
+                continue
+            if conn is not None and conn is run_conn:
+                index += 1
+                continue
+            if run_start < index:
+                if conn is not None:  # the stretch goes on, to another connection
+                    runs.append((run_conn, run_start, index, run_slot))
+                else:
+                    self._send_stretch(session, batch, runs, run_start, index, run_conn, run_slot)
+                    runs = []
+            run_start = index
+            if conn is None:  # the owner is unknown or down for now: wait for the failover
+                self._send_run(session, batch, index, index + 1, None, routed)
+                index += 1
+                run_start = index
+                run_conn = None
+                continue
+            run_conn, run_slot = conn, routed
+            index += 1
+        if run_start < stop:
+            self._send_stretch(session, batch, runs, run_start, stop, run_conn, run_slot)
+
+    def _send_stretch(self, session, batch, runs: list, start: int, stop: int, conn, hash_slot) -> None:
+        """The run start..stop for `conn` after `runs`: for one connection, one slice of the
+        client's bytes; for several, one request per connection and one Scatter."""
+        if not runs:
+            self._send_run(session, batch, start, stop, conn, hash_slot)
+            return
+        runs.append((conn, start, stop, hash_slot))
+        scatter, sends = Scatter.of_runs(session, batch, runs)
+        session.queue.append(scatter)
+        session.inflight += 1
+        for conn, runs_there, data in sends:
+            conn.send_all(data, runs_there)
+            if conn.write_paused:
+                session.wait_for_upstream(conn)
+
+    def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot) -> None:
+        entry = RoutedPending(session, stop - start, conn, batch, start, hash_slot, session.extra)
+        session.queue.append(entry)
+        session.inflight += 1
+        if conn is None:
+            self.router.park(entry, self.protocol, self.index)
+            return
+        conn.send(batch.span(start, stop), entry)
+        if conn.write_paused:
+            session.wait_for_upstream(conn)
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        """What the policy sends instead of a command: to the owner of the command's slot."""
+        routed = self.routes.decide(args, self.router.slotmap.master_for_slot)
+        entry = RoutedPending(receiver, count, None, data, 0, routed if type(routed) is int else None,
+                              session.extra)
+        session.queue.append(entry)
+        session.inflight += 1
+        self.router.send(entry, self.protocol, self.index)
+
+    def hidden(self, session, args, commands) -> None:
+        # Routed like the client's commands, each by its own key: a MOVED or ASK (its slot is
+        # migrating) sends it again where the key now is, as it does the command it follows.
+        master_for_slot = self.router.slotmap.master_for_slot
+        routed_args = self.routes.decide(args, master_for_slot)
+        for command in commands:
+            command = tuple(command)
+            routed = self.routes.decide(command, master_for_slot)
+            if type(routed) is not int:
+                routed = routed_args if type(routed_args) is int else None
+            self.router.send(RoutedPending(UNSEEN, 1, None, hiredis.pack_command(command), 0, routed),
+                             self.protocol, self.index)
+
+
+class TxnRoute:
+    """A transaction's connection of the client's own: every key in the transaction's slot."""
+
+    __slots__ = ("conn", "routes", "router", "safe")
+
+    def __init__(self, conn, routes: RouteTable, router, safe):
+        self.conn = conn
+        self.routes = routes
+        self.router = router
+        self.safe = safe  # name -> True for commands that leave no state on the connection
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        commands = batch.commands
+        client = session.extra
+        master_for_slot = self.router.slotmap.master_for_slot
+        run_start = start
+        for index in range(start, stop):
+            args = commands[index]
+            routed = self.routes.decide(args, master_for_slot)
+            if type(routed) is int and client.txn_slot is None:
+                client.txn_slot = routed
+            elif routed is not None and (type(routed) is not int or routed != client.txn_slot):
+                if run_start < index:
+                    session.send(self.conn, batch.span(run_start, index), index - run_start)
+                session._local(CROSSSLOT)
+                session.refused_in_transaction()
+                run_start = index + 1
+                continue
+            if not self.safe.get(args[0].lower(), False):
+                client.tainted = True
+        if run_start < stop:
+            session.send(self.conn, batch.span(run_start, stop), stop - run_start)
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        session.send(self.conn, data, count, receiver)
+
+    def hidden(self, session, args, commands) -> None:
+        session.send_hidden(self.conn, commands)
+
+
+class DeferredRoute:
+    """A transaction whose first key has not come yet: keyless commands are queued here and
+    answered +QUEUED; the first key (or EXEC) picks the node (`ClusterBackend.pin_deferred`)."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        client = session.extra
+        master_for_slot = self.backend.router.slotmap.master_for_slot
+        for index in range(start, stop):
+            args = batch.commands[index]
+            routed = self.backend.routes.decide(args, master_for_slot)
+            if routed is None and client.deferred is not None:
+                client.deferred.append(batch.span(index, index + 1))
+                session._local(b"+QUEUED\r\n")
+                continue
+            if type(routed) is not int:
+                session._local(CROSSSLOT)
+                session.refused_in_transaction()
+                continue
+            if client.deferred is not None and not self.backend.pin_deferred(session, routed):
+                return
+            session.route.forward(session, batch, index, stop)
+            return
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        routed = self.backend.routes.decide(args, self.backend.router.slotmap.master_for_slot)
+        if self.backend.pin_deferred(session, routed if type(routed) is int else None):
+            session.route.send(session, args, data, count, receiver)
+
+    def hidden(self, session, args, commands) -> None:
+        session.after_exec.extend(commands)
+
+
+def replay(conn, deferred: list) -> None:
+    """Send the MULTI and keyless commands already answered with +OK/+QUEUED."""
+    conn.send(MULTI + b"".join(deferred), hidden(1 + len(deferred)))

@@ -1,0 +1,348 @@
+"""What a session does with each command: its action, derived from the command table.
+
+Theory of operation: a command may go to a shared upstream connection only when the proxy knows
+it is safe there: exactly one reply, no change to the connection's state, no takeover of the
+connection. Everything else gets an action that moves it elsewhere. The action of a command is
+derived from what Redis says about it in `COMMAND INFO` (flags, ACL categories), by the rules of
+`classify`, in this order:
+
+1. the short exception table `EXCEPTIONS` below, each entry with its reason;
+2. the `blocking` flag: LEASE (a connection of the client's own until it is answered);
+3. a script (`@scripting` with key specs given by the caller: EVAL, FCALL and their _RO forms):
+   LEASE, so that a script that does not end holds only its own connection and every other
+   client gets Redis's BUSY reply instead of waiting behind it;
+4. the `allow_busy` flag (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS, SHUTDOWN): CONTROL, the
+   proxy's control connection, so that it is never queued behind the work it controls;
+5. `@connection` (connection state: CLIENT SETNAME, READONLY...): PIN, a connection of the
+   client's own for good;
+6. `@pubsub` with `noscript` (the (un)subscribe family, whose replies are not paired with
+   requests): STREAM;
+7. anything else: PASS, the shared connection.
+
+A container command (CLIENT, SCRIPT...) whose subcommands are not all PASS is dispatched by its
+subcommand (`SUBCOMMAND`); CLIENT's subcommands have a table of their own (`CLIENT`), because
+the proxy answers several of them itself. A command or subcommand the table does not know is
+UNKNOWN: it never reaches a shared connection.
+
+Every action has two columns, standalone (a server, or a Sentinel-managed master) and cluster,
+because a cluster has no connection of the client's own for good and answers some connection
+state itself; `classify` returns both, so a command that pins in one column cannot silently pass
+in the other, and `check_columns` fails at start-up for an action a backend has no handler for.
+
+The dispatch tables map command name bytes (lower and upper case precomputed) to actions, one
+table per lane of the connection state (`states.py`): on a connection of the client's own most
+actions become PASS (`own_action`). Under a policy, names the policy checks map to a `Guard`
+that holds the plan too (`dispatch_table`), so the per-command decision is one dict lookup.
+"""
+
+from __future__ import annotations
+
+from .states import LEASED, PINNED, SHARED, STREAMING
+
+# -- actions --------------------------------------------------------------------------------
+PASS = 0  # an ordinary command: the current route (the shared connection, or the client's own)
+QUIT = 1  # answered by the proxy: +OK, then the connection closes
+SUBCOMMAND = 2  # decided by its subcommand
+LEASE = 3  # a connection of the client's own until it has answered (blocking commands, scripts)
+PIN = 4  # a connection of the client's own for good (connection state)
+STREAM = 5  # pinned, replies no longer paired with requests
+CONTROL = 6  # the control connection, at once
+SELECT = 7
+HELLO = 8
+AUTH = 9
+RESET = 10
+MULTI = 11
+EXEC = 12
+DISCARD = 13
+WATCH = 14
+UNWATCH = 15
+WAIT = 16  # WAIT/WAITAOF: on a connection of the client's own, after the write it waits for
+CLIENT_KILL = 17  # never reaches the proxy's own connections
+SETINFO = 18  # CLIENT SETINFO: the library's name, answered by the proxy
+UNKNOWN = 19  # not in the command table
+PROMOTE = 20  # on a lent connection, a command that leaves state there: the lease becomes a pin
+LOGIN = 21  # with applications: AUTH, HELLO answered by the proxy (credentials never forwarded)
+LOCKED = 22  # with applications, before AUTH: NOAUTH
+DRAIN = 23  # wait until the client's own connection has answered, then dispatch again
+REFUSE = 24  # not possible through this backend: a clear error
+# Cluster only:
+FANOUT = 25  # every master, replies merged (KEYS, DBSIZE, FLUSHALL...)
+SCAN = 26  # the masters one after another, with cursors that name them
+CLIENT_ID = 27  # answered from the session (the proxy numbers a cluster's clients)
+CLIENT_GETNAME = 28
+CLIENT_SETNAME = 29
+LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
+
+NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
+
+# -- the exceptions to the derived rules: (standalone, cluster), with the reason ---------------
+EXCEPTIONS = {
+    # @connection, but stateless: one reply on any connection.
+    "ping": (PASS, PASS),
+    "echo": (PASS, PASS),
+    "command": (PASS, PASS),  # COMMAND and its subcommands (all @connection, all stateless)
+    # The proxy's own connection-state handling.
+    "quit": (QUIT, QUIT),
+    "select": (SELECT, PASS),  # a cluster has database 0 only: Redis answers
+    "hello": (HELLO, HELLO),
+    "auth": (AUTH, AUTH),
+    "reset": (RESET, RESET),
+    "multi": (MULTI, MULTI),
+    "exec": (EXEC, EXEC),
+    "discard": (DISCARD, DISCARD),
+    "watch": (WATCH, WATCH),
+    "unwatch": (UNWATCH, UNWATCH),
+    # WAIT waits for the writes of its own connection to replicate (`connection` category).
+    "wait": (WAIT, WAIT),
+    "waitaof": (WAIT, WAIT),
+    # A cluster client's connection state the proxy keeps: it routes by slot itself.
+    "readonly": (PIN, LOCAL_OK),
+    "readwrite": (PIN, LOCAL_OK),
+    "asking": (PIN, LOCAL_OK),
+    # Commands that turn the connection into something else (reply shapes COMMAND INFO does not
+    # describe): a replica link, a monitor, a debugger, no replies at all (REPLCONF ACK).
+    "monitor": (STREAM, STREAM),
+    "sync": (STREAM, STREAM),
+    "psync": (STREAM, STREAM),
+    "replconf": (STREAM, STREAM),
+    "script|debug": (STREAM, STREAM),
+    # Whole-keyspace commands: one server answers them; a cluster asks every master.
+    "keys": (PASS, FANOUT),
+    "flushall": (PASS, FANOUT),
+    "flushdb": (PASS, FANOUT),
+    "dbsize": (PASS, FANOUT),
+    "randomkey": (PASS, FANOUT),
+    "scan": (PASS, SCAN),
+}
+
+# CLIENT's subcommands: (standalone, cluster). All are @connection.
+CLIENT = {
+    "id": (PIN, CLIENT_ID),
+    "getname": (PIN, CLIENT_GETNAME),
+    "setname": (PIN, CLIENT_SETNAME),
+    "setinfo": (SETINFO, SETINFO),
+    "info": (PIN, PASS),  # a cluster: a master describes a shared connection (one reply, no state)
+    "list": (PASS, PASS),
+    "help": (PASS, PASS),
+    "unblock": (PASS, PASS),
+    "kill": (CLIENT_KILL, CLIENT_KILL),
+    "pause": (CONTROL, CONTROL),
+    "unpause": (CONTROL, CONTROL),
+    "reply": (STREAM, STREAM),  # OFF/SKIP break the one-reply-per-request pairing
+    "tracking": (STREAM, STREAM),  # invalidation messages arrive unasked
+    "caching": (PIN, REFUSE),
+    "getredir": (PIN, PASS),
+    "trackinginfo": (PIN, PASS),
+    "no-evict": (PIN, REFUSE),
+    "no-touch": (PIN, REFUSE),
+}
+
+# Commands Redis holds back during CLIENT PAUSE WRITE besides those flagged `write` (the
+# `may_replicate` flag, which COMMAND INFO does not show).
+MAY_REPLICATE = {"eval", "evalsha", "fcall", "publish", "spublish", "pfcount"}
+
+STANDALONE, CLUSTER = 0, 1
+# What a command the table does not know does, per column: never the shared connection.
+UNKNOWN_COMMAND = (UNKNOWN, UNKNOWN)
+UNKNOWN_SUBCOMMAND = (PIN, REFUSE)
+
+
+def classify(spec) -> tuple[int, int]:
+    """(standalone, cluster) action of a command or subcommand of the command table."""
+    name = spec.name
+    container = name.split("|")[0]
+    if name in EXCEPTIONS:
+        return EXCEPTIONS[name]
+    if container == "client" and "|" in name:
+        return CLIENT.get(name.split("|")[1], UNKNOWN_SUBCOMMAND)
+    if container in ("command",):
+        return EXCEPTIONS[container]
+    flags, categories = spec.flags, spec.acl_categories
+    if "blocking" in flags:
+        return LEASE, LEASE
+    if "scripting" in categories and "movablekeys" in flags:
+        return LEASE, LEASE
+    if "allow_busy" in flags:
+        return CONTROL, CONTROL
+    if "connection" in categories:
+        return PIN, REFUSE
+    if "pubsub" in flags and "noscript" in flags:
+        return STREAM, STREAM
+    return PASS, PASS
+
+
+class Behaviour:
+    """The actions of every command of a table, per column: `actions[column]` maps a top-level
+    name to its action (SUBCOMMAND for containers dispatched by subcommand), `subcommands[column]`
+    a container's name to {subcommand: action}."""
+
+    def __init__(self, table):
+        self.table = table
+        self.actions = ({}, {})
+        self.subcommands = ({}, {})
+        self.pause_writes = set()  # names Redis holds back during CLIENT PAUSE WRITE
+        for spec in table:
+            name = spec.name
+            if "write" in spec.flags or name in MAY_REPLICATE:
+                self.pause_writes.add(name)
+            if spec.subcommands:
+                per_column = ({}, {})
+                for sub_name, sub in spec.subcommands.items():
+                    pair = classify(sub)
+                    short = sub_name.split("|")[-1]
+                    per_column[0][short] = pair[0]
+                    per_column[1][short] = pair[1]
+                    if "write" in sub.flags:
+                        self.pause_writes.add(name)
+                if name == "client":
+                    for short, pair in CLIENT.items():  # known to the proxy, whatever the server says
+                        per_column[0].setdefault(short, pair[0])
+                        per_column[1].setdefault(short, pair[1])
+                for column in (STANDALONE, CLUSTER):
+                    subs = per_column[column]
+                    self.subcommands[column][name] = subs
+                    own = EXCEPTIONS.get(name, (None, None))[column]
+                    self.actions[column][name] = own if own is not None else (
+                        PASS if all(action == PASS for action in subs.values()) else SUBCOMMAND)
+            else:
+                pair = classify(spec)
+                self.actions[0][name] = pair[0]
+                self.actions[1][name] = pair[1]
+
+    def subcommand(self, column: int, args) -> int:
+        """The action of a container command by its subcommand."""
+        subs = self.subcommands[column].get(args[0].lower().decode("latin-1"))
+        if subs is None or len(args) < 2:
+            return PASS  # Redis answers the arity error
+        return subs.get(args[1].lower().decode("latin-1"), UNKNOWN_SUBCOMMAND[column])
+
+    def used(self, column: int) -> set[int]:
+        """Every action a backend of this column must handle."""
+        used = set(self.actions[column].values())
+        for subs in self.subcommands[column].values():
+            used.update(subs.values())
+        return used | {UNKNOWN_COMMAND[column], UNKNOWN_SUBCOMMAND[column], PROMOTE, DRAIN, LOGIN, LOCKED}
+
+
+def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:
+    """At start-up: every action of the column has a handler (a pinning command with no
+    behaviour in a cluster would otherwise pass as a plain one)."""
+    missing = sorted(NAMES[action] for action in behaviour.used(column) - {PASS} if action not in handlers)
+    if missing:
+        raise RuntimeError(f"no handler for action(s) {', '.join(missing)} in the "
+                           f"{'standalone' if column == STANDALONE else 'cluster'} column")
+
+
+# -- per lane -------------------------------------------------------------------------------
+
+# On a connection of the client's own these carry no state of their own, or are handled there.
+_KEPT_ON_OWN = {QUIT, CONTROL, CLIENT_KILL, SETINFO, MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT, LOGIN,
+                LOCKED, RESET, SUBCOMMAND, HELLO, REFUSE, FANOUT, SCAN, CLIENT_ID, CLIENT_GETNAME,
+                CLIENT_SETNAME, LOCAL_OK}
+
+
+def own_action(action: int, lane) -> int:
+    """The action of a command when the client is on `lane` (a standalone backend's lanes: the
+    cluster's own connections are per transaction or per command, see its handlers)."""
+    if lane is SHARED:
+        return action
+    if lane is STREAMING:
+        return action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
+    if action == PASS or action == LEASE:
+        return PASS
+    if action in _KEPT_ON_OWN:
+        return action
+    if lane is LEASED:
+        return STREAM if action == STREAM else PROMOTE  # state left on a lent connection: keep it
+    return STREAM if action == STREAM else PASS  # PINNED: PIN, SELECT, AUTH, UNKNOWN run there
+
+
+def both_cases(table: dict[str, int]) -> dict[bytes, int]:
+    out = {}
+    for name, action in table.items():
+        out[name.encode()] = action
+        out[name.upper().encode()] = action
+    return out
+
+
+def lane_tables(behaviour: Behaviour, column: int) -> dict:
+    """{lane: name bytes -> action} for a standalone-style backend (both cases of every name)."""
+    shared = behaviour.actions[column]
+    return {lane: both_cases({name: own_action(action, lane) for name, action in shared.items()})
+            for lane in (SHARED, LEASED, PINNED, STREAMING)}
+
+
+LOGIN_NAMES = {"auth": LOGIN, "hello": LOGIN, "reset": RESET}
+UNLOCKED = {**LOGIN_NAMES, "quit": QUIT}
+
+
+def with_login(table: dict[bytes, int]) -> dict[bytes, int]:
+    """A table for a proxy that authenticates clients itself: AUTH/HELLO answered here."""
+    return {**table, **both_cases(LOGIN_NAMES)}
+
+
+def locked(table: dict[bytes, int]) -> dict[bytes, int]:
+    """Before authentication: NOAUTH for everything but AUTH, HELLO, RESET and QUIT; a name
+    missing from the table (an unknown command) is LOCKED too."""
+    out = {name: LOCKED for name in table}
+    out.update(both_cases(UNLOCKED))
+    return out
+
+
+class Guard:
+    """A name's entry in a session's dispatch table when the policy checks the command: the
+    engine's plan, what the session's loop reads of it, and the name's action once it passes."""
+
+    __slots__ = ("plan", "action", "keys_only", "passed_before")
+
+    def __init__(self, plan, action: int):
+        self.plan = plan
+        self.action = action
+        self.keys_only = plan.keys_only
+        # (args, session state) -> True when the command may go without the engine's decision
+        self.passed_before = plan.passed_before or _decide_each
+
+
+def _decide_each(args, state) -> bool:
+    return False
+
+
+def dispatch_table(actions: dict[bytes, int], plans: dict) -> dict:
+    """`actions` with a Guard for every name in `plans` (a policy engine's name -> plan)."""
+    if not plans:
+        return actions
+    table = dict(actions)
+    for name, plan in plans.items():
+        table[name] = Guard(plan, actions.get(name, PASS))
+    return table
+
+
+class Always:
+    """A dispatch table that gives every name one action (DRAIN while a cluster client's own
+    connection is answering)."""
+
+    __slots__ = ("action",)
+
+    def __init__(self, action: int):
+        self.action = action
+
+    def get(self, name, default=None) -> int:
+        return self.action
+
+
+def strict_int(value: bytes) -> int | None:
+    """Redis's string2ll: Python's int() also takes '+1', ' 1' and '1_0', which Redis refuses."""
+    if not value or len(value) > 20:
+        return None
+    digits = value[1:] if value[:1] == b"-" else value
+    if not digits.isdigit() or (digits[:1] == b"0" and len(value) != 1):
+        return None
+    return int(value)
+
+
+def authenticates(args: list[bytes]) -> bool:
+    """AUTH, or HELLO with an AUTH option."""
+    name = args[0].lower()
+    if name == b"auth":
+        return True
+    return name == b"hello" and any(arg.lower() == b"auth" for arg in args[2:])

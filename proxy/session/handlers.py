@@ -1,0 +1,397 @@
+"""What a session does for each action that is not PASS: the standalone column of the handlers.
+
+Theory of operation: a handler takes the session, the batch and the index of the command and
+returns where the dispatch loop goes on: `index + 1` when the command was sent or answered,
+`index` to dispatch it again under the state the handler moved to (a lane, a database), or
+`HELD` when the session waits (`Session.wait`: the client's replies in flight finish before it
+moves to another connection, so its commands run in the order it sent them). `COMMON` are the
+handlers every backend shares; `STANDALONE` adds those of a single server (also behind Redis
+Sentinel); a cluster's column is in `proxy/cluster/handlers.py`. Which action a command has is
+`behaviour.py`'s business; what each lane means is `states.py`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import hiredis
+
+from .. import errors
+from ..policy.engine import SessionState
+from . import clientkill
+from .behaviour import (AUTH, CLIENT_KILL, CONTROL, DISCARD, DRAIN, EXEC, HELLO, LEASE, LOCKED, LOGIN, MULTI,
+                        PASS, PIN, PROMOTE, QUIT, REFUSE, RESET, SELECT, SETINFO, STREAM, SUBCOMMAND, UNKNOWN,
+                        UNWATCH, WAIT, WATCH, authenticates, strict_int)
+from .session import HELD
+from .states import LEASED, NONE, SHARED, STREAMING, WATCHING
+
+log = logging.getLogger("redis_guard.server")
+
+# WAIT counts the replicas that acknowledged the writes of its own connection; the client's
+# writes may have gone through others (a shared connection, an earlier lease). A PUBLISH is
+# propagated to replicas like a write, so one sent first on the client's connection makes WAIT
+# wait for everything written before it, on any connection. Nobody needs to listen.
+WAIT_MARK = ("PUBLISH", "__redis_guard__:wait", "")
+
+
+def forward_one(session, batch, index: int) -> int:
+    session.route.forward(session, batch, index, index + 1)
+    return index + 1
+
+
+# -- every backend ------------------------------------------------------------------------------
+
+def quit_(session, batch, index: int) -> int:
+    session.quit()
+    return index + 1
+
+
+def locked(session, batch, index: int) -> int:
+    session.noauth()
+    return index + 1
+
+
+def login(session, batch, index: int) -> int:
+    return session.login(batch, index)
+
+
+def subcommand(session, batch, index: int) -> int:
+    backend = session.backend
+    action = backend.lane_action(session, backend.behaviour.subcommand(backend.column, batch.commands[index]))
+    return session.redispatch(batch, index, action)
+
+
+def promote(session, batch, index: int) -> int:
+    """A command that leaves state on the lent connection: the client keeps it for good."""
+    session.own.owner = session
+    session.state.to("pin")
+    session.bind()
+    return index
+
+
+def drain(session, batch, index: int) -> int:
+    """Wait until the client's own connection has answered, then dispatch again."""
+    if session.inflight:
+        return session.wait(batch, index)
+    if session.state.lane is LEASED and session.state.txn is NONE:
+        session.release_lease()
+    session.bind()
+    return index
+
+
+def refuse(session, batch, index: int) -> int:
+    session._local(errors.not_supported(batch.commands[index], session.backend.kind))
+    return index + 1
+
+
+def setinfo(session, batch, index: int) -> int:
+    """CLIENT SETINFO (client libraries send it on connect): answered here when the server knows
+    it, so that it pins nobody; a server that does not know it answers its own error."""
+    args = batch.commands[index]
+    if not session.backend.knows("client|setinfo"):
+        return forward_one(session, batch, index)
+    session._local(errors.client_setinfo(args))
+    return index + 1
+
+
+def control(session, batch, index: int) -> int:
+    """SCRIPT KILL, FUNCTION KILL, CLIENT PAUSE/UNPAUSE...: on the control connection at once,
+    never behind the work they control. Inside a transaction they are queued like the rest."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    conn = session.backend.control_connection()
+    if conn is None:
+        session.no_connection(session.backend.control.opener, 1)
+        return index + 1
+    session.send(conn, batch.span(index, index + 1), 1)
+    return index + 1
+
+
+def client_kill(session, batch, index: int) -> int:
+    args = batch.commands[index]
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    decision = clientkill.plan(args, session.backend.ours())
+    if type(decision) is clientkill.Reply:
+        session._local(decision.reply)
+        return index + 1
+    if type(decision) is clientkill.Forward:
+        return forward_one(session, batch, index)
+    pending = session.reply_later()
+    caller = session.own.client_id if session.own is not None else None
+    task = session.loop.create_task(kill_resolved(session.backend.control_connection, args, decision, session.backend,
+                                                  caller))
+    task.add_done_callback(lambda done: session.fill(pending, _task_reply(done)))
+    return index + 1
+
+
+async def kill_resolved(control_connection, args, decision, backend, caller_id) -> bytes:
+    """Validate, list, kill by ID what the filters match apart from the proxy's own."""
+    conn = control_connection()
+    if conn is None:
+        raise ConnectionError("no control connection")
+    (checked,) = await conn.ask([decision.validation(args)])
+    if isinstance(checked, hiredis.ReplyError):
+        return errors.resp_error(str(checked))
+    (listing,) = await conn.ask([("CLIENT", "LIST")])
+    rows = clientkill.parse_client_list(listing if isinstance(listing, bytes) else b"")
+    ids = clientkill.matching(decision.filters, rows, backend.ours(), caller_id)
+    killed = 0
+    if ids:
+        replies = await conn.ask([("CLIENT", "KILL", "ID", str(client_id)) for client_id in ids])
+        killed = sum(reply for reply in replies if isinstance(reply, int))
+    return b":%d\r\n" % killed
+
+
+def _task_reply(task: asyncio.Task) -> bytes:
+    if task.cancelled():
+        return errors.resp_error("ERR the proxy was stopped before the command completed")
+    exc = task.exception()
+    if exc is not None:
+        log.warning("CLIENT KILL through the control connection failed: %s", exc)
+        return errors.resp_error(f"ERR the proxy could not complete the command: {exc}")
+    return task.result()
+
+
+COMMON = {
+    QUIT: quit_,
+    LOCKED: locked,
+    LOGIN: login,
+    SUBCOMMAND: subcommand,
+    PROMOTE: promote,
+    DRAIN: drain,
+    REFUSE: refuse,
+    SETINFO: setinfo,
+}
+
+
+# -- a single server ----------------------------------------------------------------------------
+
+def take_own(session, batch, index: int, event: str):
+    """Move to a lent connection (a warm spare) once nothing is in flight: HELD, None when the
+    upstream is unavailable (the session closes), or the connection."""
+    if session.inflight:
+        return HELD
+    conn = session.backend.lease(session)
+    if conn is None:
+        session.no_connection(session.backend.opener_for(session), 1)
+        return None
+    conn.owner = session
+    session.use_own(conn, event)
+    return conn
+
+
+def _moved(session, batch, index: int, event: str) -> int:
+    """Dispatch again on a connection of the client's own (`event`: lease or pin)."""
+    taken = take_own(session, batch, index, event)
+    if taken is HELD:
+        return session.wait(batch, index)
+    return index if taken is not None else index + 1
+
+
+def pin(session, batch, index: int) -> int:
+    return _moved(session, batch, index, "pin")
+
+
+def lease(session, batch, index: int) -> int:
+    return _moved(session, batch, index, "lease")
+
+
+def stream(session, batch, index: int) -> int:
+    """From this command on, the client's replies are no longer paired with its requests."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    if session.state.lane is SHARED:
+        taken = take_own(session, batch, index, "pin")
+        if taken is HELD:
+            return session.wait(batch, index)
+        if taken is None:
+            return index + 1
+    return session.stream_on_own(batch, index)
+
+
+def select(session, batch, index: int) -> int:
+    args = batch.commands[index]
+    db = strict_int(args[1]) if len(args) == 2 else None
+    if db is None or db == session.db or not 0 <= db < session.backend.databases:
+        return forward_one(session, batch, index)  # Redis answers (an error, or no change)
+    if session.inflight:
+        return session.wait(batch, index)
+    session.db = db
+    session.route = session.backend.shared_route(session)
+    return index  # dispatched again: now in that database, any connection of it will do
+
+
+def hello(session, batch, index: int, hello_args=None) -> int:
+    """HELLO: a protocol switch among shared pools, or connection state (SETNAME, AUTH)."""
+    args = batch.commands[index]
+    if hello_args is None:
+        if authenticates(args):
+            return auth(session, batch, index)
+        hello_args = args
+    data = batch.span(index, index + 1) if hello_args is args or len(hello_args) == len(args) else \
+        hiredis.pack_command(tuple(hello_args))
+    version = strict_int(hello_args[1]) if len(hello_args) > 1 else None
+    if version not in (2, 3):  # HELLO alone, or Redis's error: no change of state
+        session.route.send(session, args, data, 1, session)
+        return index + 1
+    lane = session.state.lane
+    names = len(hello_args) > 2  # SETNAME: the name lives on a connection of the client's own
+    if lane is SHARED:
+        if names:
+            return pin(session, batch, index)
+        if version != session.protocol:
+            if session.inflight:
+                return session.wait(batch, index)
+            session.protocol = session.policy_state.protocol = version
+            session.route = session.backend.shared_route(session)
+            session.bind()
+            return index
+    elif lane is LEASED and (names or version != session.protocol):
+        return promote(session, batch, index)
+    else:
+        session.protocol = session.policy_state.protocol = version
+    session.route.send(session, args, data, 1, session)
+    return index + 1
+
+
+def auth(session, batch, index: int) -> int:
+    """AUTH or HELLO ... AUTH with the client's own credentials: on a connection of its own
+    whose first command is that AUTH (the proxy's start-up commands could be refused on a
+    server that now requires a password), the client's database and protocol restored after."""
+    if session.state.lane is not SHARED:
+        return forward_one(session, batch, index)
+    if session.inflight:
+        return session.wait(batch, index)
+    args = batch.commands[index]
+    conn = session.backend.open_authenticating(session)
+    conn.owner = session
+    session.use_own(conn, "pin")
+    session.send(conn, batch.span(index, index + 1), 1)
+    restore = []
+    if args[0].lower() == b"auth":
+        if session.protocol == 3:
+            restore.append(("HELLO", "3"))
+    else:
+        version = strict_int(args[1]) if len(args) > 1 else None
+        if version in (2, 3):
+            session.protocol = session.policy_state.protocol = version
+    if session.db:
+        restore.append(("SELECT", str(session.db)))
+    conn.send_hidden(restore)
+    return index + 1
+
+
+def reset(session, batch, index: int) -> int:
+    """RESET: a fresh connection state; with applications, no application any more."""
+    backend = session.backend
+    lane = session.state.lane
+    if lane is SHARED and (session.db != backend.default_db or session.protocol != 2):
+        if session.inflight:
+            return session.wait(batch, index)
+        session.db, session.protocol = backend.default_db, 2
+        session.policy_state.protocol = 2
+        session.route = backend.shared_route(session)
+    session.app = None
+    session.login_result = None
+    session.policy_state = SessionState()
+    session.after_exec = []
+    if session.state.txn is not NONE:
+        session.state.to("end")
+    backend.identity_changed(session)
+    session.bind()
+    if lane is SHARED:
+        session._local(errors.RESET)
+        return index + 1
+    forward_one(session, batch, index)
+    session.db, session.protocol = backend.default_db, 2
+    if lane is not STREAMING:
+        # Redis's RESET logs the connection out too: log the proxy's own connection back in.
+        backend.restore_after_reset(session, session.own)
+    return index + 1
+
+
+def multi(session, batch, index: int) -> int:
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)  # Redis: MULTI calls can not be nested
+    if session.state.lane is SHARED:
+        taken = take_own(session, batch, index, "lease")
+        if taken is HELD:
+            return session.wait(batch, index)
+        if taken is None:
+            return index + 1
+    forward_one(session, batch, index)
+    session.state.to("multi")
+    session.policy_state.in_multi = True
+    return index + 1
+
+
+def watch(session, batch, index: int) -> int:
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)  # Redis: WATCH inside MULTI is not allowed
+    if session.state.lane is SHARED:
+        taken = take_own(session, batch, index, "lease")
+        if taken is HELD:
+            return session.wait(batch, index)
+        if taken is None:
+            return index + 1
+    forward_one(session, batch, index)
+    session.state.to("watch")
+    return index + 1
+
+
+def unwatch(session, batch, index: int) -> int:
+    forward_one(session, batch, index)
+    if session.state.txn is WATCHING:
+        session.state.to("unwatch")
+    return index + 1
+
+
+def exec_(session, batch, index: int) -> int:
+    if not session.state.in_transaction:
+        return forward_one(session, batch, index)  # Redis: EXEC without MULTI
+    return session.end_transaction(True, batch, index)
+
+
+def discard(session, batch, index: int) -> int:
+    if not session.state.in_transaction:
+        return forward_one(session, batch, index)
+    return session.end_transaction(False, batch, index)
+
+
+def wait_(session, batch, index: int) -> int:
+    """WAIT on a connection of the client's own, after a write that covers all of its own."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    if session.state.lane is SHARED:
+        taken = take_own(session, batch, index, "lease")
+        if taken is HELD:
+            return session.wait(batch, index)
+        if taken is None:
+            return index + 1
+    session.own.send_hidden([WAIT_MARK])
+    return forward_one(session, batch, index)
+
+
+STANDALONE = {
+    **COMMON,
+    PIN: pin,
+    UNKNOWN: pin,  # a command the table does not know may change anything: a connection of its own
+    LEASE: lease,
+    STREAM: stream,
+    SELECT: select,
+    HELLO: hello,
+    AUTH: auth,
+    RESET: reset,
+    MULTI: multi,
+    WATCH: watch,
+    UNWATCH: unwatch,
+    EXEC: exec_,
+    DISCARD: discard,
+    WAIT: wait_,
+    CONTROL: control,
+    CLIENT_KILL: client_kill,
+}
+
+__all__ = ["COMMON", "STANDALONE", "PASS", "forward_one", "take_own"]

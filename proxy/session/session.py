@@ -1,0 +1,701 @@
+"""The client side: one session per client connection, one dispatch loop for every backend.
+
+Theory of operation: a session reads batches of complete requests and walks them in `_run`, the
+one dispatch loop: a command's action comes from one lookup in the session's dispatch table (a
+`Guard` first when the policy checks the command), ordinary commands (PASS) accumulate into a
+stretch, and anything else is handled by the backend's handler for its action
+(`handlers.py`; a cluster's own column in `proxy/cluster/handlers.py`). A stretch leaves through
+the session's current `route` (the backend's shared route, or a connection of the client's own),
+which is the per-command routing hook: standalone it is one slice of the client's bytes on one
+connection, in a cluster one request per master. Each run sent upstream is a `Pending` in the
+client's reply queue; the head writes straight to the client as bytes arrive, later ones buffer
+until they become the head, so a reply always reaches the client that asked, in order, whichever
+connection answered it. Where the client's commands go and whether it is taking requests is its
+`ConnState` (`states.py`); a handler that needs the client's replies in flight first suspends the
+loop with `_wait` and the loop resumes at the same request.
+
+Flow control and isolation: a client that does not read its replies stops the proxy reading its
+requests; replies for it keep being taken off shared connections at once (other clients must
+not wait) and are buffered up to `limits.client_output_buffer`, past which the client is
+disconnected. Only a connection of the client's own is paused for it. An upstream connection
+that does not take requests pauses the clients writing to it. When an upstream connection fails
+with a client's requests in flight, or none can be had, the client's connection is closed after
+the replies before them: client libraries see a connection error, as when Redis itself goes
+away, and reconnect (an error reply would be taken for the command's own failure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import socket
+import time
+
+import hiredis
+
+from .. import errors, metrics
+from ..login import parse_auth, parse_hello
+from ..pending import HiddenCommand, LaterCommands, Pending, ReplacingSink, ScriptVerdictSink, keep
+from ..policy.base import AUDIT, Finding
+from ..policy.engine import SessionState, Verdict
+from ..resp.reader import RequestReader
+from ..upstream import connection as upstream_connection
+from .behaviour import LOCKED, PASS, Guard
+from .states import CLOSED, CLOSING, DOOMED, LEASED, NONE, OPEN, PINNED, SHARED, STREAMING, WAITING, ConnState
+
+log = logging.getLogger("redis_guard.server")
+
+HELD = -1
+REPLIES, PASSWORD = "replies", "password"  # what a waiting session waits for
+POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
+                                "the proxy could not decide on it; see the proxy's log"))
+
+
+class Session(asyncio.Protocol):
+    __slots__ = (
+        "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
+        "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
+        "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
+        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
+        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra",
+    )
+
+    def __init__(self, proxy):
+        backend = proxy.backend
+        self.proxy = proxy
+        self.backend = backend
+        self.loop = proxy.loop
+        self.transport = None
+        self.peer = None
+        self.reader = RequestReader(proxy.parse_limits)
+        self.queue = collections.deque()  # the reply queue: Pending entries in request order
+        self.inflight = 0  # entries still waiting for upstream replies
+        self.state = ConnState()
+        self.db = backend.default_db
+        self.protocol = 2
+        self.spread = proxy.assign_spread()  # which of the shared connections this client uses
+        self.route = None  # where ordinary commands go now (`backend.shared_route`, or own)
+        self.own = None  # the connection of the client's own, lent or pinned
+        self.stream = None  # the Pending that takes every reply once they are no longer paired
+        self.resume_at = None  # (batch, index) of the request dispatch waits at
+        self.waiting_for = None
+        self.input_ended = False  # EOF, a protocol error or shutdown: no requests after these
+        self.write_paused = False
+        self.reading_paused = set()  # reasons reading from the client is paused
+        self.waiting_upstreams = set()  # own connections paused until we catch up
+        self.held_bytes = 0  # reply bytes buffered behind the head of the queue
+        limits = proxy.config.limits
+        self.buffer_limit = limits.client_write_buffer
+        self.output_limit = limits.client_output_buffer
+        self.policy_state = SessionState()
+        self.after_exec = []  # hidden commands the policy adds once the transaction has run
+        self.app = None  # the application the client authenticated as (its name)
+        self.locked = False
+        self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
+        self.verifying = False  # a password check is running in a worker thread
+        self.handlers = backend.handlers
+        self.extra = backend.session_extra(self)  # what a backend keeps per client (cluster: CLIENT SETNAME...)
+        self.route = backend.shared_route(self)
+        self.bind()
+
+    def bind(self) -> None:
+        """Take the dispatch table for the client's lane, application and the proxy's current
+        policy; on reload an application removed from the policy leaves its clients
+        unauthenticated."""
+        proxy = self.proxy
+        tenants = proxy.tenants
+        if self.app is not None and (tenants is None or tenants.engine(self.app) is None):
+            self.app = None
+        self.engine, self.plans = proxy.bindings[self.app]
+        self.locked = tenants is not None and tenants.required and self.app is None
+        actions, unknown = self.backend.actions_for(self)
+        self.dispatch, self.unknown = proxy.dispatch_for(actions, unknown, self.locked, self.plans)
+
+    # -- transport events -------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = self.backend.client_transport(transport)
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=self.buffer_limit)
+        self.proxy.sessions.add(self)
+        metrics.CLIENTS.inc()
+
+    def connection_lost(self, exc) -> None:
+        metrics.CLIENTS.dec()
+        self.state.to("lost")
+        self.proxy.sessions.discard(self)
+        self._release_upstreams()
+        self.backend.session_closed(self)
+        own, self.own = self.own, None
+        if own is not None:
+            if self.state.lane is LEASED and self.state.txn is NONE and self.inflight == 0 and own.idle:
+                self.backend.give_back(self, own)
+            else:
+                own.close()  # the client's connection state goes with it, as with Redis
+        self.queue.clear()
+
+    def data_received(self, data: bytes) -> None:
+        if self.state.life is OPEN:
+            batch = self.reader.feed_read(data)
+            if batch is not None:
+                self._handle(batch)
+        else:
+            self.reader.feed(data)
+
+    def eof_received(self):
+        # Redis answers what was sent before a half-close; so do we, then close.
+        self.input_ended = True
+        if self.state.life is OPEN:
+            self._close()
+        return True
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._pause_reading("client-slow")
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._resume_reading("client-slow")
+        self._release_upstreams()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        read = self.reader.read
+        while self.state.life is OPEN:
+            batch = read()
+            if batch is None:
+                break
+            self._handle(batch)
+        if self.input_ended and self.state.life is OPEN:
+            self._close()
+
+    def _handle(self, batch) -> None:
+        if batch.commands:
+            self._run(batch, 0)
+            if self.state.life is WAITING:
+                return  # a protocol error after them is answered by _resume
+        if batch.error is not None and self.state.life is OPEN:
+            self._local(batch.error.reply)
+            self.input_ended = True
+            self._close()
+
+    def _run(self, batch, index: int) -> None:
+        """The dispatch loop: every command of the batch from `index` on."""
+        commands = batch.commands
+        count = len(commands)
+        start = index
+        dispatch = self.dispatch
+        engine = self.engine
+        good_keys = engine.good_keys if engine is not None else None
+        key_classes = engine.key_classes if engine is not None else None
+        state = self.policy_state
+        while index < count:
+            args = commands[index]
+            name = args[0]
+            action = dispatch.get(name)
+            if action is None:
+                action = dispatch.get(name.lower(), self.unknown)
+            if action.__class__ is Guard:
+                if not (action.keys_only and len(args) > 1 and (
+                        args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
+                        action.passed_before(args, state)):
+                    verdict = self._decide(action.plan, commands, index)
+                    if verdict is not None:
+                        next_index = self._apply_verdict(verdict, batch, start, index)
+                        if next_index is not None:
+                            start = index = next_index
+                            continue
+                action = action.action
+            if action == PASS:
+                index += 1
+                continue
+            if start < index:
+                self.route.forward(self, batch, start, index)
+            next_index = self.handlers[action](self, batch, index)
+            if next_index == HELD:
+                return
+            start = index = next_index
+            if self.state.life is not OPEN:
+                return
+            # The handler may have changed the lane, the application or the policy's state.
+            dispatch = self.dispatch
+            engine = self.engine
+            good_keys = engine.good_keys if engine is not None else None
+            key_classes = engine.key_classes if engine is not None else None
+            state = self.policy_state
+        if start < count:
+            self.route.forward(self, batch, start, count)
+
+    def redispatch(self, batch, index: int, action: int) -> int:
+        """Handle commands[index] as `action` (a subcommand's): PASS goes on the current route."""
+        if action == PASS:
+            self.route.forward(self, batch, index, index + 1)
+            return index + 1
+        return self.handlers[action](self, batch, index)
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    def wait(self, batch, index: int, reason: str = REPLIES) -> int:
+        """Suspend dispatch at commands[index] until `reason` is over (the client's replies in
+        flight, before it moves to another connection: its commands still run in the order it
+        sent them; or a password check)."""
+        self.resume_at = (batch, index)
+        self.waiting_for = reason
+        self.state.to("wait")
+        self._pause_reading("wait")
+        return HELD
+
+    def _resume(self) -> None:
+        """Dispatch the request we waited at again."""
+        if self.state.life is not WAITING or self.verifying or (self.waiting_for is REPLIES and self.inflight):
+            return
+        batch, index = self.resume_at
+        self.resume_at = self.waiting_for = None
+        self.state.to("resume")
+        self._resume_reading("wait")
+        self._run(batch, index)
+        if self.state.life is OPEN:
+            if batch.error is not None:
+                self._local(batch.error.reply)
+                self.input_ended = True
+                self._close()
+            else:
+                self._process()
+
+    # -- the connection the client's commands take -------------------------------------------
+
+    def use_own(self, conn, event: str) -> None:
+        """Move to a connection of the client's own (`event`: lease, pin or stream)."""
+        self.own = conn
+        self.state.to(event)
+        self.route = self.backend.own_route(self, conn)
+        self.bind()
+
+    def stream_on_own(self, batch, index: int) -> int:
+        """From commands[index] on, every reply of the own connection is the client's, unpaired."""
+        if self.state.lane is not STREAMING:
+            self.state.to("stream")
+        conn = self.own
+        stream = self.stream = Pending(self, -1, conn)
+        self.queue.append(stream)
+        self.inflight += 1
+        self.route = self.backend.stream_route(self, conn)
+        self.bind()
+        conn.send(batch.span(index, index + 1), stream)
+        return index + 1
+
+    def release_lease(self) -> None:
+        """The lent connection has answered everything and holds no state: give it back."""
+        own, self.own = self.own, None
+        self.state.to("release")
+        self.route = self.backend.shared_route(self)
+        self.bind()
+        if own is not None:
+            self.backend.give_back(self, own)
+
+    def own_closed(self, conn) -> None:
+        if conn is self.own and self.state.life is not CLOSED:
+            # The client's connection state is gone with it; Redis clients expect a drop.
+            self.input_ended = True
+            self._close()
+
+    # -- forwarding -------------------------------------------------------------------------
+
+    def send(self, conn, data: bytes, count: int, receiver=None) -> Pending | None:
+        """A run of `count` requests on `conn`, its replies for `receiver` (the session)."""
+        if conn is None or conn.state is upstream_connection.CLOSED:
+            self.upstream_unavailable(conn.close_reason if conn is not None else "")
+            return None
+        pending = Pending(receiver or self, count, conn)
+        self.queue.append(pending)
+        self.inflight += 1
+        conn.send(data, pending)
+        if conn.write_paused:
+            self.wait_for_upstream(conn)
+        return pending
+
+    def send_hidden(self, conn, commands) -> None:
+        """Commands the policy adds after the client's, on the same connection, replies unseen."""
+        if conn is not None and not conn.closed:
+            for cmd in commands:  # one entry each, so that a failure names its command
+                request = hiredis.pack_command(tuple(cmd))
+                conn.send(request, HiddenCommand(request, conn))
+
+    def wait_for_upstream(self, conn) -> None:
+        """The upstream's write buffer is full: read no more of this client until it drains."""
+        conn.blocked_sessions.add(self)
+        self._pause_reading("upstream-slow")
+
+    def upstream_writable(self) -> None:
+        self._resume_reading("upstream-slow")
+
+    def no_connection(self, opener, count: int) -> None:
+        """No connection could be had for `count` requests: while the server refuses the proxy's
+        start-up (NOAUTH...) that is its answer to them, as to a client of its own; while it
+        cannot be reached, the client's connection closes."""
+        if opener.refusal is not None:
+            self._local(opener.refusal * count)
+        else:
+            self.upstream_unavailable(opener.failed_reason)
+
+    def upstream_unavailable(self, reason: str) -> None:
+        """No upstream connection for the client's next requests: close after what is owed."""
+        log.info("client %s: upstream %s unavailable (%s); closing the client's connection",
+                 _peer(self.peer), self.backend.label, reason or "not connected")
+        self.input_ended = True
+        if self.state.life is not CLOSED:
+            self._close()
+
+    # -- policy ----------------------------------------------------------------------------
+
+    def _decide(self, plan, commands, index: int):
+        try:
+            return self.engine.decide(
+                plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
+        except Exception:  # a bug in a rule must not take the connection down
+            log.exception("policy engine failed on %r", commands[index][0])
+            return POLICY_FAILED
+
+    def _apply_verdict(self, verdict, batch, start: int, index: int):
+        """Apply the engine's verdict on commands[index]. Returns where to continue, or None
+        when the command goes on as usual (findings in audit mode only)."""
+        args = batch.commands[index]
+        policy = self.engine.policy.name
+        for finding in verdict.findings:
+            metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, self.peer, policy,
+                           app=self.app)
+        if verdict.reject is None:
+            for rule in verdict.rewritten_by:
+                metrics.count_rewrite(rule, policy, self.app)
+        if verdict.reject is None and verdict.commands is None:
+            return None
+        if start < index:
+            self.route.forward(self, batch, start, index)
+        if verdict.reject is not None:
+            self._local(errors.policy_violation(verdict.reject))
+            self.refused_in_transaction()
+            return index + 1
+        first, *extra = verdict.commands
+        receiver = ScriptVerdictSink(self, args) if first[0] in (b"EVAL", b"EVALSHA") else self
+        self.route.send(self, args, hiredis.pack_command(tuple(first)), 1, receiver)
+        if extra:
+            if self.state.in_transaction:
+                self.after_exec.extend(extra)  # extra replies would change what EXEC returns
+            else:
+                self.route.hidden(self, args, extra)
+        return index + 1
+
+    def refused_in_transaction(self) -> None:
+        """Redis, too, aborts EXEC after a command it refused to queue."""
+        if self.state.in_transaction:
+            self.state.to("refuse")
+
+    def end_transaction(self, action_is_exec: bool, batch, index: int) -> int:
+        """EXEC or DISCARD of an open transaction: the policy's last word on it, then Redis's."""
+        state = self.policy_state
+        doomed = self.state.txn is DOOMED
+        extra = self.after_exec
+        unmet = state.unmet() if action_is_exec and not doomed else ()
+        state.end_transaction()
+        self.after_exec = []
+        self.state.to("end")
+        if unmet:
+            engine = self.engine
+            unmet = [engine.with_mode(finding) for finding in unmet]
+            for finding in unmet:
+                metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected",
+                               batch.commands[index], self.peer, engine.policy.name, app=self.app)
+            unmet = [finding for finding in unmet if finding.mode != AUDIT]
+        if action_is_exec and (doomed or unmet):
+            # Nothing of the transaction may run: discard it upstream, answer as Redis would.
+            reply = errors.policy_violation(unmet[0]) if unmet else errors.EXECABORT
+            self.route.send(self, batch.commands[index], hiredis.pack_command(("DISCARD",)), 1,
+                            ReplacingSink(self, reply))
+            return index + 1
+        self.route.forward(self, batch, index, index + 1)
+        if action_is_exec and extra:
+            self.route.hidden(self, batch.commands[index], extra)
+        return index + 1
+
+    # -- applications: the proxy authenticates clients ---------------------------------------
+
+    def login(self, batch, index: int) -> int:
+        """AUTH or HELLO, answered by the proxy: the credentials are checked here and never
+        forwarded; HELLO then runs upstream without them (its reply is Redis's own)."""
+        args = batch.commands[index]
+        is_auth = args[0].lower() == b"auth"
+        parsed = parse_auth(args) if is_auth else parse_hello(args)
+        if isinstance(parsed, bytes):
+            self._local(parsed)
+            return index + 1
+        if parsed.user is not None:
+            app = self._check(batch, index, parsed)
+            if app == HELD:
+                return HELD
+            if app is None:
+                self._local(errors.WRONGPASS)
+                return index + 1
+            if app != self.app:
+                self.app = app
+                self.backend.identity_changed(self)
+                self.bind()
+        elif self.locked:
+            self._local(errors.NOAUTH_HELLO)
+            return index + 1
+        if is_auth:
+            self._local(errors.OK)
+            return index + 1
+        return self.backend.hello(self, batch, index, parsed.hello)
+
+    def _check(self, batch, index: int, parsed):
+        """The application name for these credentials, None when wrong, or HELD while the slow
+        hash runs in a worker thread (the client's later requests wait, in order)."""
+        args = batch.commands[index]
+        done = self.login_result
+        if done is not None and done[0] is args:  # dispatched again after a switch or the check
+            return done[1]
+        proxy = self.proxy
+        tenants = proxy.tenants
+        tag = tenants.tag(parsed.user, parsed.password)
+        app = tenants.cached(tag)
+        if app is not None:
+            self.login_result = (args, app.name)
+            return app.name
+        self.verifying = True
+        # Connections of one client pool arrive together with the same credentials: one check.
+        future = proxy.checks.get(tag)
+        if future is None:
+            future = proxy.checks[tag] = self.loop.run_in_executor(None, tenants.check, parsed.user, parsed.password)
+            future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
+        future.add_done_callback(functools.partial(self._checked, args))
+        return self.wait(batch, index, PASSWORD)
+
+    def _checked(self, args, future) -> None:
+        app = None if future.cancelled() or future.exception() is not None else future.result()
+        self.login_result = (args, app.name if app is not None else None)
+        self.verifying = False
+        if self.state.life is WAITING:
+            self._resume()
+
+    # -- replies ----------------------------------------------------------------------------
+
+    def deliver(self, pending: Pending, data: bytes, done: int) -> None:
+        if self.state.life is CLOSED:
+            if done and pending.remaining > 0:
+                pending.remaining -= done
+            return
+        queue = self.queue
+        if queue and queue[0] is pending:
+            self.transport.write(data)
+            if done:
+                remaining = pending.remaining = pending.remaining - done
+                if remaining == 0:
+                    queue.popleft()
+                    self.inflight -= 1
+                    if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
+                        self._head_done()
+            if self.write_paused:
+                self._reader_behind(pending)
+            return
+        self.held_bytes += len(data)
+        held = keep(pending, data)
+        if done:
+            pending.remaining -= done
+            if pending.remaining == 0:
+                self._pending_done()
+        if self.held_bytes > self.output_limit:
+            self.overflow()
+        elif held > self.buffer_limit:
+            self._hold_own(pending.conn)
+
+    def _reader_behind(self, pending) -> None:
+        """The client's write buffer is above its high-water mark: pause a connection of its own
+        (backpressure), never a shared one (count the bytes against its output limit)."""
+        conn = pending.conn
+        if conn is not None and conn is self.own:
+            self._hold_own(conn)
+        elif self.transport.get_write_buffer_size() + self.held_bytes > self.output_limit:
+            self.overflow()
+
+    def _hold_own(self, conn) -> None:
+        if conn is not None and conn is self.own and conn not in self.waiting_upstreams:
+            self.waiting_upstreams.add(conn)
+            conn.pause_for(self)
+
+    def overflow(self) -> None:
+        """More unread replies than `limits.client_output_buffer`: disconnect this client only."""
+        if self.state.life is CLOSED or self.transport.is_closing():
+            return
+        metrics.SLOW_CLIENTS.inc()
+        proxy = self.proxy
+        now = time.monotonic()
+        proxy.overflows += 1
+        if now - proxy.overflow_logged >= 10.0:
+            log.warning("client %s disconnected: %d bytes of replies unread, over client_output_buffer "
+                        "(%d); %d such client(s) since the last line", _peer(self.peer),
+                        self.transport.get_write_buffer_size() + self.held_bytes, self.output_limit,
+                        proxy.overflows)
+            proxy.overflow_logged = now
+            proxy.overflows = 0
+        self.transport.abort()
+
+    def _head_done(self) -> None:
+        if self.inflight == 0:
+            if self.state.lane is LEASED and self.state.txn is NONE:
+                self.release_lease()
+            if self.state.life is WAITING and self.waiting_for is REPLIES:
+                self.loop.call_soon(self._resume)
+        self._advance()
+
+    def _release_upstreams(self) -> None:
+        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
+        for conn in waiting:
+            conn.resume_for(self)
+
+    def _pending_done(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0 and self.state.life is WAITING and self.waiting_for is REPLIES:
+            self.loop.call_soon(self._resume)
+
+    def _advance(self) -> None:
+        """The head entry completed: flush the entries behind it that have replies waiting."""
+        queue = self.queue
+        while queue:
+            head = queue[0]
+            if head.buffered is not None:
+                self.held_bytes -= head.buffered_size
+                self._write(b"".join(head.buffered))
+                head.buffered = None
+                head.buffered_size = 0
+            if head.remaining != 0:
+                break
+            queue.popleft()
+        if not self.write_paused:
+            self._release_upstreams()
+        if self.state.life is CLOSING:
+            self._maybe_close()
+
+    def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:
+        """The connection carrying `pending` failed: its requests may or may not have run, and
+        nothing can be said for them that a client would not take for the commands' own
+        result. The replies before it are written, then the client's connection closes."""
+        if pending.remaining == 0 or self.state.life is CLOSED:
+            pending.remaining = 0
+            return
+        pending.remaining = 0
+        queue = self.queue
+        if pending in queue:
+            at = queue.index(pending)
+            for _ in range(len(queue) - at):
+                queue.pop()
+        self.inflight = sum(1 for entry in queue if entry.remaining != 0)
+        self.input_ended = True
+        if partial and not queue and self.transport is not None:
+            self.transport.abort()  # part of a reply is out: nothing sensible can follow it
+            return
+        self._close()
+
+    def _local(self, reply: bytes) -> None:
+        """A reply the proxy writes itself, in order after everything before it."""
+        queue = self.queue
+        if not queue:
+            self._write(reply)
+            return
+        stream = self.stream
+        if stream is not None:
+            # Nothing is paired on a stream: the reply goes after what the stream has so far.
+            if queue[0] is stream:
+                self._write(reply)
+            else:
+                keep(stream, reply)
+                self.held_bytes += len(reply)
+            return
+        pending = Pending(self, 0)
+        pending.buffered = [reply]
+        pending.buffered_size = len(reply)
+        self.held_bytes += len(reply)
+        queue.append(pending)
+
+    def reply_later(self) -> Pending:
+        """An entry in the reply queue for a reply the proxy will make (`fill`)."""
+        pending = Pending(self, 1)
+        self.queue.append(pending)
+        self.inflight += 1
+        return pending
+
+    def fill(self, pending: Pending, reply: bytes) -> None:
+        self.deliver(pending, reply, 1)
+
+    def _write(self, data: bytes) -> None:
+        # Written at once: replies for one client arrive once per upstream read, so deferring
+        # to the next loop tick would add a callback without saving a system call.
+        if self.state.life is not CLOSED:
+            self.transport.write(data)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        """Take no more requests; close once every reply owed has been written."""
+        life = self.state.life
+        if life is CLOSED:
+            return
+        if life is not CLOSING:
+            self.resume_at = self.waiting_for = None  # a request we waited at is not answered
+            self.state.to("close")
+        self._pause_reading("closing")
+        self._maybe_close()
+
+    def _maybe_close(self) -> None:
+        if self.state.life is not CLOSING:
+            return
+        queue = self.queue
+        if queue and not (len(queue) == 1 and queue[0] is self.stream):
+            return
+        if self.transport is not None:
+            self.transport.close()
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+            self.transport.pause_reading()
+        self.reading_paused.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason in self.reading_paused:
+            self.reading_paused.discard(reason)
+            if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+                self.transport.resume_reading()
+
+    def drain(self) -> None:
+        """Shutdown: stop taking requests; close once the replies owed are written."""
+        self.input_ended = True
+        self._pause_reading("shutdown")
+        if self.state.life is OPEN:
+            self._close()
+
+    def quit(self) -> None:
+        """QUIT: +OK, and nothing after it is read."""
+        self._local(errors.OK)
+        self.input_ended = True
+        self._close()
+
+    def noauth(self) -> None:
+        self._local(errors.NOAUTH)
+
+    def describe(self) -> str:
+        return f"{_peer(self.peer)} {self.state.lane}{' ' + self.app if self.app else ''}"
+
+
+def _peer(peer) -> str:
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+
+
+__all__ = ["Session", "HELD", "LOCKED", "PINNED", "SHARED", "STREAMING", "CLOSING"]

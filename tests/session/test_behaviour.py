@@ -1,0 +1,158 @@
+"""What a session does with each command, derived from the command table: nothing reaches a
+shared connection unless the proxy knows it is safe there (`proxy/session/behaviour.py`)."""
+
+import pytest
+
+from proxy.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
+from proxy.commands.table import CommandTable
+from proxy.policy import Engine, load_policy_text
+from proxy.session import behaviour
+from proxy.session.behaviour import (CLIENT_ID, CLIENT_KILL, CLUSTER, CONTROL, FANOUT, LEASE, LOCAL_OK, PASS, PIN,
+                                     PROMOTE, REFUSE, SETINFO, STANDALONE, STREAM, SUBCOMMAND, UNKNOWN, WAIT,
+                                     Behaviour, Guard, check_columns, dispatch_table, lane_tables, own_action)
+from proxy.session.handlers import STANDALONE as STANDALONE_HANDLERS
+from proxy.session.states import LEASED, PINNED, SHARED, STREAMING
+
+TABLE = CommandTable.from_snapshot()
+BEHAVIOUR = Behaviour(TABLE)
+SHARED_TABLE = lane_tables(BEHAVIOUR, STANDALONE)[SHARED]
+
+
+def action(column: int, *words: str) -> int:
+    args = [word.encode() for word in words]
+    top = BEHAVIOUR.actions[column].get(words[0].lower(), behaviour.UNKNOWN_COMMAND[column])
+    return BEHAVIOUR.subcommand(column, args) if top == SUBCOMMAND else top
+
+
+@pytest.mark.parametrize("words, standalone, cluster", [
+    # Redis sends no reply to REPLCONF ACK on a normal connection; these turn it into a stream.
+    (["REPLCONF", "ACK", "0"], STREAM, STREAM),
+    (["SYNC"], STREAM, STREAM),
+    (["PSYNC", "?", "-1"], STREAM, STREAM),
+    (["MONITOR"], STREAM, STREAM),
+    (["SCRIPT", "DEBUG", "YES"], STREAM, STREAM),
+    (["SUBSCRIBE", "c"], STREAM, STREAM),
+    (["SUNSUBSCRIBE"], STREAM, STREAM),
+    (["CLIENT", "REPLY", "OFF"], STREAM, STREAM),
+    (["CLIENT", "TRACKING", "ON"], STREAM, STREAM),
+    # Control commands: never behind the work they control.
+    (["SCRIPT", "KILL"], CONTROL, CONTROL),
+    (["FUNCTION", "KILL"], CONTROL, CONTROL),
+    (["CLIENT", "PAUSE", "10"], CONTROL, CONTROL),
+    (["CLIENT", "UNPAUSE"], CONTROL, CONTROL),
+    (["SHUTDOWN"], CONTROL, CONTROL),
+    (["CLIENT", "KILL", "TYPE", "normal"], CLIENT_KILL, CLIENT_KILL),
+    # Scripts and blocking commands hold only a connection lent to their client.
+    (["EVAL", "return 1", "0"], LEASE, LEASE),
+    (["EVALSHA_RO", "x", "0"], LEASE, LEASE),
+    (["FCALL", "f", "0"], LEASE, LEASE),
+    (["BLPOP", "k", "0"], LEASE, LEASE),
+    (["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], LEASE, LEASE),
+    (["WAIT", "1", "0"], WAIT, WAIT),
+    # Connection state: a connection of its own standalone; kept by the proxy, or refused, in a cluster.
+    (["CLIENT", "NO-EVICT", "ON"], PIN, REFUSE),
+    (["CLIENT", "CACHING", "YES"], PIN, REFUSE),
+    (["CLIENT", "ID"], PIN, CLIENT_ID),
+    (["CLIENT", "SETINFO", "LIB-NAME", "x"], SETINFO, SETINFO),
+    (["READONLY"], PIN, LOCAL_OK),
+    (["CLIENT", "BOGUS"], PIN, REFUSE),
+    (["NOTACOMMAND"], UNKNOWN, UNKNOWN),
+    # Safe on a shared connection: one reply, no state.
+    (["PING"], PASS, PASS),
+    (["ECHO", "x"], PASS, PASS),
+    (["COMMAND", "DOCS", "get"], PASS, PASS),
+    (["GET", "k"], PASS, PASS),
+    (["PUBLISH", "c", "m"], PASS, PASS),
+    (["SCRIPT", "LOAD", "return 1"], PASS, PASS),
+    (["CLIENT", "LIST"], PASS, PASS),
+    (["KEYS", "*"], PASS, FANOUT),
+])
+def test_actions(words, standalone, cluster):
+    assert action(STANDALONE, *words) == standalone
+    assert action(CLUSTER, *words) == cluster
+
+
+@pytest.mark.parametrize("spec", [spec for spec in TABLE.walk() if not spec.subcommands], ids=lambda spec: spec.name)
+def test_nothing_reaches_a_shared_connection_unless_known_safe(spec):
+    """A command is PASS only when no derivation rule moves it and it is not an exception."""
+    standalone, cluster = behaviour.classify(spec)
+    if standalone != PASS:
+        return
+    assert spec.name in behaviour.EXCEPTIONS or spec.name.startswith("command|") or (
+        "blocking" not in spec.flags
+        and "allow_busy" not in spec.flags
+        and not ("scripting" in spec.acl_categories and "movablekeys" in spec.flags)
+        and not ("pubsub" in spec.flags and "noscript" in spec.flags)
+        and ("connection" not in spec.acl_categories or spec.name in ("client|list", "client|help", "client|unblock"))
+    ), spec.name
+
+
+def test_every_action_has_a_handler_in_both_columns():
+    check_columns(BEHAVIOUR, STANDALONE, STANDALONE_HANDLERS)
+    check_columns(BEHAVIOUR, CLUSTER, CLUSTER_HANDLERS)
+    with pytest.raises(RuntimeError, match="CONTROL"):
+        check_columns(BEHAVIOUR, CLUSTER, {key: value for key, value in CLUSTER_HANDLERS.items() if key != CONTROL})
+
+
+def test_every_command_has_a_cluster_behaviour():
+    """A command that moves in one column has an explicit action in the other."""
+    assert set(BEHAVIOUR.actions[STANDALONE]) == set(BEHAVIOUR.actions[CLUSTER])
+    for name, standalone in BEHAVIOUR.actions[STANDALONE].items():
+        if standalone in (PIN, STREAM, LEASE, CONTROL, WAIT):
+            assert BEHAVIOUR.actions[CLUSTER][name] != PASS or name in ("select",), name
+
+
+@pytest.mark.parametrize("shared, lane, expected", [
+    (PASS, LEASED, PASS), (LEASE, LEASED, PASS), (PIN, LEASED, PROMOTE), (UNKNOWN, LEASED, PROMOTE),
+    (STREAM, LEASED, STREAM), (CONTROL, LEASED, CONTROL),
+    (PIN, PINNED, PASS), (LEASE, PINNED, PASS), (UNKNOWN, PINNED, PASS), (STREAM, PINNED, STREAM),
+    (PIN, STREAMING, PASS), (CONTROL, STREAMING, PASS), (behaviour.QUIT, STREAMING, behaviour.QUIT),
+    (PIN, SHARED, PIN),
+])
+def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
+    assert own_action(shared, lane) == expected
+
+
+POLICY = """
+name: dispatch
+rules:
+  K2: {style: lowercase}
+  C2: {deny: ["@pubsub", "MONITOR", "CLIENT"]}
+  T1: {action: reject}
+"""
+ENGINE = Engine(load_policy_text(POLICY), TABLE)
+
+
+@pytest.mark.parametrize("lane", [SHARED, LEASED, PINNED])
+def test_every_planned_name_gets_a_guard_with_its_action(lane):
+    actions = lane_tables(BEHAVIOUR, STANDALONE)[lane]
+    dispatch = dispatch_table(actions, ENGINE.plans)
+    assert ENGINE.plans
+    for name, plan in ENGINE.plans.items():
+        entry = dispatch[name]
+        assert type(entry) is Guard and entry.plan is plan
+        assert entry.action == actions.get(name, PASS)
+    unplanned = [name for name in actions if name not in ENGINE.plans]
+    assert unplanned and all(dispatch[name] == actions[name] for name in unplanned)
+    assert set(dispatch) == set(actions) | set(ENGINE.plans)
+
+
+@pytest.mark.parametrize("name, expected", [
+    (b"GET", PASS), (b"set", PASS), (b"SUBSCRIBE", STREAM), (b"monitor", STREAM), (b"CLIENT", SUBCOMMAND),
+])
+def test_a_guard_keeps_the_action_the_name_has_without_the_policy(name, expected):
+    entry = dispatch_table(SHARED_TABLE, ENGINE.plans)[name]
+    assert type(entry) is Guard and entry.action == expected == SHARED_TABLE[name]
+
+
+def test_a_guard_reads_the_plan_once():
+    dispatch = dispatch_table(SHARED_TABLE, ENGINE.plans)
+    get, set_, publish = dispatch[b"GET"], dispatch[b"SET"], dispatch[b"PUBLISH"]
+    assert get.keys_only and not set_.keys_only and not publish.keys_only
+    assert set_.passed_before is set_.plan.passed_before is not None  # the memo of passes
+    # No memo: every command goes to the engine.
+    assert publish.plan.passed_before is None and publish.passed_before([b"PUBLISH", b"c", b"m"], None) is False
+
+
+def test_without_plans_the_actions_are_the_table():
+    assert dispatch_table(SHARED_TABLE, {}) is SHARED_TABLE
