@@ -22,7 +22,7 @@ import threading
 import hiredis
 
 from .config import (Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
-                     parse_upstream)
+                     parse_sentinel, parse_upstream)
 
 log = logging.getLogger("redis_guard")
 
@@ -50,6 +50,7 @@ async def load_command_table(upstream):
         if isinstance(info, hiredis.ReplyError) or isinstance(docs, hiredis.ReplyError):
             raise RuntimeError(f"COMMAND INFO/DOCS refused: {info if isinstance(info, Exception) else docs}")
         table = CommandTable.from_replies(info, docs)
+        table.from_server = True
         source = "upstream"
     except Exception as exc:  # any failure: the snapshot is a complete table too
         log.warning("command table from snapshot (upstream could not be asked: %s)", exc)
@@ -187,6 +188,31 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         return runner.run(main())
 
 
+def _upstream_text(config) -> str:
+    if config.upstream_cluster:
+        return "cluster " + ",".join(str(seed.address) for seed in config.upstream_cluster)
+    if config.upstream_sentinel is not None:
+        sentinel = config.upstream_sentinel
+        return (f"sentinel master '{sentinel.master}' at {config.upstream.url()} (sentinels "
+                f"{','.join(map(str, sentinel.sentinels))})")
+    return config.upstream.url()
+
+
+def _find_sentinel_master(config):
+    """The master the sentinels name and ROLE confirms, as the upstream (ConfigError if none)."""
+    from .backends.sentinel import find_master
+
+    sentinel = config.upstream_sentinel
+    runner = asyncio.Runner(loop_factory=_new_loop)
+    try:
+        address = runner.run(find_master(sentinel, config.connect_timeout))
+    except ConnectionError as exc:
+        raise ConfigError(str(exc)) from None
+    finally:
+        runner.close()
+    return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db))
+
+
 def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -194,7 +220,7 @@ def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
               if engine is not None else "no policy")
     return (
         f"redis-guard ready: listening on {listen}, upstream "
-        f"{'cluster ' + ','.join(str(seed.address) for seed in config.upstream_cluster) if config.upstream_cluster else config.upstream.url()}, {policy}, "
+        f"{_upstream_text(config)}, {policy}, "
         f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
     )
 
@@ -259,9 +285,15 @@ def cmd_serve(args) -> int:
         if args.listen:
             config = config.replace(listen=parse_address(args.listen, 6380))
         if args.upstream:
-            config = config.replace(upstream=parse_upstream(args.upstream), upstream_cluster=())
+            config = config.replace(upstream=parse_upstream(args.upstream), upstream_cluster=(),
+                                    upstream_sentinel=None)
         if args.upstream_cluster:
-            config = config.replace(upstream_cluster=parse_cluster_seeds(args.upstream_cluster))
+            config = config.replace(upstream_cluster=parse_cluster_seeds(args.upstream_cluster), upstream_sentinel=None)
+        if args.upstream_sentinel:
+            config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"),
+                                    upstream_cluster=())
+        if config.upstream_sentinel is not None:
+            config = _find_sentinel_master(config)
         if config.upstream_cluster:
             # The first seed names the cluster in logs and lends its credentials to every node.
             config = config.replace(upstream=config.upstream_cluster[0])
@@ -277,7 +309,8 @@ def cmd_serve(args) -> int:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
     try:
-        config, local = (config, None) if config.upstream_cluster else _resolve_upstream(config)
+        config, local = (config, None) if config.upstream_cluster or config.upstream_sentinel else \
+            _resolve_upstream(config)
     except (FileNotFoundError, RuntimeError) as exc:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
@@ -477,6 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:6380)")
     serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
     serve.add_argument("--upstream-cluster", help="HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster")
+    serve.add_argument("--upstream-sentinel", help="MASTER@HOST:PORT[,HOST:PORT...]: a master managed by Redis "
+                       "Sentinel, and the sentinels to ask for it")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
     serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
     serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 
+from ..config import Upstream
 from ..pending import Pending
 from ..session import handlers
-from ..session.behaviour import STANDALONE, UNKNOWN, Behaviour, check_columns, lane_tables, own_action
+from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
 from ..upstream.connection import CLOSED, open_connection, startup_commands
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool
@@ -74,6 +75,7 @@ class StandaloneBackend:
         self.loop = loop
         self.config = config
         self.upstream = config.upstream
+        self.address = config.upstream.address  # a Sentinel-managed master's changes
         self.label = str(config.upstream.address)
         self.default_db = config.upstream.db
         self.databases = databases
@@ -89,7 +91,7 @@ class StandaloneBackend:
         self.pools: dict[tuple, SharedPool] = {}
         self.spares: dict[tuple, SparePool] = {}
         self.routes: dict[tuple, SharedRoute] = {}
-        self.control = ControlConnection(self._opener(self.upstream, 0, 2))
+        self.control = ControlConnection(self._opener(self.default_identity, 0, 2))
 
     # -- connections ------------------------------------------------------------------------
 
@@ -97,12 +99,19 @@ class StandaloneBackend:
         key = (identity, db, protocol)
         opener = self.openers.get(key)
         if opener is None:
-            opener = self.openers[key] = Opener(self.loop, identity, db, protocol, self.timeout)
+            opener = self.openers[key] = Opener(self.loop, self.upstream_as(identity), db, protocol, self.timeout)
         return opener
 
-    def identity(self, session):
-        """The upstream user (and password) the session's connections run as."""
-        return self.upstream
+    @property
+    def default_identity(self) -> tuple:
+        return (self.upstream.username, self.upstream.password)
+
+    def identity(self, session) -> tuple:
+        """The upstream user and password the session's connections run as."""
+        return self.default_identity
+
+    def upstream_as(self, identity) -> Upstream:
+        return Upstream(self.address, identity[0], identity[1], self.default_db)
 
     def _key(self, session) -> tuple:
         return (self.identity(session), session.db, session.protocol)
@@ -122,7 +131,7 @@ class StandaloneBackend:
     async def start(self) -> None:
         """Warm spares for the default database in both protocols, and the control connection."""
         for protocol in (2, 3):
-            self.spare_pool((self.upstream, self.default_db, protocol)).refill()
+            self.spare_pool((self.default_identity, self.default_db, protocol)).refill()
         self.control.get()
 
     def shared_route(self, session) -> SharedRoute:
@@ -144,16 +153,17 @@ class StandaloneBackend:
 
     def give_back(self, session, conn) -> None:
         conn.owner = None
-        if conn.upstream is None:
+        if conn.upstream is None or conn.upstream.address != self.address:
             conn.close()
             return
-        self.spare_pool((conn.upstream, conn.db, conn.protocol)).give_back(conn)
+        identity = (conn.upstream.username, conn.upstream.password)
+        self.spare_pool((identity, conn.db, conn.protocol)).give_back(conn)
 
     def open_authenticating(self, session):
         """A connection whose first client command is the client's AUTH (or HELLO AUTH): only
         the proxy's own AUTH, if any, before it; database and protocol are restored after."""
-        conn = open_connection(self.loop, self.identity(session), 0, 2, self.timeout, identify=False,
-                               role="own")
+        conn = open_connection(self.loop, self.upstream_as(self.identity(session)), 0, 2, self.timeout,
+                               identify=False, role="own")
         conn.upstream = None  # it runs as the client's user: never lent to another client
         return conn
 
@@ -162,10 +172,10 @@ class StandaloneBackend:
         default database and RESP2 (the state RESET leaves a client in)."""
         if conn is None:
             return
-        identity = self.identity(session)
-        conn.send_hidden(startup_commands(identity, self.default_db, 2))
+        upstream = self.upstream_as(self.identity(session))
+        conn.send_hidden(startup_commands(upstream, self.default_db, 2))
         if conn.upstream is not None:
-            conn.upstream = identity
+            conn.upstream = upstream
         conn.db, conn.protocol = self.default_db, 2
 
     def control_connection(self, node=None):
@@ -192,7 +202,7 @@ class StandaloneBackend:
     def ours(self) -> Ours:
         """What Redis knows the proxy's own connections by (never a client's own)."""
         conns = [conn for _role, conn in self.connections()]
-        users = {(identity.username or "default").encode() for identity, _db, _protocol in self.openers}
+        users = {(identity[0] or "default").encode() for identity, _db, _protocol in self.openers}
         return Ours(frozenset(conn.client_id for conn in conns if conn.client_id is not None),
                     frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset(users))
 
@@ -200,7 +210,7 @@ class StandaloneBackend:
 
     def actions_for(self, session) -> tuple[dict, int]:
         lane = session.state.lane
-        return self.tables[lane], own_action(UNKNOWN, lane)
+        return self.tables[lane], self.behaviour.unknown(self.column, lane)
 
     def lane_action(self, session, action: int) -> int:
         return own_action(action, session.state.lane)

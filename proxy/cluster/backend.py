@@ -20,7 +20,7 @@ from ..config import Upstream
 from ..backends.base import OwnRoute, StreamRoute
 from ..routing.multikey import Planner
 from ..session.behaviour import (CLUSTER, DISCARD, DRAIN, EXEC, FANOUT, HELLO, LEASE, LOCKED, LOGIN, MULTI, PASS,
-                                 QUIT, RESET, SCAN, UNKNOWN, UNWATCH, WATCH, Always, Behaviour, both_cases,
+                                 QUIT, RESET, SCAN, UNWATCH, WATCH, Always, Behaviour, both_cases,
                                  check_columns)
 from ..session.clientkill import Ours
 from ..session.states import NONE, SHARED, STREAMING
@@ -137,7 +137,7 @@ class ClusterBackend:
             return self.txn_table, PASS
         lane = state.lane
         if lane is SHARED:
-            return self.shared_table, UNKNOWN
+            return self.shared_table, self.behaviour.unknown_command[CLUSTER]
         if lane is STREAMING:
             return self.stream_table, PASS
         return self.drain, DRAIN

@@ -134,10 +134,13 @@ _Entry = tuple[CommandSpec, "dict[bytes, CommandSpec] | None"]
 
 
 class CommandTable:
-    __slots__ = ("_commands", "_by_name", "_index", "redis_version")
+    __slots__ = ("_commands", "_by_name", "_index", "redis_version", "from_server")
 
     def __init__(self, commands: Iterable[CommandSpec], redis_version: str | None = None) -> None:
         self.redis_version = redis_version
+        # True when built from the upstream's own replies: then a command it does not list is
+        # one the server does not know either (it answers an error), not one the snapshot lacks.
+        self.from_server = False
         self._commands: dict[str, CommandSpec] = {c.name: c for c in sorted(commands, key=lambda c: c.name)}
         self._by_name: dict[str, CommandSpec] = {}
         self._index: dict[bytes, _Entry] = {}

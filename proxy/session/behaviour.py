@@ -22,7 +22,10 @@ derived from what Redis says about it in `COMMAND INFO` (flags, ACL categories),
 A container command (CLIENT, SCRIPT...) whose subcommands are not all PASS is dispatched by its
 subcommand (`SUBCOMMAND`); CLIENT's subcommands have a table of their own (`CLIENT`), because
 the proxy answers several of them itself. A command or subcommand the table does not know is
-UNKNOWN: it never reaches a shared connection.
+PASS when the table is the upstream's own (`COMMAND INFO` at start-up: the server does not know
+it either and answers one error, as it does to the `CLIENT MAINT_NOTIFICATIONS` that client
+libraries send on connect), and never reaches a shared connection when the table is the
+snapshot (UNKNOWN: a connection of its own; a clear error in a cluster).
 
 Every action has two columns, standalone (a server, or a Sentinel-managed master) and cluster,
 because a cluster has no connection of the client's own for good and answers some connection
@@ -142,9 +145,11 @@ CLIENT = {
 MAY_REPLICATE = {"eval", "evalsha", "fcall", "publish", "spublish", "pfcount"}
 
 STANDALONE, CLUSTER = 0, 1
-# What a command the table does not know does, per column: never the shared connection.
+# What a command the snapshot table does not know does, per column: never the shared connection.
 UNKNOWN_COMMAND = (UNKNOWN, UNKNOWN)
 UNKNOWN_SUBCOMMAND = (PIN, REFUSE)
+# ... and one the upstream's own table does not know: the server answers its error.
+UNKNOWN_TO_SERVER = (PASS, PASS)
 
 
 def classify(spec) -> tuple[int, int]:
@@ -178,6 +183,9 @@ class Behaviour:
 
     def __init__(self, table):
         self.table = table
+        trusted = getattr(table, "from_server", False)
+        self.unknown_command = UNKNOWN_TO_SERVER if trusted else UNKNOWN_COMMAND
+        self.unknown_subcommand = UNKNOWN_TO_SERVER if trusted else UNKNOWN_SUBCOMMAND
         self.actions = ({}, {})
         self.subcommands = ({}, {})
         self.pause_writes = set()  # names Redis holds back during CLIENT PAUSE WRITE
@@ -194,8 +202,8 @@ class Behaviour:
                     per_column[1][short] = pair[1]
                     if "write" in sub.flags:
                         self.pause_writes.add(name)
-                if name == "client":
-                    for short, pair in CLIENT.items():  # known to the proxy, whatever the server says
+                if name == "client" and not trusted:
+                    for short, pair in CLIENT.items():  # the snapshot may lack the server's own
                         per_column[0].setdefault(short, pair[0])
                         per_column[1].setdefault(short, pair[1])
                 for column in (STANDALONE, CLUSTER):
@@ -214,7 +222,7 @@ class Behaviour:
         subs = self.subcommands[column].get(args[0].lower().decode("latin-1"))
         if subs is None or len(args) < 2:
             return PASS  # Redis answers the arity error
-        return subs.get(args[1].lower().decode("latin-1"), UNKNOWN_SUBCOMMAND[column])
+        return subs.get(args[1].lower().decode("latin-1"), self.unknown_subcommand[column])
 
     def used(self, column: int) -> set[int]:
         """Every action a backend of this column must handle."""
@@ -222,6 +230,10 @@ class Behaviour:
         for subs in self.subcommands[column].values():
             used.update(subs.values())
         return used | {UNKNOWN_COMMAND[column], UNKNOWN_SUBCOMMAND[column], PROMOTE, DRAIN, LOGIN, LOCKED}
+
+    def unknown(self, column: int, lane) -> int:
+        """The action of a name the table does not know, on `lane`."""
+        return own_action(self.unknown_command[column], lane)
 
 
 def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:

@@ -156,3 +156,17 @@ def test_a_guard_reads_the_plan_once():
 
 def test_without_plans_the_actions_are_the_table():
     assert dispatch_table(SHARED_TABLE, {}) is SHARED_TABLE
+
+
+def test_with_the_servers_own_table_what_it_does_not_know_gets_its_own_error_on_any_connection():
+    """Client libraries send subcommands older servers do not know (redis-py 8:
+    CLIENT MAINT_NOTIFICATIONS, CLIENT SETINFO): from the server's own table, one error reply on
+    the shared connection, no pinning; from the snapshot, never the shared connection."""
+    trusted_table = CommandTable.from_snapshot()
+    trusted_table.from_server = True
+    trusted = Behaviour(trusted_table)
+    maint = [b"CLIENT", b"MAINT_NOTIFICATIONS", b"ON"]
+    assert trusted.subcommand(STANDALONE, maint) == PASS and trusted.subcommand(CLUSTER, maint) == PASS
+    assert trusted.unknown(STANDALONE, SHARED) == PASS
+    assert BEHAVIOUR.subcommand(STANDALONE, maint) == PIN and BEHAVIOUR.subcommand(CLUSTER, maint) == REFUSE
+    assert BEHAVIOUR.unknown(STANDALONE, SHARED) == UNKNOWN
