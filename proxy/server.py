@@ -47,6 +47,7 @@ class Proxy:
         )
         self.command_table = command_table
         self.backend = backend or make_backend(loop, config, command_table, databases)
+        self.backend.pauses.on_change = self.rebind
         self.engine = None
         self.tenants = None
         self.bindings: dict = {}
@@ -73,6 +74,11 @@ class Proxy:
             for name, app_engine in self.tenants.engines.items():
                 self.bindings[name] = (app_engine, app_engine.plans)
         self.tables = {}  # (id of an action table, locked, id of a plans dict) -> dispatch table
+        for session in self.sessions:
+            session.bind()
+
+    def rebind(self) -> None:
+        """Every session takes its dispatch table again (a pause of the upstream began or ended)."""
         for session in self.sessions:
             session.bind()
 

@@ -185,3 +185,28 @@ def exchange(port: int, payload: bytes, timeout: float = 3.0, settle: float = 0.
         return read_until_quiet(sock, timeout, settle)
     finally:
         sock.close()
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of a process's sockets (from /proc): which connections a server sees
+    come from it."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                next(handle)
+                for line in handle:
+                    fields = line.split()
+                    if fields[9] in inodes:
+                        ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            continue
+    return ports

@@ -18,6 +18,8 @@ from ..pending import Pending
 from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
+from ..session.pause import Pauses, paused_table
+from ..session.states import SHARED
 from ..upstream.connection import CLOSED, open_connection, startup_commands
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool
 from .base import OwnRoute, StreamRoute
@@ -86,6 +88,8 @@ class StandaloneBackend:
         self.handlers = handler_table or handlers.STANDALONE
         check_columns(self.behaviour, self.column, self.handlers)
         self.tables = lane_tables(self.behaviour, self.column)
+        self.paused_table = paused_table(self.behaviour, self.column)
+        self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         self.names = {spec.name for spec in table.walk()}
         self.openers: dict[tuple, Opener] = {}
         self.pools: dict[tuple, SharedPool] = {}
@@ -210,6 +214,8 @@ class StandaloneBackend:
 
     def actions_for(self, session) -> tuple[dict, int]:
         lane = session.state.lane
+        if lane is SHARED and self.pauses.writes_held:
+            return self.paused_table, self.behaviour.unknown(self.column, lane)
         return self.tables[lane], self.behaviour.unknown(self.column, lane)
 
     def lane_action(self, session, action: int) -> int:

@@ -23,6 +23,7 @@ from ..session.behaviour import (CLUSTER, DISCARD, DRAIN, EXEC, FANOUT, HELLO, L
                                  QUIT, RESET, SCAN, UNWATCH, WATCH, Always, Behaviour, both_cases,
                                  check_columns)
 from ..session.clientkill import Ours
+from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool
@@ -100,6 +101,8 @@ class ClusterBackend:
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED) else PASS
                                         for name, action in actions.items()})
         self.drain = Always(DRAIN)
+        self.paused_table = paused_table(self.behaviour, CLUSTER)
+        self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
         self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN) and name not in ("select",)
                      for name, action in actions.items()}
@@ -137,7 +140,8 @@ class ClusterBackend:
             return self.txn_table, PASS
         lane = state.lane
         if lane is SHARED:
-            return self.shared_table, self.behaviour.unknown_command[CLUSTER]
+            table = self.paused_table if self.pauses.writes_held else self.shared_table
+            return table, self.behaviour.unknown_command[CLUSTER]
         if lane is STREAMING:
             return self.stream_table, PASS
         return self.drain, DRAIN

@@ -28,6 +28,7 @@ from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
 from ..session import clientkill
+from ..session.pause import PauseWatch, watches
 from ..session.behaviour import (AUTH, CLIENT_GETNAME, CLIENT_ID, CLIENT_KILL, CLIENT_SETNAME, CONTROL, DISCARD,
                                  EXEC, FANOUT, HELLO, LEASE, LOCAL_OK, MULTI, RESET, SCAN, STREAM, UNKNOWN, UNWATCH,
                                  WAIT, WATCH, authenticates, strict_int)
@@ -439,6 +440,8 @@ def control(session, batch, index: int) -> int:
         masters = [masters[session.spread % len(masters)]]
         merge = _first
     entry = session.reply_later()
+    if watches(args):
+        entry.receiver = PauseWatch(session, args)
     collected = Gather(session, entry, len(masters), merge)
     request = batch.span(index, index + 1)
     for part, node in enumerate(masters):

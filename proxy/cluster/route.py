@@ -130,7 +130,7 @@ class Gather:
                 reply = self.merge(replies)
             except (ValueError, IndexError) as exc:
                 reply = errors.resp_error(f"ERR the proxy could not merge the replies of the cluster nodes: {exc}")
-            self.session.deliver(self.entry, reply, 1)
+            self.entry.receiver.deliver(self.entry, reply, 1)
 
 
 class PartSink:

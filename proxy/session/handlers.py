@@ -20,6 +20,7 @@ import hiredis
 from .. import errors
 from ..policy.engine import SessionState
 from . import clientkill
+from .pause import PauseWatch, watches
 from .behaviour import (AUTH, CLIENT_KILL, CONTROL, DISCARD, DRAIN, EXEC, HELLO, LEASE, LOCKED, LOGIN, MULTI,
                         PASS, PIN, PROMOTE, QUIT, REFUSE, RESET, SELECT, SETINFO, STREAM, SUBCOMMAND, UNKNOWN,
                         UNWATCH, WAIT, WATCH, authenticates, strict_int)
@@ -104,7 +105,8 @@ def control(session, batch, index: int) -> int:
     if conn is None:
         session.no_connection(session.backend.control.opener, 1)
         return index + 1
-    session.send(conn, batch.span(index, index + 1), 1)
+    args = batch.commands[index]
+    session.send(conn, batch.span(index, index + 1), 1, PauseWatch(session, args) if watches(args) else None)
     return index + 1
 
 
