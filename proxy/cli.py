@@ -93,7 +93,7 @@ def build_engine(path, table):
 
     if path is None:
         return None
-    return Engine(load_policy(path), table)
+    return Engine(load_policy(path, table), table)
 
 
 class PolicyWatcher:
@@ -334,6 +334,8 @@ def cmd_policy_check(args) -> int:
         engine = _offline_engine(args.file)
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
+        if len(exc.errors) > 1:
+            print(f"{len(exc.errors)} mistakes", file=sys.stderr)
         return 1
     policy = engine.policy
     print(f"{args.file}: valid policy '{policy.name}'" + (f" (seed {policy.seed})" if policy.seed else ""))
@@ -386,18 +388,23 @@ def cmd_policy_hash_password(args) -> int:
 
 
 def cmd_policy_explain(args) -> int:
+    """Exit status: 0 allowed (rewritten or audited included), 1 rejected, 2 a usage error, a
+    broken policy or a command Redis would refuse whatever the policy (unknown, wrong arity)."""
     from . import errors
     from .policy import PolicyError
+    from .policy.offline import REJECT, command_args, decide, unknown
 
-    words = [word for word in args.command if word != "--"]
-    if not words:
-        print("redis-guard policy explain FILE -- COMMAND [ARG...]", file=sys.stderr)
+    words = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = command_args(words[0] if len(words) == 1 else words) if words else None
+    if not command:
+        print("redis-guard policy explain FILE -- COMMAND [ARG...]  (or one quoted command line)" if not words
+              else f"redis-guard: unbalanced quotes in {words[0]!r}", file=sys.stderr)
         return 2
     try:
         engine = _offline_engine(args.file)
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
-        return 1
+        return 2
     if args.app is not None:
         app_engine = engine.tenants.engine(args.app) if engine.tenants is not None else None
         if app_engine is None:
@@ -406,12 +413,16 @@ def cmd_policy_explain(args) -> int:
                   f"(applications: {', '.join(names) or 'none'})", file=sys.stderr)
             return 2
         engine = app_engine
-    command = [word.encode() for word in words]
+    refused = unknown(engine.table, command)
+    if refused:
+        print(f"{command[0].decode('utf-8', 'replace').upper()}: {refused}: Redis refuses it whatever the "
+              f"policy (the proxy forwards it and the client gets Redis's error)")
+        return 2
     plan = engine.plan_for(command)
     if plan is None:
-        print(f"{words[0].upper()}: no rule of '{engine.policy.name}' applies: forwarded unchanged")
+        print(f"{command[0].decode('utf-8', 'replace').upper()}: no rule of '{engine.policy.name}' applies: "
+              "forwarded unchanged")
         return 0
-    spec = plan.spec
     if engine.policy.schema is not None:
         _explain_schema(engine, command)
     rules = [rule.id for rule in (plan.command_rules or ())]
@@ -419,25 +430,12 @@ def cmd_policy_explain(args) -> int:
         rules = [rule.id for rule in engine.key_rules] + rules
     rules += [rule.id for rule in (plan.rewrite_rules or ())]
     rules = list(dict.fromkeys(rules))  # a rule that both checks and rewrites is named once
-    print(f"{spec.name.upper()}: rules that run: {', '.join(rules) or 'none'}")
-    verdict = engine.decide(plan, command)
-    if verdict is None:
-        print("decision: allowed, forwarded unchanged")
-        return 0
-    for finding in verdict.findings:
+    print(f"{plan.spec.name.upper()}: rules that run: {', '.join(rules) or 'none'}")
+    outcome = decide(engine, command)
+    for finding in outcome.findings:
         print(f"  {finding.rule} fired ({finding.mode}): {errors.violation_text(finding)}")
-    if verdict.reject is not None:
-        print(f"decision: rejected, the client gets -{errors.violation_text(verdict.reject)}")
-    elif verdict.commands is not None:
-        def shown(arg: bytes) -> str:
-            text = arg.decode("utf-8", "backslashreplace")
-            return f"<script: {text.splitlines()[0]}>" if "\n" in text else text
-
-        sent = "; ".join(" ".join(shown(arg) for arg in cmd) for cmd in verdict.commands)
-        print(f"decision: rewritten by {', '.join(rule.id for rule in verdict.rewritten_by)}, sent as: {sent}")
-    else:
-        print("decision: allowed (audit findings are logged and counted)")
-    return 0
+    print(f"decision: {outcome.describe()}")
+    return 1 if outcome.verdict == REJECT else 0
 
 
 def _explain_schema(engine, command) -> None:
@@ -455,6 +453,23 @@ def _explain_schema(engine, command) -> None:
             print(f"key '{shown}': no schema pattern")
         else:
             print(f"key '{shown}': schema pattern '{pattern.pattern}' ({pattern.type})")
+
+
+def cmd_policy_test(args) -> int:
+    from .policy.fixtures import run
+
+    return run(args.paths, sys.stdout)
+
+
+def cmd_policy_schema(args) -> int:
+    from .policy.json_schema import text
+
+    if args.output is None:
+        sys.stdout.write(text())
+    else:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text())
+    return 0
 
 
 def cmd_schema_docs(args) -> int:
@@ -486,17 +501,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
     serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")
     serve.set_defaults(func=cmd_serve)
-    policy = commands.add_parser("policy", help="check or explain a policy file").add_subparsers(
+    policy = commands.add_parser("policy", help="check, explain or test a policy file").add_subparsers(
         dest="policy_command", required=True)
     check = policy.add_parser("check", help="validate a policy file and print what it enforces")
     check.add_argument("file")
     check.set_defaults(func=cmd_policy_check)
     explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
-                                "redis-guard policy explain FILE -- SET user:1 v")
+                                "redis-guard policy explain FILE -- SET user:1 v (exit 1 when rejected)")
     explain.add_argument("file")
     explain.add_argument("--app", help="decide as this application of the policy's applications: section")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
+    test = policy.add_parser("test", help="run fixture files of commands and expected verdicts "
+                             "(exit 0 all pass, 1 a case fails, 2 a broken file)")
+    test.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    test.set_defaults(func=cmd_policy_test)
+    schema_json = policy.add_parser("schema", help="print the JSON Schema of policy files "
+                                    "(docs/policy.schema.json), generated from the rules")
+    schema_json.add_argument("-o", "--output", metavar="FILE", help="write it to FILE instead")
+    schema_json.set_defaults(func=cmd_policy_schema)
     schema = commands.add_parser("schema", help="the key schema of a policy file").add_subparsers(
         dest="schema_command", required=True)
     docs = schema.add_parser("docs", help="print the schema as a Markdown table")
