@@ -8,7 +8,7 @@ Every key goes through both paths and they must agree:
 * each rule on its own: its `pattern` alone, and its `check_key` (None exactly when the pattern
   matches).
 
-The seed tables use, per convention document of /work/shared/seeds/, a policy of the key rules
+The seed tables use, per convention document (docs/conventions.md), a policy of the key rules
 that document implies and the document's own good and bad example keys.
 """
 
