@@ -35,7 +35,7 @@ class PolicyError(Exception):
         return where + self.message
 
     @classmethod
-    def several(cls, errors: list["PolicyError"]) -> "PolicyError":
+    def several(cls, errors: list[PolicyError]) -> PolicyError:
         """One error standing for all of `errors` (in the order found); str() lists each on a line."""
         first = errors[0]
         error = cls(first.message, first.line, first.source)
@@ -214,11 +214,27 @@ class RewriteRule(CommandRule):
     an earlier rule produced and `call.commands` all of them (None before any rewrite): keep the
     ones you do not change. None leaves the command as it is."""
 
+    # True when the rewrite is how the rule checks (a script that measures on the server) rather
+    # than a change of what the command does: audit mode and shadow policies do not report it.
+    checks_on_server: ClassVar[bool] = False
+
     def check(self, call) -> Finding | None:
         return None
 
     def rewrite(self, call) -> list[list[bytes]] | None:
         raise NotImplementedError
+
+    def would_rewrite(self, name: str, commands, mode: str = AUDIT) -> Finding:
+        """The finding for a rewrite into `commands` that was not done: in audit mode (the
+        engine's), or by a shadow policy (mode ENFORCE)."""
+        sent = "; ".join(" ".join(_shown(arg) for arg in command) for command in commands)
+        why = "sent unchanged in audit mode; enforced, it is" if mode == AUDIT else "the policy would send it"
+        return Finding(self.id, self.title, f"command {name.replace('|', ' ').upper()}", f"{why} sent as: {sent}", mode)
+
+
+def _shown(arg: bytes, limit: int = 40) -> str:
+    text = bytes(arg).decode("utf-8", "backslashreplace")
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 REGISTRY: dict[str, type[Rule]] = {}

@@ -280,6 +280,7 @@ class _Compiled:
 class SmallReads(RewriteRule):
     id = "C3"
     title = "O(N) reads on small collections only"
+    checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 
     def __init__(self, settings):
         super().__init__(settings)

@@ -198,6 +198,7 @@ ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, wh
 class CollectionCap(RewriteRule):
     id = "V2"
     title = "collection size"
+    checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 
     def __init__(self, settings):
         super().__init__(settings)
