@@ -99,16 +99,20 @@ def build_engine(path, table):
 class PolicyWatcher:
     """Hot reload: on SIGHUP and when the file changes, the new policy applies to the next command
     of every connection; an invalid file is refused with a log line and the running policy stays.
+    With `shadow=True` the file is the shadow policy's (`shadow_policy:`), installed as
+    `proxy.shadow` (`policy/shadow.py`) instead of the enforcing engine.
 
     The file is polled from a thread of its own, not from a timer in the event loop: while a timer
     is pending the loop waits in epoll with a timeout, and arming that timeout on every wait cost
     1.1-1.5 µs of CPU per request at 1 client on this project's virtual machines (measured: 5-11%
     of the proxy's CPU per request there)."""
 
-    def __init__(self, proxy, path, table):
+    def __init__(self, proxy, path, table, shadow: bool = False):
         self.proxy = proxy
         self.path = path
         self.table = table
+        self.shadow = shadow
+        self.role = "shadow" if shadow else "enforcing"
         self.stamp = self._stamp()
         self.stopped = threading.Event()
 
@@ -119,6 +123,11 @@ class PolicyWatcher:
             return None
         return (info.st_mtime_ns, info.st_size, info.st_ino)
 
+    def _running(self) -> str:
+        if self.shadow:
+            return self.proxy.shadow.name if self.proxy.shadow is not None else "none"
+        return self.proxy.engine.policy.name if self.proxy.engine else "none"
+
     def reload(self, reason: str) -> None:
         from . import metrics
         from .policy import PolicyError
@@ -127,13 +136,18 @@ class PolicyWatcher:
         try:
             engine = build_engine(self.path, self.table)
         except PolicyError as exc:
-            metrics.POLICY_RELOADS.labels("refused").inc()
-            log.error("policy reload (%s) refused, keeping policy '%s': %s",
-                      reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
+            metrics.POLICY_RELOADS.labels("refused", self.role).inc()
+            log.error("%s policy reload (%s) refused, keeping policy '%s': %s", self.role, reason, self._running(), exc)
             return
-        self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
-        metrics.POLICY_RELOADS.labels("applied").inc()
-        log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
+        if self.shadow:
+            from .policy.shadow import ShadowPolicy
+
+            self.proxy.shadow = ShadowPolicy(engine)  # sessions start a fresh shadow state on their next command
+        else:
+            self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
+        metrics.POLICY_RELOADS.labels("applied", self.role).inc()
+        log.info("%s policy reloaded (%s): '%s', %d rules", self.role, reason, engine.policy.name,
+                 len(engine.policy.rules))
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -154,7 +168,8 @@ class PolicyWatcher:
                     return
 
 
-def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None) -> int:
+def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None,
+               shadow=None) -> int:
     from .server import Proxy
 
     async def main() -> int:
@@ -165,15 +180,17 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             proxy = ClusterProxy(loop, config, table, engine=engine)
         else:
             proxy = Proxy(loop, config, table, databases, engine=engine)
+        proxy.shadow = shadow
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
-        watcher = None
-        if config.policy is not None:
-            watcher = PolicyWatcher(proxy, config.policy, table)
-            loop.add_signal_handler(signal.SIGHUP, watcher.reload, "SIGHUP")
+        watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
+                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True)) if path is not None]
+        if watchers:
+            loop.add_signal_handler(signal.SIGHUP, lambda: [watcher.reload("SIGHUP") for watcher in watchers])
+        for watcher in watchers:
             watcher.start(loop)
         if on_ready is not None:
             on_ready(proxy)
@@ -182,7 +199,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         # (8-15% of the proxy's CPU at -P 16, measured). Garbage is still freed by refcounts.
         gc.freeze()
         await stop.wait()
-        if watcher is not None:
+        for watcher in watchers:
             watcher.stop()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         await proxy.shutdown(config.shutdown_timeout)
@@ -192,11 +209,13 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         return runner.run(main())
 
 
-def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
+def _ready_line(config, address, source: str, workers: int, engine=None, shadow=None) -> str:
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     policy = (f"policy '{engine.policy.name}' ({engine.policy.mode}, {len(engine.policy.rules)} rules)"
               if engine is not None else "no policy")
+    if shadow is not None:
+        policy += f", shadow policy '{shadow.name}'"
     return (
         f"redis-guard ready: listening on {listen}, upstream "
         f"{'cluster ' + ','.join(str(seed.address) for seed in config.upstream_cluster) if config.upstream_cluster else config.upstream.url()}, {policy}, "
@@ -214,7 +233,7 @@ def _reserve(listen: Address) -> socket.socket:
     return sock
 
 
-def _serve_workers(config, table, databases, source, engine=None) -> int:
+def _serve_workers(config, table, databases, source, engine=None, shadow=None) -> int:
     reserved = _reserve(config.listen)
     address = reserved.getsockname()
     config = config.replace(listen=Address(config.listen.host, address[1]))
@@ -228,7 +247,7 @@ def _serve_workers(config, table, databases, source, engine=None) -> int:
             code = 1
             try:
                 code = run_worker(
-                    config, table, databases, reuse_port=True, engine=engine,
+                    config, table, databases, reuse_port=True, engine=engine, shadow=shadow,
                     on_ready=lambda proxy: os.write(ready_w, b"."),
                 )
             finally:
@@ -244,7 +263,7 @@ def _serve_workers(config, table, databases, source, engine=None) -> int:
             break
         received += chunk
     if len(received) == len(children):
-        print(_ready_line(config, address, source, len(children), engine), file=sys.stderr, flush=True)
+        print(_ready_line(config, address, source, len(children), engine, shadow), file=sys.stderr, flush=True)
     status = 0
     for pid in children:
         while True:
@@ -276,6 +295,8 @@ def cmd_serve(args) -> int:
             config = config.replace(workers=args.workers)
         if args.policy:
             config = config.replace(policy=os.path.abspath(args.policy))
+        if args.shadow_policy:
+            config = config.replace(shadow_policy=os.path.abspath(args.shadow_policy))
         if args.metrics:
             config = config.replace(metrics=parse_address(args.metrics, 9121))
     except ConfigError as exc:
@@ -293,9 +314,11 @@ def cmd_serve(args) -> int:
         finally:
             runner.close()
         from .policy import PolicyError
+        from .policy import shadow as shadow_policy
 
         try:
             engine = build_engine(config.policy, table)
+            shadow = shadow_policy.load(config.shadow_policy, table)
         except PolicyError as exc:
             print(f"redis-guard: {exc}", file=sys.stderr)
             return 2
@@ -305,11 +328,11 @@ def cmd_serve(args) -> int:
             metrics.serve(config.metrics)
             log.info("metrics on http://%s/metrics", config.metrics)
         if config.workers > 1:
-            return _serve_workers(config, table, databases, source, engine)
+            return _serve_workers(config, table, databases, source, engine, shadow)
         return run_worker(
-            config, table, databases, engine=engine,
+            config, table, databases, engine=engine, shadow=shadow,
             on_ready=lambda proxy: print(
-                _ready_line(config, proxy.bound_address, source, 1, engine), file=sys.stderr, flush=True
+                _ready_line(config, proxy.bound_address, source, 1, engine, shadow), file=sys.stderr, flush=True
             ),
         )
     except OSError as exc:
@@ -499,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-cluster", help="HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
     serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
+    serve.add_argument("--shadow-policy", metavar="FILE", help="a candidate policy decided on live traffic "
+                       "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
     serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")
     serve.set_defaults(func=cmd_serve)
     policy = commands.add_parser("policy", help="check, explain or test a policy file").add_subparsers(

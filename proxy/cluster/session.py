@@ -251,6 +251,7 @@ class ClusterSession(ClientSession):
         good_keys = engine.good_keys if engine is not None else None
         key_classes = engine.key_classes if engine is not None else None
         state = self.policy_state
+        shadow = self.proxy.shadow
         routes = self.routes
         router = self.router
         replica_reads = router.read_from_replicas
@@ -282,6 +283,8 @@ class ClusterSession(ClientSession):
                         action.passed_before(args, state)):
                     verdict = self._decide(action.plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
+                        if shadow is not None and verdict.reject is None:  # let through rewritten: observed as sent
+                            shadow.observe(commands, index, state, self.app, self.peer)
                         if start < index:
                             self._send_stretch(batch, runs, start, index, run_conn, run_slot)
                             runs = []
@@ -296,6 +299,8 @@ class ClusterSession(ClientSession):
                     if verdict is not None:
                         self._apply_verdict(verdict, batch, index, index)  # audit findings only
                 action = action.action
+            if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
+                shadow.observe(commands, index, state, self.app, self.peer)
             if self.txn_conn is not None or self.txn_deferred is not None:
                 if start < index:
                     self._send_stretch(batch, runs, start, index, run_conn, run_slot)

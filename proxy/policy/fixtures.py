@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import yaml
 
 from .base import PolicyError
-from .offline import ALLOW, REJECT, REWRITE, Outcome, command_args, decide, shown, unknown
+from .offline import ALLOW, REJECT, REWRITE, command_args, decide, shown, unknown
 from .problems import did_you_mean
 
 FILE_KEYS = ("policy", "app", "description", "cases")
@@ -74,7 +74,7 @@ class Expectation:
             what += f", sent as: {sent}" + (" (first command)" if self.first_only else "")
         return what
 
-    def met_by(self, outcome: Outcome) -> bool:
+    def met_by(self, outcome) -> bool:
         if self.verdict == "audit":
             return outcome.verdict != REJECT and set(self.rules) <= set(outcome.audited())
         if self.verdict == ALLOW:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.policy.helpers import load_error
-
 from proxy import cli
 from proxy.policy.problems import did_you_mean, unknown_command
+from tests.policy.helpers import load_error
 
 
 def test_every_mistake_of_a_file_is_reported_with_its_line():
@@ -25,8 +24,8 @@ def test_every_mistake_of_a_file_is_reported_with_its_line():
         (2, "'mode' must be enforce or audit, got 'enforc' (did you mean enforce?)"),
         (4, "rule C2: 'deny': unknown command 'FLUSHAL' (did you mean FLUSHALL?)"),
         (6, "rule K4: unknown setting(s): max_lenght (did you mean max_length?)"),
-        (7, "rule C4: `C4: on` (or yes/true) is true to YAML, not a mode: write `C4: {}` or `C4: enforce` to "
-            "turn it on, `C4: off` to turn it off"),
+        (7, ("rule C4: `C4: on` (or yes/true) is true to YAML, not a mode: write `C4: {}` or `C4: enforce` to "
+             "turn it on, `C4: off` to turn it off")),
     ]
     assert (error.line, error.message) == (error.errors[0].line, error.errors[0].message)
     assert str(error).splitlines() == [f"three.yaml:{each.line}: {each.message}" for each in error.errors]
@@ -70,11 +69,11 @@ def test_shorthand_mistakes_are_worded_for_what_was_written(rules, message):
     assert error.line == 2 and message in error.message, error.message
 
 
-def test_unknown_settings_name_the_nearest(tmp_path):
+def test_unknown_settings_name_the_nearest():
     error = load_error("nmae: x\nrules:\n  K2: {style: lowercase, delimeter: ':'}\n")
     assert [each.message for each in error.errors] == [
-        "unknown top-level setting 'nmae' (did you mean name?) (expected one of: applications, auth, "
-        "description, mode, name, rules, schema, seed)",
+        ("unknown top-level setting 'nmae' (did you mean name?) (expected one of: applications, auth, "
+         "description, mode, name, rules, schema, seed)"),
         "rule K2: unknown setting(s): delimeter (did you mean delimiter?)",
     ]
 
