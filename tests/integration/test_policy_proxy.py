@@ -126,6 +126,25 @@ def test_audit_mode_allows_logs_and_counts(setup):
     assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body
 
 
+def test_audit_mode_counts_the_rewrite_it_does_not_do(setup):
+    server, process, policy, metrics_port = setup
+    policy.write_text("name: dry-del\nmode: audit\nrules:\n  C4: {}\n")
+    process.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "'dry-del'" not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client = redis.Redis(port=process.port)
+    direct = redis.Redis(port=server.port)
+    client.set("big:1", "v")
+    before = direct.info("commandstats")
+    assert client.delete("big:1") == 1
+    after = direct.info("commandstats")
+    assert after["cmdstat_del"]["calls"] == before.get("cmdstat_del", {}).get("calls", 0) + 1  # sent as DEL
+    assert after.get("cmdstat_unlink") == before.get("cmdstat_unlink")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-del",rule="C4"} 1.0' in body
+
+
 MEMO_POLICY = """
 name: memo
 rules:
