@@ -13,19 +13,20 @@ A fixture file is YAML::
       - command: DEL user:basic.info:1:string
         expect: {rewrite: "UNLINK user:basic.info:1:string"}
 
-`expect` is `allow` (let through: forwarded, possibly rewritten), `unchanged` (forwarded exactly as
-sent; audit findings allowed), `reject` or `{reject: K3}` /
-`{reject: [K3, K5]}` (rejected, by one of these rules), `rewrite` or `{rewrite: COMMAND}` (the
-command whose reply the client gets) / `{rewrite: [COMMAND, ...]}` (every command sent, hidden ones included), with
-`by: T1` for the rules that rewrote it (`{by: T1}` alone: any rewrite by them), or `{audit: C3}`
-(let through, and the rule fired in audit mode). A case may add `then:` (the commands after it in the same
-pipeline: T1 accepts an EXPIRE there), `app:` and `name:`.
+`expect` is `allow` (let through: forwarded, possibly rewritten), `unchanged` (forwarded exactly
+as sent; audit findings allowed), `reject` or `{reject: K3}` / `{reject: [K3, K5]}` (rejected, with
+one of these rules among those that fired: the reply names the first in the engine's order),
+`rewrite` or `{rewrite: COMMAND}` (the command whose reply the client gets) / `{rewrite: [COMMAND,
+...]}` (every command sent, hidden ones included), with `by: T1` for the rules that rewrote it
+(`{by: T1}` alone: any rewrite by them), or `{audit: C3}` (let through, and the rule fired in audit
+mode). A case may add `then:` (the commands after it in the same pipeline: T1 accepts an EXPIRE
+there), `app:` (`null`: no application) and `name:`.
 
-A directory is searched for .yaml/.yml files, policy files left out. Every case of every file runs; the output names each failing case by file and line with what was
-expected and what was decided, and ends with `N passed, N failed`. `run` returns the exit status:
-0 when every case passes, 1 when one fails, 2 when a file is broken (not a fixture, a policy that
-does not load, an unknown command or expectation, an unknown application): a broken file must not
-pass CI by testing nothing.
+A directory is searched for .yaml/.yml files, policy files left out. Every case of every file runs;
+the output names each failing case by file and line with what was expected and what was decided,
+and ends with `N passed, N failed`. `run` returns the exit status: 0 when every case passes, 1 when
+one fails, 2 when a file is broken (not a fixture, a policy that does not load, an unknown command
+or expectation, an unknown application): a broken file must not pass CI by testing nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from .base import PolicyError
+from .base import ENFORCE, PolicyError
 from .offline import ALLOW, REJECT, REWRITE, command_args, decide, shown, unknown
 from .problems import did_you_mean
 
@@ -81,8 +82,8 @@ class Expectation:
             return outcome.verdict != REJECT
         if outcome.verdict != (ALLOW if self.verdict == UNCHANGED else self.verdict):
             return False
-        if self.verdict == REJECT:
-            return not self.rules or outcome.reject.rule in self.rules
+        if self.verdict == REJECT:  # one of the rules among those that fired (the reply names the first)
+            return not self.rules or any(f.rule in self.rules for f in outcome.findings if f.mode == ENFORCE)
         if self.verdict == REWRITE:
             if self.rules and not set(self.rules) <= set(outcome.rewritten_by):
                 return False
