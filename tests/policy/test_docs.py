@@ -85,10 +85,15 @@ def test_every_line_cited_is_summarized_in_conventions_md(path):
     assert missing == [], f"docs/conventions.md does not list {missing}"
 
 
+# A machine's directories (of the workspace, and of documents shared beside the repository),
+# spelled in two pieces so that this file does not name them itself.
+OUTSIDE = ("/" + "work/", "shared" + "/")
+
+
 def test_nothing_points_outside_the_repository():
-    found = subprocess.run(["git", "grep", "-n", "-e", "/work/", "-e", "shared/", "--", ".", ":!tests/policy/test_docs.py"],
-                           cwd=REPO, capture_output=True, text=True)
-    assert found.stdout == "", found.stdout
+    found = subprocess.run(["git", "grep", "-n", "-e", OUTSIDE[0], "-e", OUTSIDE[1]], cwd=REPO,
+                           capture_output=True, text=True)
+    assert found.returncode in (0, 1) and found.stdout == "", found.stdout
 
 
 @pytest.mark.parametrize("doc, heading", [("docs/policy.md", "## Testing a policy"), ("README.md", "**Policy as code.**")])
