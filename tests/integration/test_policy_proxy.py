@@ -18,16 +18,22 @@ rules:
 """
 
 
+def start_with(server, folder, config: str, **files: str):
+    """The proxy in front of `server` with `files` written into `folder` and the config `config`
+    (relative paths name those files) plus a metrics endpoint: (process, metrics port)."""
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    metrics_port = free_port()
+    (folder / "config.yaml").write_text(f"{config}metrics: 127.0.0.1:{metrics_port}\n")
+    return ProxyProcess(server.url, str(folder / "config.yaml")), metrics_port
+
+
 @pytest.fixture
 def setup(tmp_path):
     server = RedisServer()
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.format(name="first", mode="enforce"))
-    metrics_port = free_port()
-    config = tmp_path / "config.yaml"
-    config.write_text(f"policy: policy.yaml\nmetrics: 127.0.0.1:{metrics_port}\n")
-    process = ProxyProcess(server.url, str(config))
-    yield server, process, policy, metrics_port
+    process, metrics_port = start_with(server, tmp_path, "policy: policy.yaml\n",
+                                       **{"policy.yaml": POLICY.format(name="first", mode="enforce")})
+    yield server, process, tmp_path / "policy.yaml", metrics_port
     process.stop()
     server.close()
 

@@ -12,7 +12,8 @@ import urllib.request
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, free_port
+from tests.integration.test_policy_proxy import start_with
+from tests.servers import RedisServer
 
 ENFORCING = "name: enforcing\nrules:\n  K2: {style: lowercase}\n"
 CANDIDATE = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n  T1: {{action: reject}}\n  C4: {{}}\n  C1: {{}}\n"
@@ -21,12 +22,9 @@ CANDIDATE = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n  T1: {{action: r
 @pytest.fixture
 def setup(tmp_path):
     server = RedisServer()
-    (tmp_path / "enforcing.yaml").write_text(ENFORCING)
-    (tmp_path / "candidate.yaml").write_text(CANDIDATE.format(name="candidate"))
-    metrics_port = free_port()
-    config = tmp_path / "config.yaml"
-    config.write_text(f"policy: enforcing.yaml\nshadow_policy: candidate.yaml\nmetrics: 127.0.0.1:{metrics_port}\n")
-    process = ProxyProcess(server.url, str(config))
+    process, metrics_port = start_with(server, tmp_path, "policy: enforcing.yaml\nshadow_policy: candidate.yaml\n",
+                                       **{"enforcing.yaml": ENFORCING,
+                                          "candidate.yaml": CANDIDATE.format(name="candidate")})
     yield server, process, tmp_path, metrics_port
     process.stop()
     server.close()
