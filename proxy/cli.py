@@ -314,11 +314,11 @@ def cmd_serve(args) -> int:
         finally:
             runner.close()
         from .policy import PolicyError
-        from .policy import shadow as shadow_policy
+        from .policy.shadow import ShadowPolicy
 
         try:
             engine = build_engine(config.policy, table)
-            shadow = shadow_policy.load(config.shadow_policy, table)
+            shadow = ShadowPolicy(build_engine(config.shadow_policy, table)) if config.shadow_policy else None
         except PolicyError as exc:
             print(f"redis-guard: {exc}", file=sys.stderr)
             return 2

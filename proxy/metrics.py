@@ -3,8 +3,8 @@
 Every policy decision that fires a rule is counted by rule id, mode and outcome (`rejected`,
 `audited`, `rewritten`; a shadow policy's `would-reject`, `would-rewrite`, `would-audit`) and
 exposed in Prometheus format by `prometheus-client` on the HTTP address set in the config
-(`metrics: 127.0.0.1:9121`). Each finding is also logged as one JSON
-line (rule, mode, outcome, command, key, client address, policy, application) — never values.
+(`metrics: 127.0.0.1:9121`). Each finding is also logged as one JSON line (rule, mode, outcome,
+command, key, client address, policy, application) — never values.
 The application is the one the client authenticated to the proxy as (empty / null: none).
 """
 
@@ -60,5 +60,5 @@ def record(finding, outcome: str, args, peer, policy: str, key_index: int | None
     decision_log.info(json.dumps(entry, ensure_ascii=False))
 
 
-def count_rewrite(rule, policy: str, app: str | None = None, outcome: str = "rewritten") -> None:
-    FINDINGS.labels(rule.id, "enforce", outcome, policy, app or "").inc()
+def count_rewrite(rule, policy: str, app: str | None = None) -> None:
+    FINDINGS.labels(rule.id, "enforce", "rewritten", policy, app or "").inc()

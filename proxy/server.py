@@ -187,7 +187,7 @@ class ClientSession(asyncio.Protocol):
                         action.passed_before(args, state)):
                     verdict = self._decide(action.plan, commands, index)
                     if verdict is not None:
-                        if shadow is not None and verdict.reject is None:  # let through rewritten: observed as sent
+                        if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
                             shadow.observe(commands, index, state, self.app, self.peer)
                         next_index = self._apply_verdict(verdict, batch, start, index)
                         if next_index is not None:

@@ -283,7 +283,7 @@ class ClusterSession(ClientSession):
                         action.passed_before(args, state)):
                     verdict = self._decide(action.plan, commands, index)
                     if verdict is not None and (verdict.reject is not None or verdict.commands is not None):
-                        if shadow is not None and verdict.reject is None:  # let through rewritten: observed as sent
+                        if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
                             shadow.observe(commands, index, state, self.app, self.peer)
                         if start < index:
                             self._send_stretch(batch, runs, start, index, run_conn, run_slot)

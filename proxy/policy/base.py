@@ -31,8 +31,10 @@ class PolicyError(Exception):
         super().__init__(self.located())
 
     def located(self) -> str:
-        where = f"{self.source or 'policy'}:{self.line}: " if self.line else (f"{self.source}: " if self.source else "")
-        return where + self.message
+        """The message with where it is: 'file:line: ...'."""
+        if self.line:
+            return f"{self.source or 'policy'}:{self.line}: {self.message}"
+        return f"{self.source}: {self.message}" if self.source else self.message
 
     @classmethod
     def several(cls, errors: list[PolicyError]) -> PolicyError:

@@ -148,7 +148,8 @@ def test_audit_mode_counts_the_rewrite_it_does_not_do(setup):
     assert after["cmdstat_del"]["calls"] == before.get("cmdstat_del", {}).get("calls", 0) + 1  # sent as DEL
     assert after.get("cmdstat_unlink") == before.get("cmdstat_unlink")
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-del",rule="C4"} 1.0' in body
+    assert ('redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-del",rule="C4"} 1.0'
+            in body)
 
 
 MEMO_POLICY = """

@@ -47,8 +47,9 @@ class CommandMatcher:
         names, categories = category_set(settings, key, default)
         unknown = sorted(categories - known_categories())
         if unknown:
-            settings.problem(key, f"unknown ACL category '@{unknown[0]}'{did_you_mean('@' + unknown[0], ('@' + c for c in known_categories()))} "
-                                  f"(Redis's categories: {', '.join('@' + c for c in sorted(known_categories()))})")
+            spelled = sorted("@" + category for category in known_categories())
+            settings.problem(key, f"unknown ACL category '@{unknown[0]}'{did_you_mean('@' + unknown[0], spelled)} "
+                                  f"(Redis's categories: {', '.join(spelled)})")
         self.names = names
         self.every = "all" in categories
         self.categories = categories - {"all"}
