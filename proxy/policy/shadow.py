@@ -92,15 +92,15 @@ class ShadowPolicy:
         plan = mine.plans.get(args[0], _UNKNOWN)
         if plan is _UNKNOWN:  # mixed case, or a command the table does not know
             plan = mine.plans.get(args[0].lower())
-        if state.in_multi is not mine.in_multi:
+        if plan is None:  # nothing to decide; the transaction's end is the candidate's business
+            if state.in_multi and mine.in_multi and args[0].upper() in (b"EXEC", b"DISCARD"):
+                self._end_transaction(mine, args, app, peer)
+            return
+        if state.in_multi is not mine.in_multi:  # the session's transaction, as of this command
             if state.in_multi:
                 mine.in_multi = True
             else:
-                mine.end_transaction()  # EXEC or DISCARD the candidate did not see (or a RESET)
-        if plan is None:
-            if mine.in_multi and args[0].upper() in (b"EXEC", b"DISCARD"):
-                self._end_transaction(mine, args, app, peer)
-            return
+                mine.end_transaction()  # ended without the candidate's state in it (RESET)
         engine = mine.engine
         if plan.keys_only:  # the session's own fast path: a key of a class seen before, no call
             if len(args) > 1 and (args[1].translate(engine.key_classes) in engine.good_keys
