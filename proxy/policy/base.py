@@ -105,7 +105,10 @@ class Settings:
             if not isinstance(value, kinds):
                 raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
         if choices is not None and value not in choices:
-            raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}")
+            from .problems import did_you_mean
+
+            hint = did_you_mean(value, map(str, choices)) if isinstance(value, str) else ""
+            raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}{hint}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"'{key}' must be at least {minimum}, got {value!r}")
         return value

@@ -52,7 +52,7 @@ def did_you_mean(word: str, candidates, n: int = 1) -> str:
     """' (did you mean X?)' for the closest candidate, and up to n - 1 more about as close; else ''.
     Case is ignored."""
     by_lower = {str(c).lower(): str(c) for c in candidates}
-    close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=n, cutoff=0.6)
+    close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=n, cutoff=0.7)
     if not close:
         return ""
     score = difflib.SequenceMatcher(None, str(word).lower(), close[0]).ratio()

@@ -107,6 +107,8 @@ def test_application_and_schema_mistakes_are_all_reported():
 
 def test_did_you_mean():
     assert did_you_mean("delimeter", ["delimiter", "mode"]) == " (did you mean delimiter?)"
+    assert did_you_mean("snake_case", ["lowercase", "camelCase"]) == ""  # another style, not a typo
+    assert did_you_mean("lowercse", ["lowercase", "camelCase"]) == " (did you mean lowercase?)"
     assert did_you_mean("SETX", ["SET", "SETEX", "SETNX", "GET"], 3).startswith(" (did you mean ")
     assert did_you_mean("zzz", ["mode"]) == ""
 
