@@ -361,7 +361,7 @@ def cmd_policy_check(args) -> int:
             print(f"{len(exc.errors)} mistakes", file=sys.stderr)
         return 1
     policy = engine.policy
-    print(f"{args.file}: valid policy '{policy.name}'" + (f" (seed {policy.seed})" if policy.seed else ""))
+    print(f"{args.file}: valid policy '{policy.name}'" + (f" (convention {policy.seed}, docs/conventions.md)" if policy.seed else ""))
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
