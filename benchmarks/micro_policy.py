@@ -7,7 +7,7 @@ with a policy file (the strictest preset by default), and prints nanoseconds per
 the upstream write is left out. Unlike `run.py` this does not depend on the machine's other
 load, so it shows changes of a few tens of nanoseconds.
 
-    python benchmarks/micro_policy.py [--policy FILE] [--keys N]
+    python benchmarks/micro_policy.py [--policy FILE] [--keys N] [--shadow FILE]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -24,6 +25,7 @@ sys.path.insert(0, str(REPO))
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
+from proxy.policy.shadow import ShadowPolicy  # noqa: E402
 from proxy.session.behaviour import PASS, STANDALONE, Behaviour, dispatch_table, lane_tables  # noqa: E402
 from proxy.session.session import Session  # noqa: E402
 from proxy.session.states import SHARED, ConnState  # noqa: E402
@@ -53,8 +55,10 @@ class NoRoute:
         pass  # the upstream write is not what is measured
 
 
-def session(engine: Engine, actions) -> Session:
+def session(engine: Engine, actions, shadow=None) -> Session:
     client = object.__new__(Session)  # no proxy, no transport: only what _run reads
+    client.proxy = SimpleNamespace(shadow=shadow)
+    client.app = client.peer = None
     client.engine = engine
     client.plans = engine.plans
     client.policy_state = SessionState()
@@ -81,6 +85,8 @@ def main() -> None:
     parser.add_argument("--policy", type=Path, default=REPO / "configs" / "policies" / "strict-dotted.yaml")
     parser.add_argument("--keys", type=int, default=100_000, help="random keys, as redis-benchmark -r")
     parser.add_argument("--batches", type=int, default=20_000)
+    parser.add_argument("--shadow", type=Path, help="also measure this shadow policy next to --policy "
+                        "(`shadow_policy:`; e.g. the same file: the cost of a candidate that passes everything)")
     args = parser.parse_args()
     table = CommandTable.from_snapshot()
     actions = lane_tables(Behaviour(table), STANDALONE)[SHARED]
@@ -94,7 +100,12 @@ def main() -> None:
         on = Engine(load_policy(args.policy), table)  # fresh: the first pass fills its caches
         without = per_command(session(off, actions), batches)
         with_policy = per_command(session(on, actions), batches)
-        print(f"{name}: {without:6.0f} without, {with_policy:6.0f} with the policy (+{with_policy - without:.0f})")
+        line = f"{name}: {without:6.0f} without, {with_policy:6.0f} with the policy (+{with_policy - without:.0f})"
+        if args.shadow is not None:
+            shadow = ShadowPolicy(Engine(load_policy(args.shadow), table))
+            with_shadow = per_command(session(Engine(load_policy(args.policy), table), actions, shadow), batches)
+            line += f", {with_shadow:6.0f} with the shadow policy too (+{with_shadow - with_policy:.0f})"
+        print(line)
 
 
 if __name__ == "__main__":

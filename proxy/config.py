@@ -76,6 +76,7 @@ class Config:
     shutdown_timeout: float = 10.0
     workers: int = 1
     policy: str | None = None  # path of the policy file; None: no rules
+    shadow_policy: str | None = None  # a candidate policy decided next to it, changing nothing
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
     upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
     failover_timeout: float = 10.0  # how long a request waits for a cluster slot's new owner
@@ -200,8 +201,8 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
     return value
 
 
-_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options", "shutdown_timeout", "workers",
-             "policy", "metrics"}
+_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options",
+             "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics"}
 
 
 def load_config(path: str | None) -> Config:
@@ -232,11 +233,13 @@ def load_config(path: str | None) -> Config:
     upstream = data.get("upstream")
     if sum(1 for key in ("upstream", "upstream_cluster", "upstream_sentinel") if data.get(key)) > 1:
         raise ConfigError(f"{path}: give one of 'upstream', 'upstream_cluster', 'upstream_sentinel'")
-    policy = data.get("policy")
-    if policy is not None:
-        policy = os.path.join(os.path.dirname(os.path.abspath(path)), str(policy))
+
+    def beside(file):  # a file named in the configuration is relative to it
+        return None if file is None else os.path.join(os.path.dirname(os.path.abspath(path)), str(file))
+
     return Config(
-        policy=policy,
+        policy=beside(data.get("policy")),
+        shadow_policy=beside(data.get("shadow_policy")),
         metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
         upstream=parse_upstream(str(upstream)) if upstream else None,

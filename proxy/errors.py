@@ -138,7 +138,10 @@ def audit_big_collection(kind: str, count: int, limit: int) -> str:
 
 
 def audit_ttl_above(seconds: float, limit: float) -> str:
-    return f"a TTL of {seconds:.0f} s left, above the policy's max_ttl of {limit:,.0f} s: set a shorter one with EXPIRE"
+    from .policy.rules.t3_ttl_bounds import approximately
+
+    return (f"a TTL of {approximately(seconds)} left, above the policy's max_ttl of {approximately(limit)}: "
+            "set a shorter one with EXPIRE")
 
 
 def audit_schema_unmatched() -> str:

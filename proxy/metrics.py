@@ -1,9 +1,10 @@
 """Metrics and the policy decision log, declared once.
 
 Every policy decision that fires a rule is counted by rule id, mode and outcome (`rejected`,
-`audited`, `rewritten`) and exposed in Prometheus format by `prometheus-client` on the HTTP
-address set in the config (`metrics: 127.0.0.1:9121`). Each finding is also logged as one JSON
-line (rule, mode, outcome, command, key, client address, policy, application) — never values.
+`audited`, `rewritten`; a shadow policy's `would-reject`, `would-rewrite`, `would-audit`) and
+exposed in Prometheus format by `prometheus-client` on the HTTP address set in the config
+(`metrics: 127.0.0.1:9121`). Each finding is also logged as one JSON line (rule, mode, outcome,
+command, key, client address, policy, application) — never values.
 The application is the one the client authenticated to the proxy as (empty / null: none).
 """
 
@@ -25,7 +26,8 @@ FINDINGS = Counter(
 )
 CLIENTS = Gauge("redis_guard_clients", "Client connections open", registry=REGISTRY)
 POLICY_RELOADS = Counter(
-    "redis_guard_policy_reloads", "Policy reloads by result", ["result"], registry=REGISTRY,
+    "redis_guard_policy_reloads", "Policy reloads by result, of the enforcing and of the shadow policy",
+    ["result", "role"], registry=REGISTRY,
 )
 UPSTREAM_ERRORS = Counter(
     "redis_guard_upstream_errors", "Upstream connections failed or refused", registry=REGISTRY,
@@ -48,15 +50,18 @@ def serve(address) -> None:
 
 
 def record(finding, outcome: str, args, peer, policy: str, key_index: int | None = None,
-           app: str | None = None) -> None:
+           app: str | None = None, logged: bool = True, event: str = "policy", **extra) -> None:
+    """Count a finding; log it unless `logged` is False (a sampled log decides). `extra` goes into
+    the log line (the shadow policy's `suppressed`)."""
     FINDINGS.labels(finding.rule, finding.mode, outcome, policy, app or "").inc()
-    if not decision_log.isEnabledFor(logging.INFO):
+    if not logged or not decision_log.isEnabledFor(logging.INFO):
         return
     entry = {
-        "event": "policy", "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
+        "event": event, "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
         "policy": policy, "app": app, "command": args[0].decode("utf-8", "replace").upper(),
         "subject": finding.subject.encode("utf-8", "backslashreplace").decode("utf-8"),
         "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
+        **extra,
     }
     decision_log.info(json.dumps(entry, ensure_ascii=False))
 

@@ -49,6 +49,7 @@ class Proxy:
         self.backend = backend or make_backend(loop, config, command_table, databases)
         self.backend.pauses.on_change = self.rebind
         self.engine = None
+        self.shadow = None  # a candidate policy decided next to the engine's (policy/shadow.py)
         self.tenants = None
         self.bindings: dict = {}
         self.sessions: set[Session] = set()

@@ -1,10 +1,13 @@
 """Hot reload's file watcher (`cli.PolicyWatcher`): a thread polls the file and hands each change
-to the event loop once, and the loop itself gets no task or timer for it."""
+to the event loop once, and the loop itself gets no task or timer for it; the same for the enforcing
+policy and for the shadow policy (`shadow_policy:`)."""
 
 import asyncio
 import os
 import threading
 import time
+
+import pytest
 
 from proxy.cli import PolicyWatcher
 from proxy.commands.table import CommandTable
@@ -16,11 +19,21 @@ POLICY = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n"
 class FakeProxy:
     def __init__(self):
         self.engine = None
+        self._shadow = None
         self.applied = []
 
     def set_engine(self, engine) -> None:
         self.engine = engine
         self.applied.append(engine.policy.name)
+
+    @property
+    def shadow(self):
+        return self._shadow
+
+    @shadow.setter
+    def shadow(self, shadow) -> None:
+        self._shadow = shadow
+        self.applied.append(f"shadow {shadow.name}")
 
 
 def _touch(path, text: str, step: int) -> None:
@@ -29,9 +42,9 @@ def _touch(path, text: str, step: int) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-async def _watch(path, proxy, changes) -> int:
+async def _watch(path, proxy, changes, shadow=False) -> int:
     loop = asyncio.get_running_loop()
-    watcher = PolicyWatcher(proxy, str(path), TABLE)
+    watcher = PolicyWatcher(proxy, str(path), TABLE, shadow=shadow)
     watcher.start(loop, interval=0.02)
     tasks = len(asyncio.all_tasks())
     try:
@@ -46,14 +59,16 @@ async def _watch(path, proxy, changes) -> int:
         watcher.stop()
 
 
-def test_each_change_is_reloaded_once_and_a_bad_file_is_refused(tmp_path):
+@pytest.mark.parametrize("shadow", [False, True], ids=["enforcing", "shadow"])
+def test_each_change_is_reloaded_once_and_a_bad_file_is_refused(tmp_path, shadow):
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY.format(name="first"))
     proxy = FakeProxy()
     changes = [POLICY.format(name="second"), "name: broken\nrules:\n  K2: {style: weird}\n",
                POLICY.format(name="third")]
-    tasks = asyncio.run(_watch(path, proxy, changes))
-    assert proxy.applied == ["second", "third"]
+    tasks = asyncio.run(_watch(path, proxy, changes, shadow))
+    assert proxy.applied == (["shadow second", "shadow third"] if shadow else ["second", "third"])
+    assert proxy.engine is None if shadow else proxy.shadow is None  # the other role is untouched
     assert tasks == 1  # only the test's own coroutine: the loop waits without a timer
 
 

@@ -12,7 +12,8 @@ made from the loaded policy (rules that are `off` count as absent):
   `max_elements`, or without a TTL when the pattern declares a `ttl`;
 - T1: no TTL, outside the rule's `persistent` patterns; T3: a TTL left above `max_ttl`;
 - V4: a JSON object stored as a string (`JsonStrings.check_value` on the value's first bytes);
-- always, policy or not: O1 (every key without a TTL) and big keys: V1 (strings over a size,
+- always, policy or not: O1 (a key without a TTL that T1 does not report: a key is counted
+  under one of the two) and big keys: V1 (strings over a size,
   in bytes) and V2 (collections over a number of elements). Their thresholds are, in order: the
   command line's, the policy's V1 / V2 (with its `per_type` caps), or the defaults below.
 
@@ -29,6 +30,7 @@ from .. import errors
 from ..policy.base import OFF, Finding
 from ..policy.rules._keyshape import fullmatcher
 from ..policy.rules.t1_ttl import text
+from ..policy.rules.t3_ttl_bounds import approximately
 from .facts import KeyFacts
 
 DEFAULT_STRING_BYTES = 10240  # RULES.md V1: 10 KB (seeds 001, 002, 003)
@@ -88,14 +90,15 @@ class Auditor:
         if self.schema is not None:
             self.checked.append(Checked("K10", errors.AUDIT_TITLES["K10"],
                                         "a pattern of the schema, its type, sizes and TTL"))
-        self.checked.append(Checked("O1", errors.AUDIT_TITLES["O1"], "every key without a TTL (always)"))
+        self.checked.append(Checked("O1", errors.AUDIT_TITLES["O1"],
+                                    "keys without a TTL that T1 does not report (always)"))
         self.t1 = active("T1")
         if self.t1 is not None:
             exempt = f", except {', '.join(self.t1.persistent)}" if self.t1.persistent else ""
             self.checked.append(Checked("T1", self.t1.title, f"keys without a TTL{exempt}"))
         self.t3 = active("T3")
         if self.t3 is not None:
-            self.checked.append(Checked("T3", self.t3.title, f"a TTL left above {self.t3.max_ttl:,.0f} s"))
+            self.checked.append(Checked("T3", self.t3.title, f"a TTL left above {approximately(self.t3.max_ttl)}"))
         self.v4 = active("V4")
         if self.v4 is not None:
             self.checked.append(Checked("V4", self.v4.title,
@@ -141,16 +144,19 @@ class Auditor:
             finding = self.k6.check_stored(key, kind)
             if finding is not None:
                 found.append(finding)
+        ttl_ms = facts.ttl_ms
+        t1 = self.t1
+        # A key without a TTL is T1's when the policy requires it one, else O1's: not both
+        requires_ttl = (ttl_ms == -1 and t1 is not None and (t1.exempt is None or not t1.exempt(key))
+                        and not self._persistent_pattern(key))
         if self.schema is not None:
-            finding = self._schema(facts)
+            finding = self._schema(facts, requires_ttl)
             if finding is not None:
                 found.append(finding)
-        ttl_ms = facts.ttl_ms
-        if ttl_ms == -1:
+        if requires_ttl:
+            found.append(t1.finding(f"key '{text(key)}'", errors.audit_ttl_required()))
+        elif ttl_ms == -1:
             found.append(_finding("O1", key, errors.audit_no_ttl()))
-            t1 = self.t1
-            if t1 is not None and (t1.exempt is None or not t1.exempt(key)) and not self._persistent_pattern(key):
-                found.append(t1.finding(f"key '{text(key)}'", errors.audit_ttl_required()))
         elif self.t3 is not None and ttl_ms > self.t3.max_ttl * 1000:
             t3 = self.t3
             if t3.exempt is None or not t3.exempt(key):
@@ -170,7 +176,8 @@ class Auditor:
                     found.append(_finding("V2", key, errors.audit_big_collection(kind, length, cap)))
         return found
 
-    def _schema(self, facts: KeyFacts) -> Finding | None:
+    def _schema(self, facts: KeyFacts, t1_fires: bool = False) -> Finding | None:
+        """K10's finding; a missing TTL the pattern declares is left to T1 when T1 reports it."""
         key = facts.key
         pattern = self.schema.match(key)
         if pattern is None:
@@ -185,7 +192,7 @@ class Auditor:
             if limit is not None and length > limit:
                 return _finding("K10", key, errors.audit_schema_size(name, length, limit, unit))
         ttl = pattern.ttl
-        if facts.ttl_ms == -1 and ttl is not None and ttl.required:
+        if facts.ttl_ms == -1 and ttl is not None and ttl.required and not t1_fires:
             return _finding("K10", key, errors.audit_schema_ttl(name, ttl))
         return None
 

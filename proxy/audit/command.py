@@ -1,7 +1,8 @@
 """`redis-guard audit`: its flags, and one run from the command line to the written reports.
 
 The policy comes from `--policy`, else the `policy:` of `--config`; the server from `--upstream`
-(or `--upstream-cluster`), else the `upstream:` of `--config`. The terminal summary goes to
+(or `--upstream-cluster`), else the `upstream:` of `--config`. `--compare PREVIOUS.json` adds
+what changed since the run that wrote that JSON report (`compare.py`). The terminal summary goes to
 stdout (unless `--json -` takes stdout), progress to stderr. Exit status: 0 when every key
 passes, 1 when some key has a finding, 2 on a usage, policy or connection error (or a server
 failing mid-scan: the report is then partial), 130 when interrupted (the partial report is
@@ -47,6 +48,8 @@ def add_parser(commands) -> None:
     audit.add_argument("--json", nargs="?", const="-", metavar="FILE",
                        help="write the report as JSON to FILE (or stdout: '-' or no FILE)")
     audit.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    audit.add_argument("--compare", metavar="PREVIOUS.json",
+                       help="the JSON report of an earlier run (--json): show what got better or worse since")
     audit.add_argument("--top", type=_positive, default=10, help="offenders listed per rule and namespace")
     audit.add_argument("--max-string-bytes", type=_positive, metavar="N",
                        help=f"a string over N bytes is big (V1; default: the policy's, else {DEFAULT_STRING_BYTES})")
@@ -92,6 +95,14 @@ def run(args) -> int:
                      "or a --config with an upstream")
     if args.memory_samples < 0 or (args.rate is not None and args.rate <= 0):
         return _fail("--memory-samples must be 0 or more and --rate positive")
+    previous = None
+    if args.compare:
+        from .compare import CompareError, load_previous
+
+        try:
+            previous = load_previous(args.compare)
+        except CompareError as exc:
+            return _fail(str(exc))
     policy_path = os.path.abspath(args.policy) if args.policy else config.policy
     policy = engine = None
     if policy_path:
@@ -138,6 +149,10 @@ def run(args) -> int:
                 servers=[scan.summary() for scan in audit.scans])
     if failure is not None:
         data["errors"].append(failure)
+    if previous is not None:
+        from .compare import compare
+
+        data["comparison"] = compare(previous, data)
     if args.json == "-":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -1,13 +1,17 @@
 """The audit report as one self-contained HTML page for a team lead: the summary, a chart of
 findings per namespace and one of the key-size distribution (inline SVG, drawn here: no
-JavaScript, no fonts or styles fetched from anywhere), and the tables of the terminal summary.
-Every text from the keyspace is escaped."""
+JavaScript, no fonts or styles fetched from anywhere), and the tables of the terminal summary
+(the comparison with a previous run, recommendations, TTL groups, namespaces by memory). Every
+text from the keyspace is escaped. Chart labels never overlap: columns are as wide as their
+longest label (`CHAR_W` per character at the 12 px font), legends wrap."""
 
 from __future__ import annotations
 
 from html import escape
 
-from .render_text import size_text
+from .render_text import percent, signed, size_text, ttl_text
+
+CHAR_W = 7.5  # px per character of the charts' 12 px text, generous for digits and letters
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f"]
@@ -25,12 +29,32 @@ def _colors(names) -> dict[str, str]:
     return {name: PALETTE[at % len(PALETTE)] for at, name in enumerate(names)}
 
 
-def _legend(colors: dict[str, str], x: int, y: int) -> list[str]:
+def text_width(text: str) -> float:
+    return CHAR_W * len(text)
+
+
+def _legend(colors: dict[str, str], x: int, y: int, width: float) -> tuple[list[str], int]:
+    """Swatches and names from (x, y), wrapping before `width`; (parts, the height used)."""
     parts = []
-    for at, (name, color) in enumerate(colors.items()):
-        parts.append(f'<rect x="{x + at * 90}" y="{y}" width="12" height="12" fill="{color}"/>'
-                     f'<text x="{x + at * 90 + 16}" y="{y + 11}">{escape(name)}</text>')
-    return parts
+    left, row = x, 0
+    for name, color in colors.items():
+        step = 16 + text_width(name) + 14
+        if left > x and left + step > x + width:
+            left, row = x, row + 1
+        top = y + row * 18
+        parts.append(f'<rect x="{left:.0f}" y="{top}" width="12" height="12" fill="{color}"/>'
+                     f'<text x="{left + 16:.0f}" y="{top + 11}">{escape(name)}</text>')
+        left += step
+    return parts, (row + 1) * 18
+
+
+def bytes_label(count: int) -> str:
+    """A bucket's lower bound, short: 0, 512B, 1K, 64K, 1M (the bounds are powers of two)."""
+    for unit in ("B", "K", "M", "G"):
+        if count < 1024 or unit == "G":
+            return f"{count:g}{unit}" if count else "0"
+        count /= 1024
+    return str(count)  # not reached
 
 
 def namespace_chart(namespaces: list[dict], limit: int = 20) -> str:
@@ -42,7 +66,8 @@ def namespace_chart(namespaces: list[dict], limit: int = 20) -> str:
     colors = _colors(rules)
     widest = max(sum(space["rules"].values()) for space in rows)
     label_w, bar_w, row_h = 220, 640, 22
-    height = row_h * len(rows) + 50
+    legend, legend_h = _legend(colors, label_w, row_h * len(rows) + 20, bar_w)
+    height = row_h * len(rows) + 26 + legend_h
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" '
              'role="img" aria-label="findings per namespace">']
     for at, space in enumerate(rows):
@@ -57,7 +82,7 @@ def namespace_chart(namespaces: list[dict], limit: int = 20) -> str:
                          f'fill="{colors[rule]}"><title>{escape(name)}: {rule} {count:,} keys</title></rect>')
             x += width
         parts.append(f'<text x="{x + 6:.1f}" y="{y + 14}">{sum(space["rules"].values()):,}</text>')
-    parts += _legend(colors, label_w, height - 24)
+    parts += legend
     parts.append("</svg>")
     return "".join(parts)
 
@@ -70,10 +95,14 @@ def size_chart(histogram: list[dict]) -> str:
     types = sorted({kind for bucket in histogram for kind in bucket["keys"]})
     colors = _colors(types)
     tallest = max(sum(bucket["keys"].values()) for bucket in histogram)
-    col_w, plot_h, left = 44, 220, 60
-    width = left + col_w * len(histogram) + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{max(width, 500)}" height="{plot_h + 90}" '
-             'role="img" aria-label="key size distribution">',
+    labels = [bytes_label(bucket["min_bytes"]) for bucket in histogram]
+    col_w = max(44, max(text_width(label) for label in labels) + 10)  # a label never reaches the next
+    plot_h, left = 220, 60
+    width = max(left + col_w * len(histogram) + 20, 500)
+    legend, legend_h = _legend(colors, left, plot_h + 50, width - left - 10)
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{plot_h + 56 + legend_h}" '
+           'role="img" aria-label="key size distribution">')
+    parts = [svg,
              f'<text x="{left - 6}" y="16" text-anchor="end">{tallest:,}</text>',
              f'<text x="{left - 6}" y="{plot_h + 10}" text-anchor="end">0</text>']
     for at, bucket in enumerate(histogram):
@@ -88,9 +117,8 @@ def size_chart(histogram: list[dict]) -> str:
             parts.append(f'<rect x="{x + 4}" y="{y:.1f}" width="{col_w - 8}" height="{height:.1f}" '
                          f'fill="{colors[kind]}"><title>{kind}, {size_text(bucket["min_bytes"])}–'
                          f'{size_text(bucket["max_bytes"])}: {count:,} keys</title></rect>')
-        parts.append(f'<text x="{x + col_w / 2}" y="{plot_h + 26}" text-anchor="middle">'
-                     f'{size_text(bucket["min_bytes"]).replace(" ", "")}</text>')
-    parts += _legend(colors, left, plot_h + 50)
+        parts.append(f'<text x="{x + col_w / 2:.1f}" y="{plot_h + 26}" text-anchor="middle">{labels[at]}</text>')
+    parts += legend
     parts.append("</svg>")
     return "".join(parts)
 
@@ -120,6 +148,28 @@ def _table(head: list[str], rows: list[list], numeric=()) -> str:
     return f"<table><tr>{cells}</tr>{''.join(body)}</table>"
 
 
+def _comparison(comparison: dict) -> list[str]:
+    previous = comparison["previous"]
+    started, policy = escape(str(previous.get("started") or "?")), escape(str(previous.get("policy") or "none"))
+    out = [f"<h2>Since the previous run</h2><p>Started {started}, policy <b>{policy}</b>. "
+           "A negative change is fewer keys.</p>"]
+    out += [f'<p class="partial">{escape(note)}</p>' for note in comparison["notes"]]
+    rows = [[escape(item["what"].replace("_", " ")), item["before"], item["after"], escape(signed(item["change"]))]
+            for item in comparison["totals"]]
+    rows += [[f"{escape(item['rule'])} {escape(item['title'])}", item["before"], item["after"],
+              escape(signed(item["change"]))] for item in comparison["rules"]]
+    rows += [[f"<code>{escape(item['code'])}</code>", item["before"], item["after"], escape(signed(item["change"]))]
+             for item in comparison["recommendations"]]
+    out.append(_table(["", "before", "after", "change"], rows, numeric=(1, 2)))
+    if comparison["namespaces"]:
+        out.append(_table(["namespace", "keys with findings before", "after", "change", "per rule"], [
+            [f"<code>{escape(space['namespace'])}</code>", space["before"], space["after"],
+             escape(signed(space["change"])),
+             escape(", ".join(f"{rule} {b:,} → {a:,}" for rule, (b, a) in space["rules"].items()))]
+            for space in comparison["namespaces"]], numeric=(1, 2)))
+    return out
+
+
 def render(report: dict, top: int = 10) -> str:
     keys = report["keys"]
     complete = report.get("complete")
@@ -139,6 +189,8 @@ def render(report: dict, top: int = 10) -> str:
                ["seconds", escape(f"{report.get('seconds') or 0:.1f}")],
                *[[f"type {escape(kind)}", n] for kind, n in keys["by_type"].items()],
            ], numeric=(1,))]
+    if report.get("comparison"):
+        out += _comparison(report["comparison"])
     out.append("<h2>Keys per rule</h2>")
     out.append(_table(["rule", "title", "keys"],
                       [[escape(rule), escape(entry["title"]), entry["keys"]] for rule, entry in report["rules"].items()],
@@ -149,6 +201,26 @@ def render(report: dict, top: int = 10) -> str:
     if missing:
         out.append('<p class="muted">Not checked: ' + "; ".join(
             f"{escape(rule)} ({escape(why)})" for rule, why in missing.items()) + "</p>")
+    if report.get("recommendations"):
+        out.append("<h2>Recommendations</h2>")
+        out.append(_table(["code", "keys", "what", "advice", "for example"], [
+            [f"<code>{escape(item['code'])}</code>", item["keys"], escape(item["title"]), escape(item["advice"]),
+             "<br>".join(f"<code>{escape(key)}</code>" for key in item["examples"])]
+            for item in report["recommendations"]], numeric=(1,)))
+    scanned, memory = keys["scanned"], keys["memory_bytes"]
+    if report.get("ttl_distribution"):
+        out.append("<h2>Keys and memory by TTL left</h2>")
+        out.append(_table(["TTL left", "keys", "share", "memory", "share"], [
+            [escape(group["ttl"]), group["keys"], percent(group["keys"], scanned),
+             escape(size_text(group["memory"])), percent(group["memory"], memory)]
+            for group in report["ttl_distribution"]], numeric=(1,)))
+    if report["namespaces"]:
+        out.append("<h2>Namespaces by memory</h2>")
+        by_memory = sorted(report["namespaces"], key=lambda space: (-space["memory"], -space["keys"]))[:top]
+        out.append(_table(["namespace", "keys", "share", "memory", "share", "keys with findings"], [
+            [f"<code>{escape(space['namespace'])}</code>", space["keys"], percent(space["keys"], scanned),
+             escape(size_text(space["memory"])), percent(space["memory"], memory), space["keys_with_findings"]]
+            for space in by_memory], numeric=(1, 5)))
     out.append("<h2>Findings per namespace</h2>")
     out.append('<p class="muted">Per namespace (the first key segment), the keys breaking each rule, '
                'stacked: a key breaking two rules is in two bars.</p>')
@@ -166,7 +238,7 @@ def render(report: dict, top: int = 10) -> str:
     out.append(_table(["key", "type", "memory", "length", "TTL"], [
         [f"<code>{escape(item['key'])}</code>", escape(item["type"]), escape(size_text(item["memory"])),
          "" if item["length"] is None else item["length"],
-         "none" if item["ttl_ms"] == -1 else escape(f"{item['ttl_ms'] / 1000:.0f} s")]
+         escape(ttl_text(item["ttl_ms"]))]
         for item in report["biggest"][:top]], numeric=(3,)))
     for rule, entry in report["rules"].items():
         out.append(f"<h2>{escape(rule)} {escape(entry['title'])}: {entry['keys']:,} keys</h2>")

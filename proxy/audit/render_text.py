@@ -1,8 +1,11 @@
-"""The terminal summary of an audit report (the dict of `Report.to_dict`): what was scanned,
-keys per rule, rules not checked, the namespaces with most offending keys and their worst keys,
-the biggest keys, and each rule's top offenders with how to comply."""
+"""The terminal summary of an audit report (the dict of `Report.to_dict`): what was scanned, what
+changed since the run given to `--compare`, keys per rule, rules not checked, recommendations,
+keys and memory per TTL group and per namespace, the namespaces with most offending keys and
+their worst keys, the biggest keys, and each rule's top offenders with how to comply."""
 
 from __future__ import annotations
+
+from ..policy.rules.t3_ttl_bounds import approximately
 
 
 def size_text(count: int | None) -> str:
@@ -15,8 +18,42 @@ def size_text(count: int | None) -> str:
     return f"{count} B"  # not reached
 
 
-def _ttl(ttl_ms: int) -> str:
-    return "no TTL" if ttl_ms == -1 else f"TTL {ttl_ms / 1000:.0f} s"
+def ttl_text(ttl_ms: int) -> str:
+    return "no TTL" if ttl_ms == -1 else f"TTL {approximately(ttl_ms / 1000)}"
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "-"
+
+
+def signed(change: int) -> str:
+    return f"{change:+,}" if change else "="
+
+
+def _comparison(comparison: dict, top: int) -> list[str]:
+    """What got better (fewer keys with findings) or worse since the previous run."""
+    previous = comparison["previous"]
+    started, policy = previous.get("started") or "?", previous.get("policy") or "none"
+    out = ["", f"Since the previous run (started {started}, policy {policy})"]
+    out += [f"  note: {note}" for note in comparison["notes"]]
+    for item in comparison["totals"]:
+        what = item["what"].replace("_", " ")
+        if item["what"] == "memory_bytes":
+            out.append(f"  memory: {size_text(item['before'])} -> {size_text(item['after'])}")
+        else:
+            out.append(f"  {what}: {item['before']:,} -> {item['after']:,} ({signed(item['change'])})")
+    for word, picked in (("better", [r for r in comparison["rules"] if r["change"] < 0]),
+                         ("worse", [r for r in comparison["rules"] if r["change"] > 0])):
+        if picked:
+            out.append(f"  {word}: " + "; ".join(f"{r['rule']} {r['before']:,} -> {r['after']:,} keys "
+                                                  f"({signed(r['change'])})" for r in picked))
+    if comparison["namespaces"]:
+        out.append(f"  namespaces that changed ({comparison['namespaces_changed']:,}; keys with findings):")
+        for space in comparison["namespaces"][:top]:
+            rules = ", ".join(f"{rule} {b:,} -> {a:,}" for rule, (b, a) in space["rules"].items())
+            out.append(f"    '{space['namespace']}': {space['before']:,} -> {space['after']:,} "
+                       f"({signed(space['change'])}){': ' + rules if rules else ''}")
+    return out
 
 
 def render(report: dict, top: int = 10) -> str:
@@ -38,6 +75,8 @@ def render(report: dict, top: int = 10) -> str:
     for server in report.get("servers", ()):
         if server.get("error"):
             out.append(f"  error on {server['address']}: {server['error']}")
+    if report.get("comparison"):
+        out += _comparison(report["comparison"], top)
     out.append("")
     out.append("Keys per rule (checked)")
     found = report["rules"]
@@ -55,6 +94,27 @@ def render(report: dict, top: int = 10) -> str:
         for rule, why in missing.items():
             reasons.setdefault(why, []).append(rule)
         out.append("  not checked: " + "; ".join(f"{', '.join(rules)} ({why})" for why, rules in reasons.items()))
+    if report.get("recommendations"):
+        out.append("")
+        out.append("Recommendations (code, keys concerned)")
+        for item in report["recommendations"]:
+            examples = f" (e.g. {', '.join(item['examples'])})" if item["examples"] else ""
+            out.append(f"  [{item['code']}] {item['keys']:,} keys: {item['title']}: {item['advice']}{examples}")
+    scanned, memory = keys["scanned"], keys["memory_bytes"]
+    if report.get("ttl_distribution") and scanned:
+        out.append("")
+        out.append("Keys and memory by TTL left")
+        for group in report["ttl_distribution"]:
+            out.append(f"  {group['ttl']:<9} {group['keys']:>10,} keys ({percent(group['keys'], scanned):>6})  "
+                       f"{size_text(group['memory']):>9} ({percent(group['memory'], memory)})")
+    if report["namespaces"]:
+        out.append("")
+        out.append("Namespaces by memory (keys, memory)")
+        by_memory = sorted(report["namespaces"], key=lambda space: (-space["memory"], -space["keys"]))[:top]
+        for space in by_memory:
+            out.append(f"  {space['namespace']:<24} {space['keys']:>10,} keys "
+                       f"({percent(space['keys'], scanned):>6})  {size_text(space['memory']):>9} "
+                       f"({percent(space['memory'], memory)})")
     spaces = [space for space in report["namespaces"] if space["keys_with_findings"]][:top]
     if spaces:
         out.append("")
@@ -71,7 +131,8 @@ def render(report: dict, top: int = 10) -> str:
         for item in report["biggest"][:top]:
             length = "" if item["length"] is None else (
                 f", {item['length']:,} bytes" if item["type"] == "string" else f", {item['length']:,} elements")
-            out.append(f"  {size_text(item['memory']):>9}  {item['type']:<6} {item['key']}{length}, {_ttl(item['ttl_ms'])}")
+            out.append(f"  {size_text(item['memory']):>9}  {item['type']:<6} {item['key']}{length}, "
+                       f"{ttl_text(item['ttl_ms'])}")
     for rule, entry in report["rules"].items():
         out.append("")
         out.append(f"{rule} {entry['title']}: {entry['keys']:,} keys; the biggest:")

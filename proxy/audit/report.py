@@ -1,25 +1,32 @@
-"""The audit report: counts per rule, per namespace, the biggest keys and the size distribution.
+"""The audit report: counts per rule, per namespace, the biggest keys, the size and TTL
+distributions, and recommendations.
 
 `Report.add(facts, findings)` is called once per key; everything it keeps is bounded whatever
 the keyspace: per rule a count and its `top` biggest offenders, per namespace (the key's first
-segment; keys without the delimiter share one) counts and its `top` biggest offenders, up to
-`MAX_NAMESPACES` namespaces (the others are counted together), the `top` biggest keys, and a
-histogram of MEMORY USAGE in power-of-two buckets per type. A key's size, for ranking, is its
-MEMORY USAGE, else its length. `to_dict()` is the report as plain data: what `--json` writes
-and what the terminal and HTML renderers read. Counts of a rule are keys, not findings: a key
-breaks a rule once.
+segment; keys without the delimiter share one) its keys, memory, counts and `top` biggest
+offenders, up to `MAX_NAMESPACES` namespaces (the others are counted together), the `top` biggest
+keys, a histogram of MEMORY USAGE in power-of-two buckets per type, keys and memory per TTL group
+(`TTL_GROUPS`), and per recommendation (`recommend.GROUPS`) the keys it concerns. A key's size,
+for ranking, is its MEMORY USAGE, else its length. `to_dict()` is the report as plain data: what
+`--json` writes, what `--compare` reads back, and what the terminal and HTML renderers read.
+Counts of a rule are keys, not findings: a key breaks a rule once.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 
 from ..policy.loader import ORDER
+from .recommend import GROUPS, recommendations
 
 MAX_NAMESPACES = 10000
 NO_NAMESPACE = "(no namespace)"
 OTHER_NAMESPACES = "(other namespaces)"
+HOUR_MS = 3_600_000
+TTL_BOUNDS = (HOUR_MS, 24 * HOUR_MS, 7 * 24 * HOUR_MS)  # the upper ends of the TTL groups after "no TTL"
+TTL_GROUPS = ("no TTL", "< 1 h", "< 1 day", "< 1 week", "longer")
 RULE_ORDER = {rule: at for at, rule in enumerate(["O1", *ORDER[:ORDER.index("K9") + 1], "K10",
                                                    *ORDER[ORDER.index("K9") + 1:]])}
 
@@ -79,6 +86,8 @@ class Report:
         self.namespaces: dict[bytes, _Namespace] = {}
         self.biggest = _Top(top)
         self.histogram: dict[int, dict[str, int]] = {}
+        self.ttls = [[0, 0] for _ in TTL_GROUPS]  # per TTL group: keys, memory
+        self.groups = {code: 0 for codes in GROUPS.values() for code in codes}  # recommendation -> keys
         self.errors: list[str] = []
 
     def namespace_of(self, key: bytes) -> bytes | None:
@@ -98,6 +107,10 @@ class Report:
             if bucket is None:
                 bucket = self.histogram[memory.bit_length()] = {}
             bucket[kind] = bucket.get(kind, 0) + 1
+        ttl = facts.ttl_ms
+        group = self.ttls[0 if ttl < 0 else 1 + bisect.bisect_right(TTL_BOUNDS, ttl)]
+        group[0] += 1
+        group[1] += memory or 0
         key = facts.key
         if size > self.biggest.floor:
             self.biggest.add(size, (key, kind, memory, facts.length, facts.ttl_ms))
@@ -133,6 +146,9 @@ class Report:
                 top.add(size, (key, size, finding))  # its advice is read for the top ones only
         if size > space.worst.floor:
             space.worst.add(size, (key, size, tuple(seen)))
+        groups = self.groups
+        for code in {code for rule in seen for code in GROUPS.get(rule, ())}:
+            groups[code] += 1
 
     def add_vanished(self, count: int) -> None:
         self.vanished += count
@@ -164,7 +180,8 @@ class Report:
             "max_bytes": (1 << bits) - 1,
             "keys": dict(sorted(counts.items())),
         } for bits, counts in sorted(self.histogram.items())]
-        return {
+        ttls = [{"ttl": name, "keys": keys, "memory": memory} for name, (keys, memory) in zip(TTL_GROUPS, self.ttls)]
+        data = {
             **self.meta,
             "keys": {
                 "scanned": self.scanned,
@@ -178,5 +195,8 @@ class Report:
             "biggest": [{"key": decoded(key), "type": kind, "memory": memory, "length": length,
                          "ttl_ms": ttl} for key, kind, memory, length, ttl in self.biggest.items()],
             "size_histogram": histogram,
+            "ttl_distribution": ttls,
             "errors": self.errors[:100],
         }
+        data["recommendations"] = recommendations(data, self.groups)
+        return data

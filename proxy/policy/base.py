@@ -19,14 +19,31 @@ MODES = (ENFORCE, AUDIT, OFF)
 
 
 class PolicyError(Exception):
-    """A mistake in a policy file; `line` is 1-based when known."""
+    """A mistake in a policy file; `line` is 1-based when known. `errors` holds every mistake the
+    loader found in the file (this one alone, unless made by `several`); the error's own message
+    and line are the first one's."""
 
     def __init__(self, message: str, line: int | None = None, source: str | None = None):
         self.message = message
         self.line = line
         self.source = source
-        where = f"{source or 'policy'}:{line}: " if line else (f"{source}: " if source else "")
-        super().__init__(where + message)
+        self.errors = [self]
+        super().__init__(self.located())
+
+    def located(self) -> str:
+        """The message with where it is: 'file:line: ...'."""
+        if self.line:
+            return f"{self.source or 'policy'}:{self.line}: {self.message}"
+        return f"{self.source}: {self.message}" if self.source else self.message
+
+    @classmethod
+    def several(cls, errors: list[PolicyError]) -> PolicyError:
+        """One error standing for all of `errors` (in the order found); str() lists each on a line."""
+        first = errors[0]
+        error = cls(first.message, first.line, first.source)
+        error.errors = list(errors)
+        error.args = ("\n".join(each.located() for each in errors),)
+        return error
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +59,43 @@ class Finding:
 
 
 class Settings:
-    """Typed access to one rule's YAML mapping; unknown or ill-typed settings are errors."""
+    """Typed access to one rule's YAML mapping; unknown or ill-typed settings are errors.
 
-    def __init__(self, rule_id: str, values: dict, lines: dict[str, int] | None = None, line: int | None = None):
+    A mistake does not stop the rule's construction: it is kept in `problems` and the setting's
+    default is returned, so one load reports every mistake of the file (the loader raises them).
+    `table` is the command table that command names in settings are checked against."""
+
+    def __init__(self, rule_id: str, values: dict, lines: dict[str, int] | None = None, line: int | None = None,
+                 table=None):
         self.rule_id = rule_id
         self.values = dict(values)
         self.lines = lines or {}
         self.line = line
         self.used = {"mode"}
+        self.problems: list[PolicyError] = []
+        self.table = table
 
     def error(self, key: str | None, message: str) -> PolicyError:
         line = self.lines.get(key, self.line) if key else self.line
         return PolicyError(f"rule {self.rule_id}: {message}", line)
 
-    def get(self, key: str, default=None, kind=None, choices=None, minimum=None):
+    def problem(self, key: str | None, message: str) -> None:
+        """Keep a mistake and go on (the loader reports every one)."""
+        self.problems.append(self.error(key, message))
+
+    def get(self, key: str, default=None, kind=None, choices=None, minimum=None, schema=None):
+        """The setting, checked; `schema` is a JSON Schema fragment for what `kind` cannot say
+        (the items of a mapping), read only when the policy's schema is generated."""
         self.used.add(key)
         if key not in self.values:
             return default
-        value = self.values[key]
+        try:
+            return self._checked(key, self.values[key], kind, choices, minimum)
+        except PolicyError as exc:
+            self.problems.append(exc)
+            return default
+
+    def _checked(self, key: str, value, kind, choices, minimum):
         if kind is not None:
             kinds = kind if isinstance(kind, tuple) else (kind,)
             if isinstance(value, bool) and bool not in kinds:
@@ -69,28 +105,35 @@ class Settings:
             if not isinstance(value, kinds):
                 raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
         if choices is not None and value not in choices:
-            raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}")
+            from .problems import did_you_mean
+
+            hint = did_you_mean(value, map(str, choices)) if isinstance(value, str) else ""
+            raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}{hint}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"'{key}' must be at least {minimum}, got {value!r}")
         return value
 
-    def strings(self, key: str, default=()) -> tuple[str, ...]:
-        value = self.get(key, list(default), kind=(list, tuple, str))
+    def strings(self, key: str, default=(), schema=None) -> tuple[str, ...]:
+        value = self.get(key, list(default), kind=(list, tuple, str), schema=schema)
         if isinstance(value, str):
             value = [value]
         for item in value:
             if not isinstance(item, (str, int)) or isinstance(item, bool):
-                raise self.error(key, f"'{key}' must be a list of strings, got {item!r}")
+                self.problem(key, f"'{key}' must be a list of strings, got {item!r}")
+                return tuple(default)
         return tuple(str(item) for item in value)
 
-    def mapping(self, key: str, default=None) -> dict:
-        value = self.get(key, default if default is not None else {}, kind=dict)
+    def mapping(self, key: str, default=None, schema=None) -> dict:
+        value = self.get(key, default if default is not None else {}, kind=dict, schema=schema)
         return dict(value)
 
     def check_unused(self) -> None:
+        from .problems import did_you_mean
+
         unknown = sorted(set(self.values) - self.used)
         if unknown:
-            raise self.error(unknown[0], f"unknown setting(s): {', '.join(unknown)}")
+            hint = did_you_mean(unknown[0], self.used) if len(unknown) == 1 else ""
+            self.problem(unknown[0], f"unknown setting(s): {', '.join(unknown)}{hint}")
 
 
 def _kind_names(kinds) -> str:
@@ -176,11 +219,27 @@ class RewriteRule(CommandRule):
     an earlier rule produced and `call.commands` all of them (None before any rewrite): keep the
     ones you do not change. None leaves the command as it is."""
 
+    # True when the rewrite is how the rule checks (a script that measures on the server) rather
+    # than a change of what the command does: audit mode and shadow policies do not report it.
+    checks_on_server: ClassVar[bool] = False
+
     def check(self, call) -> Finding | None:
         return None
 
     def rewrite(self, call) -> list[list[bytes]] | None:
         raise NotImplementedError
+
+    def would_rewrite(self, name: str, commands, mode: str = AUDIT) -> Finding:
+        """The finding for a rewrite into `commands` that was not done: in audit mode (the
+        engine's), or by a shadow policy (mode ENFORCE)."""
+        sent = "; ".join(" ".join(_shown(arg) for arg in command) for command in commands)
+        why = "sent unchanged in audit mode; enforced, it is" if mode == AUDIT else "the policy would send it"
+        return Finding(self.id, self.title, f"command {name.replace('|', ' ').upper()}", f"{why} sent as: {sent}", mode)
+
+
+def _shown(arg: bytes, limit: int = 40) -> str:
+    text = bytes(arg).decode("utf-8", "backslashreplace")
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 REGISTRY: dict[str, type[Rule]] = {}
@@ -191,14 +250,24 @@ def register(cls: type[Rule]) -> type[Rule]:
     return cls
 
 
-def category_set(settings: Settings, key: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous`."""
+# The items of a setting naming commands (`FLUSHALL`, `CONFIG|SET`) and ACL categories (`@admin`).
+COMMAND_LIST = {"items": {"type": "string", "pattern": "^(@[a-z]+|[A-Za-z][A-Za-z0-9_|-]*)$"}}
+
+
+def category_set(settings: Settings, key: str, default=()) -> tuple[frozenset[str], frozenset[str]]:
+    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous` (`default`
+    when the setting is absent). A name the command table does not know is a mistake."""
+    from .problems import unknown_command
+
     names, categories = set(), set()
-    for item in settings.strings(key):
+    for item in settings.strings(key, default, schema=COMMAND_LIST):
         if item.startswith("@"):
             categories.add(item[1:].lower())
         elif re.fullmatch(r"[A-Za-z][\w|-]*", item):
+            wrong = unknown_command(item, settings.table)
+            if wrong:
+                settings.problem(key, f"'{key}': {wrong}")
             names.add(item.lower())
         else:
-            raise settings.error(key, f"'{item}' is neither a command name nor an @category")
+            settings.problem(key, f"'{item}' is neither a command name nor an @category")
     return frozenset(names), frozenset(categories)

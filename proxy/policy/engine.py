@@ -61,11 +61,12 @@ class Call:
 class SessionState:
     """What the engine remembers per client connection."""
 
-    __slots__ = ("in_multi", "protocol", "expiring", "owed")
+    __slots__ = ("in_multi", "protocol", "expiring", "owed", "shadow")
 
     def __init__(self):
         self.in_multi = False
         self.protocol = 2
+        self.shadow = None  # the shadow policy's own state for this connection (`shadow.ShadowState`)
         self.expiring: set[bytes] = set()  # keys given a TTL earlier in the open transaction
         self.owed: dict[bytes, object] = {}  # key -> finding, for writes still owing a TTL at EXEC
 
@@ -294,7 +295,14 @@ class Engine:
             elif call.keys is None:
                 call.keys = find_keys(spec, args)
             for rule in plan.rewrite_rules:
-                if self.modes[rule.id] != ENFORCE:
+                mode = self.modes[rule.id]
+                if mode != ENFORCE:
+                    if mode == AUDIT and not rule.checks_on_server:
+                        # audit mode counts the rewrites it does not do (DEL that would be UNLINK)
+                        unapplied = rule.rewrite(call)
+                        if unapplied is not None:
+                            found = rule.would_rewrite(call.name, unapplied)
+                            findings = [found] if findings is None else findings + [found]
                     continue
                 rewritten = rule.rewrite(call)
                 if rewritten is not None:

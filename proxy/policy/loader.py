@@ -21,6 +21,7 @@ from . import rules as _rules  # noqa: F401  (registers every rule)
 from .applications import Application
 from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
 from .passwords import HashFormatError, PasswordHash
+from .problems import Problems, did_you_mean, shorthand, yaml_error
 from .rules.k7_namespaces import Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
 
@@ -60,44 +61,54 @@ def _line(node) -> int:
     return node.start_mark.line + 1
 
 
-def load_policy_text(text: str, source: str | None = None) -> Policy:
+TOP_LEVEL = ("name", "description", "seed", "mode", "rules", "auth", "applications", "schema")
+
+
+def load_policy_text(text: str, source: str | None = None, table=None) -> Policy:
+    """The policy in `text`; every mistake is reported at once (`PolicyError.errors`). Command
+    names in settings are checked against `table` (default: the snapshot of the package)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise PolicyError(f"invalid YAML: {getattr(exc, 'problem', exc)}",
-                          mark.line + 1 if mark else None, source) from None
+        raise yaml_error(exc, text, source) from None
     if root is None:
         raise PolicyError("the policy file is empty", 1, source)
     if not isinstance(root, yaml.MappingNode):
         raise PolicyError("the top level must be a mapping", _line(root), source)
+    problems = Problems(source)
     top = {}
     top_lines = {}
     for key_node, value_node in root.value:
         key = str(key_node.value)
         if key in top:
-            raise PolicyError(f"'{key}' appears twice", _line(key_node), source)
-        top[key] = value_node
-        top_lines[key] = _line(key_node)
-    known = {"name", "description", "seed", "mode", "rules", "policy", "auth", "applications", "schema"}
-    for key in top:
-        if key not in known:
-            raise PolicyError(f"unknown top-level setting '{key}' (expected one of: "
-                              f"{', '.join(sorted(known - {'policy'}))})", top_lines[key], source)
+            problems.report(f"'{key}' appears twice", _line(key_node))
+        elif key not in TOP_LEVEL and key != "policy":  # `policy:` is accepted and ignored
+            problems.report(f"unknown top-level setting '{key}'{did_you_mean(key, TOP_LEVEL)} (expected one "
+                            f"of: {', '.join(sorted(TOP_LEVEL))})", _line(key_node))
+        else:
+            top[key] = value_node
+            top_lines[key] = _line(key_node)
     name = _plain(top.get("name")) or (source or "policy")
     mode = _plain(top.get("mode")) or ENFORCE
     if mode not in (ENFORCE, AUDIT):
-        raise PolicyError(f"'mode' must be enforce or audit, got {mode!r}", top_lines.get("mode"), source)
-    raw = _rule_settings(top.get("rules"), "rules", source)
-    auth, applications = _applications(top, top_lines, raw, source)
-    rules = _build_rules(raw, source)
-    schema = _schema(top.get("schema"), rules, source)
-    for chain in (rules, *(app.rules for app in applications)):
-        for rule in chain:
-            try:
-                rule.use_schema(schema)
-            except PolicyError as exc:
-                raise PolicyError(exc.message, exc.line or raw.get(rule.id, ({}, {}, None))[2], source) from None
+        problems.report(f"'mode' must be enforce or audit, got {mode!r}{did_you_mean(mode, (ENFORCE, AUDIT))}",
+                        top_lines.get("mode"))
+        mode = ENFORCE
+    raw = _rule_settings(top.get("rules"), "rules", problems)
+    auth, applications = "", ()
+    with problems.collecting():
+        auth, applications = _applications(top, top_lines, raw, problems, table)
+    rules = _build_rules(raw, problems, table)
+    schema = None
+    before = len(problems.errors)
+    with problems.collecting():
+        schema = _schema(top.get("schema"), rules, problems)
+    if len(problems.errors) == before:  # a schema with mistakes would only add consequences of them
+        for chain in (rules, *(app.rules for app in applications)):
+            for rule in chain:
+                with problems.collecting(raw.get(rule.id, ({}, {}, None))[2]):
+                    rule.use_schema(schema)
+    problems.raise_any()
     if applications:
         rules = _with_namespace(rules, None, ())
     return Policy(
@@ -107,19 +118,19 @@ def load_policy_text(text: str, source: str | None = None) -> Policy:
     )
 
 
-def _schema(node, rules, source) -> Schema | None:
+def _schema(node, rules, problems: Problems) -> Schema | None:
     """The `schema:` section; its placeholders span one segment of the key rules' delimiter."""
     if node is None:
         return None
     delimiter = next((rule.delimiter for rule in rules if isinstance(getattr(rule, "delimiter", None), str)), ":")
-    schema = parse_schema(node, delimiter, source)
+    schema = parse_schema(node, delimiter, problems.source, problems)
     named = {rule.id for rule in rules}
     for pattern in schema or ():
         for rule_id, what in enforcing_rules(pattern):
             if rule_id not in named:
-                raise PolicyError(f"schema: pattern '{pattern.pattern}' sets {what}, which rule {rule_id} "
-                                  f"enforces: add {rule_id} to 'rules:' ({rule_id}: off to only document it)",
-                                  pattern.line, source)
+                problems.report(f"schema: pattern '{pattern.pattern}' sets {what}, which rule {rule_id} "
+                                f"enforces: add {rule_id} to 'rules:' ({rule_id}: off to only document it)",
+                                pattern.line)
     return schema
 
 
@@ -127,53 +138,68 @@ def _is_empty(node) -> bool:
     return node is None or (isinstance(node, yaml.ScalarNode) and node.value in ("", "null", "~"))
 
 
-def _rule_settings(rules_node, where: str, source) -> dict[str, tuple[dict, dict, int]]:
-    """rule id -> (settings, line of each setting, line of the rule) from a `rules:` mapping."""
+def _rule_settings(rules_node, where: str, problems: Problems) -> dict[str, tuple[dict, dict, int]]:
+    """rule id -> (settings, line of each setting, line of the rule) from a `rules:` mapping. A
+    rule with a mistake here is reported and left out."""
     raw: dict[str, tuple[dict, dict, int]] = {}
     if _is_empty(rules_node):
         return raw
     if not isinstance(rules_node, yaml.MappingNode):
-        raise PolicyError(f"'{where}' must be a mapping of rule ids to settings", _line(rules_node), source)
+        problems.report(f"'{where}' must be a mapping of rule ids to settings", _line(rules_node))
+        return raw
     for key_node, value_node in rules_node.value:
         rule_id = str(key_node.value).upper()
         line = _line(key_node)
         if rule_id not in REGISTRY:
-            raise PolicyError(f"unknown rule '{key_node.value}' (known: {', '.join(ORDER)})", line, source)
+            problems.report(f"unknown rule '{key_node.value}'{did_you_mean(rule_id, ORDER)} (known: "
+                            f"{', '.join(ORDER)})", line)
+            continue
         if rule_id in raw:
-            raise PolicyError(f"rule {rule_id} appears twice", line, source)
+            problems.report(f"rule {rule_id} appears twice", line)
+            continue
         if _is_empty(value_node):
             values, lines = {}, {}
-        elif isinstance(value_node, yaml.ScalarNode):
-            # `K2: off` is short for `K2: {mode: off}`
-            values, lines = {"mode": _plain(value_node)}, {"mode": line}
         elif isinstance(value_node, yaml.MappingNode):
             values, lines = {}, {}
             for setting_key, setting_value in value_node.value:
                 values[str(setting_key.value)] = _plain(setting_value)
                 lines[str(setting_key.value)] = _line(setting_key)
         else:
-            raise PolicyError(f"rule {rule_id}: settings must be a mapping", line, source)
-        if values.get("mode") is False:  # YAML reads a bare `off` as false
+            # `K2: off` is short for `K2: {mode: off}` (YAML reads a bare `off` as false)
+            value = _plain(value_node)
+            wrong = shorthand(rule_id, value)
+            if wrong is not None:
+                problems.report(wrong, line)
+                continue
+            values, lines = {"mode": value}, {"mode": line}
+        if values.get("mode") is False:
             values["mode"] = "off"
         raw[rule_id] = (values, lines, line)
     return raw
 
 
-def _build_rules(raw: dict[str, tuple[dict, dict, int]], source) -> tuple[Rule, ...]:
+def _build_rules(raw: dict[str, tuple[dict, dict, int]], problems: Problems, table=None) -> tuple[Rule, ...]:
+    """The rules, in the order of ORDER; a rule with mistakes is reported (all of them) and left out."""
     built: dict[str, Rule] = {}
     for rule_id, (values, lines, line) in raw.items():
+        settings = Settings(rule_id, values, lines, line, table)
         try:
-            built[rule_id] = REGISTRY[rule_id].from_settings(Settings(rule_id, values, lines, line))
-        except PolicyError as exc:
-            raise PolicyError(exc.message, exc.line or line, source) from None
+            rule = REGISTRY[rule_id].from_settings(settings)
+        except PolicyError as exc:  # a mistake the rule's constructor could not go on after
+            settings.problems.append(exc)
+        if settings.problems:
+            for error in settings.problems:
+                problems.add(error, line)
+            continue
+        built[rule_id] = rule
     return tuple(built[rule_id] for rule_id in ORDER if rule_id in built)
 
 
 def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_only: bool = False):
     """The rules with K7 compiled in: for an application its prefixes (and read-only check),
     for clients that are no application (app None) the `anonymous` setting."""
-    namespace = next(rule for rule in rules if rule.id == "K7")
-    if namespace.mode == OFF:
+    namespace = next((rule for rule in rules if rule.id == "K7"), None)
+    if namespace is None or namespace.mode == OFF:  # None: K7 has a mistake, reported
         return rules
     checks = []
     if app is not None:
@@ -189,83 +215,90 @@ def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_onl
 APPLICATION_SETTINGS = ("user", "password_hash", "prefixes", "read_only", "rules")
 
 
-def _applications(top: dict, top_lines: dict, raw: dict, source):
+def _applications(top: dict, top_lines: dict, raw: dict, problems: Problems, table=None):
     """(auth, applications) from the top-level `auth:` and `applications:` settings. Adds the
-    default K7 entry to `raw` when there are applications and the file has none."""
+    default K7 entry to `raw` when there are applications and the file has none. Each
+    application's first mistake is reported, and the next application is read."""
     node = top.get("applications")
     auth = _plain(top.get("auth"))
     if _is_empty(node):
         if auth is not None:
-            raise PolicyError("'auth' needs an 'applications' section to authenticate against",
-                              top_lines["auth"], source)
+            problems.report("'auth' needs an 'applications' section to authenticate against", top_lines["auth"])
         if "K7" in raw:
-            raise PolicyError("rule K7 needs an 'applications' section (the prefixes each application "
-                              "applied for)", raw["K7"][2], source)
+            problems.report("rule K7 needs an 'applications' section (the prefixes each application "
+                            "applied for)", raw["K7"][2])
         return "", ()
     if auth is None:
         auth = "required"
     if auth not in ("required", "optional"):
-        raise PolicyError(f"'auth' must be required or optional, got {auth!r}", top_lines["auth"], source)
+        problems.report(f"'auth' must be required or optional, got {auth!r}", top_lines["auth"])
     if not isinstance(node, yaml.MappingNode):
-        raise PolicyError("'applications' must be a mapping of application names to their settings",
-                          _line(node), source)
+        raise PolicyError("'applications' must be a mapping of application names to their settings", _line(node))
     raw.setdefault("K7", ({}, {}, top_lines["applications"]))
     apps, users = [], {}
     for name_node, app_node in node.value:
         name = str(name_node.value)
         line = _line(name_node)
-        if not isinstance(app_node, yaml.MappingNode):
-            raise PolicyError(f"application '{name}': settings must be a mapping", line, source)
         if any(app.name == name for app in apps):
-            raise PolicyError(f"application '{name}' appears twice", line, source)
-        settings, lines = {}, {}
-        for key_node, value_node in app_node.value:
-            key = str(key_node.value)
-            if key not in APPLICATION_SETTINGS:
-                raise PolicyError(f"application '{name}': unknown setting '{key}' (expected one of: "
-                                  f"{', '.join(APPLICATION_SETTINGS)})", _line(key_node), source)
-            settings[key] = value_node
-            lines[key] = _line(key_node)
-
-        def error(key, message):
-            return PolicyError(f"application '{name}': {message}", lines.get(key, line), source)
-
-        user = _plain(settings.get("user")) if "user" in settings else name
-        if not isinstance(user, (str, int)) or isinstance(user, bool) or not str(user) or any(
-                c.isspace() for c in str(user)):
-            raise error("user", f"'user' must be a user name without spaces, got {user!r}")
-        user = str(user)
-        if user in users:
-            raise error("user", f"user '{user}' already belongs to application '{users[user]}'")
-        users[user] = name
-        if "password_hash" not in settings:
-            raise error(None, "'password_hash' is missing (make one with: redis-guard policy hash-password)")
-        try:
-            password = PasswordHash.parse(str(_plain(settings["password_hash"])))
-        except HashFormatError as exc:
-            raise error("password_hash", f"'password_hash': {exc}") from None
-        prefixes = _plain(settings.get("prefixes")) if "prefixes" in settings else []
-        if isinstance(prefixes, str):
-            prefixes = [prefixes]
-        if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
-            raise error("prefixes", f"'prefixes' must be a list of non-empty key prefixes, got {prefixes!r}")
-        read_only = _plain(settings.get("read_only")) if "read_only" in settings else False
-        if not isinstance(read_only, bool):
-            raise error("read_only", f"'read_only' must be true/false, got {read_only!r}")
-        overrides = _rule_settings(settings.get("rules"), f"applications: {name}: rules", source)
-        merged = dict(raw)
-        for rule_id, (values, value_lines, rule_line) in overrides.items():
-            base_values, base_lines, _ = raw.get(rule_id, ({}, {}, rule_line))
-            merged[rule_id] = ({**base_values, **values}, {**base_lines, **value_lines}, rule_line)
-        rules = _with_namespace(_build_rules(merged, source), name, prefixes, read_only)
-        apps.append(Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides)))
+            problems.report(f"application '{name}' appears twice", line)
+            continue
+        with problems.collecting(line):
+            apps.append(_application(name, app_node, line, raw, users, problems, table))
     return auth, tuple(apps)
 
 
-def load_policy(path: str) -> Policy:
+def _application(name: str, node, line: int, raw: dict, users: dict, problems: Problems, table) -> Application:
+    """One entry of `applications:`; raises its first mistake (unknown settings are reported too)."""
+    if not isinstance(node, yaml.MappingNode):
+        raise PolicyError(f"application '{name}': settings must be a mapping", line)
+    settings, lines = {}, {}
+    for key_node, value_node in node.value:
+        key = str(key_node.value)
+        if key not in APPLICATION_SETTINGS:
+            problems.report(f"application '{name}': unknown setting '{key}'{did_you_mean(key, APPLICATION_SETTINGS)} "
+                            f"(expected one of: {', '.join(APPLICATION_SETTINGS)})", _line(key_node))
+            continue
+        settings[key] = value_node
+        lines[key] = _line(key_node)
+
+    def error(key, message):
+        return PolicyError(f"application '{name}': {message}", lines.get(key, line))
+
+    user = _plain(settings.get("user")) if "user" in settings else name
+    if not isinstance(user, (str, int)) or isinstance(user, bool) or not str(user) or any(
+            c.isspace() for c in str(user)):
+        raise error("user", f"'user' must be a user name without spaces, got {user!r}")
+    user = str(user)
+    if user in users:
+        raise error("user", f"user '{user}' already belongs to application '{users[user]}'")
+    users[user] = name
+    if "password_hash" not in settings:
+        raise error(None, "'password_hash' is missing (make one with: redis-guard policy hash-password)")
+    try:
+        password = PasswordHash.parse(str(_plain(settings["password_hash"])))
+    except HashFormatError as exc:
+        raise error("password_hash", f"'password_hash': {exc}") from None
+    prefixes = _plain(settings.get("prefixes")) if "prefixes" in settings else []
+    if isinstance(prefixes, str):
+        prefixes = [prefixes]
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) and p for p in prefixes):
+        raise error("prefixes", f"'prefixes' must be a list of non-empty key prefixes, got {prefixes!r}")
+    read_only = _plain(settings.get("read_only")) if "read_only" in settings else False
+    if not isinstance(read_only, bool):
+        raise error("read_only", f"'read_only' must be true/false, got {read_only!r}")
+    overrides = _rule_settings(settings.get("rules"), f"applications: {name}: rules", problems)
+    merged = dict(raw)
+    for rule_id, (values, value_lines, rule_line) in overrides.items():
+        base_values, base_lines, _ = raw.get(rule_id, ({}, {}, rule_line))
+        merged[rule_id] = ({**base_values, **values}, {**base_lines, **value_lines}, rule_line)
+    rules = _with_namespace(_build_rules(merged, problems, table), name, prefixes, read_only)
+    return Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides))
+
+
+def load_policy(path: str, table=None) -> Policy:
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
         raise PolicyError(exc.strerror or str(exc), None, path) from None
-    return load_policy_text(text, path)
+    return load_policy_text(text, path, table)

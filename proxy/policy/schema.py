@@ -226,8 +226,15 @@ def _parts(pattern: str):
     return [(text, name) for text, name, _, _ in string.Formatter().parse(pattern)]
 
 
-def parse_schema(node, delimiter: str = ":", source: str | None = None) -> Schema | None:
-    """The `schema:` section (a YAML node) as a Schema; None when it is empty."""
+def parse_schema(node, delimiter: str = ":", source: str | None = None, problems=None) -> Schema | None:
+    """The `schema:` section (a YAML node) as a Schema; None when it is empty. With `problems`
+    (`problems.Problems`) every pattern's first mistake is kept there and the others are read on;
+    without, the first mistake is raised."""
+    def fail(error: PolicyError) -> None:
+        if problems is None:
+            raise error
+        problems.add(error)
+
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "null", "~"):
         return None
     if not isinstance(node, yaml.SequenceNode):
@@ -237,11 +244,16 @@ def parse_schema(node, delimiter: str = ":", source: str | None = None) -> Schem
     patterns: list[KeyPattern] = []
     related: list[tuple[KeyPattern, int]] = []
     for item in node.value:
-        pattern, names_line = _pattern(item, delimiter, source)
-        for earlier in patterns:
-            if earlier.pattern == pattern.pattern:
-                raise PolicyError(f"schema: pattern '{pattern.pattern}' is declared twice (first at line "
-                                  f"{earlier.line})", pattern.line, source)
+        try:
+            pattern, names_line = _pattern(item, delimiter, source)
+        except PolicyError as exc:
+            fail(exc)
+            continue
+        earlier = next((p for p in patterns if p.pattern == pattern.pattern), None)
+        if earlier is not None:
+            fail(PolicyError(f"schema: pattern '{pattern.pattern}' is declared twice (first at line "
+                             f"{earlier.line})", pattern.line, source))
+            continue
         patterns.append(pattern)
         if names_line is not None:
             related.append((pattern, names_line))
@@ -251,8 +263,10 @@ def parse_schema(node, delimiter: str = ":", source: str | None = None) -> Schem
             if name not in declared:
                 close = difflib.get_close_matches(name, sorted(declared), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise PolicyError(f"schema: pattern '{pattern.pattern}': relationship '{name}' is not a declared "
-                                  f"pattern{hint}; write free text as one string instead of a list", line, source)
+                fail(PolicyError(f"schema: pattern '{pattern.pattern}': relationship '{name}' is not a declared "
+                                 f"pattern{hint}; write free text as one string instead of a list", line, source))
+    if not patterns:
+        return None
     schema = Schema(tuple(patterns), delimiter)
     _check_overlaps(schema, source)
     return schema

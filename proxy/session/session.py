@@ -198,6 +198,7 @@ class Session(asyncio.Protocol):
         good_keys = engine.good_keys if engine is not None else None
         key_classes = engine.key_classes if engine is not None else None
         state = self.policy_state
+        shadow = self.proxy.shadow
         while index < count:
             args = commands[index]
             name = args[0]
@@ -210,11 +211,15 @@ class Session(asyncio.Protocol):
                         action.passed_before(args, state)):
                     verdict = self._decide(action.plan, commands, index)
                     if verdict is not None:
+                        if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
+                            shadow.observe(commands, index, state, self.app, self.peer)
                         next_index = self._apply_verdict(verdict, batch, start, index)
                         if next_index is not None:
                             start = index = next_index
                             continue
                 action = action.action
+            if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
+                shadow.observe(commands, index, state, self.app, self.peer)
             if action == PASS:
                 index += 1
                 continue

@@ -35,7 +35,7 @@ HOUR = 3_600_000
 CASES = [
     # facts, the rules that fire
     (KeyFacts(b"app:item:1:string", "string", HOUR, 60, 5, b"hello"), set()),
-    (KeyFacts(b"app:item:1:string", "string", -1, 60, 5, b"hello"), {"O1", "T1"}),
+    (KeyFacts(b"app:item:1:string", "string", -1, 60, 5, b"hello"), {"T1"}),  # T1's, not O1's too
     (KeyFacts(b"config:flag:1:string", "string", -1, 60, 5, b"on"), {"O1"}),  # T1 persistent
     (KeyFacts(b"App:item:1:string", "string", HOUR, 60, 5, b"x"), {"K2"}),
     (KeyFacts(b"app:1", "string", HOUR, 60, 1, b"x"), {"K1", "K6"}),  # K6 required: no type word
@@ -53,8 +53,8 @@ CASES = [
     (KeyFacts(b"app:item:1:string", "string", HOUR, 60, 9, b'{"a": 1}'), {"V4"}),
     (KeyFacts(b"app:item:1:string", "string", HOUR, 60, 7, b'{"a": 1'), set()),  # whole, not JSON
     (KeyFacts(b"app:item:1:string", "string", HOUR, 60, 500, b'{"a": "' + b"x" * 57), {"V4", "V1"}),
-    (KeyFacts(b"app:item:1:string", "string", -1, 2000, 500, b"[1, 2"), {"O1", "T1", "V1"}),
-    (KeyFacts(b"App:1", "hash", -1, 2000, 20), {"K1", "K2", "K6", "O1", "T1", "V2"}),
+    (KeyFacts(b"app:item:1:string", "string", -1, 2000, 500, b"[1, 2"), {"T1", "V1"}),
+    (KeyFacts(b"App:1", "hash", -1, 2000, 20), {"K1", "K2", "K6", "T1", "V2"}),
     (KeyFacts(b"app:item:1:rejson", "ReJSON-RL", HOUR, 60, None), set()),  # a module type: no size
 ]
 
@@ -134,7 +134,7 @@ schema:
     (KeyFacts(b"book:1", "string", HOUR, 60, 3, b"x"), "declares a hash but the key holds a string"),
     (KeyFacts(b"book:1", "hash", HOUR, 60, 6), "6 elements, above the 5 elements"),
     (KeyFacts(b"cover:1", "string", HOUR, 60, 11, b"x"), "11 bytes, above the 10 bytes"),
-    (KeyFacts(b"book:1", "hash", -1, 60, 3), "declares its TTL: required, 1 min to 10 min"),
+    (KeyFacts(b"book:1", "hash", -1, 60, 3), "declares its TTL: required, 1 min to 10 min"),  # T1 is off
     (KeyFacts(b"books:genre:sf", "set", -1, 60, 3), None),
 ])
 def test_key_schema(facts, detail):

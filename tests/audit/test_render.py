@@ -1,7 +1,12 @@
 """The terminal and HTML renderings of one report: the numbers are there, the HTML is one
-self-contained page with two SVG charts and no script, and key names are escaped."""
+self-contained page with two SVG charts and no script, chart labels that do not overlap, and key
+names are escaped."""
 
+import itertools
+import re
 from html.parser import HTMLParser
+
+import pytest
 
 from proxy.audit import render_html, render_text
 from proxy.audit.classify import Auditor
@@ -75,8 +80,77 @@ def test_size_chart_has_every_bucket_between_the_smallest_and_the_largest():
     histogram = [{"min_bytes": 64, "max_bytes": 127, "keys": {"string": 3}},
                  {"min_bytes": 1024, "max_bytes": 2047, "keys": {"hash": 1}}]
     svg = render_html.size_chart(histogram)
-    labels = [label for label in ("64B", "128B", "256B", "512B", "1.0KB") if f">{label}</text>" in svg]
-    assert labels == ["64B", "128B", "256B", "512B", "1.0KB"]
+    labels = [label for label in ("64B", "128B", "256B", "512B", "1K") if f">{label}</text>" in svg]
+    assert labels == ["64B", "128B", "256B", "512B", "1K"]
     assert svg.count("<rect") == 2 + 2  # two bars, two legend swatches
     assert render_html._contiguous([{"min_bytes": 0, "max_bytes": 0, "keys": {"string": 1}},
                                     {"min_bytes": 2, "max_bytes": 3, "keys": {}}])[1]["max_bytes"] == 1
+
+
+def _boxes(svg: str, anchor: str):
+    """(left, right, y) of each text of the chart anchored so, its width estimated as drawn."""
+    boxes = []
+    for x, y, extra, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)"([^>]*)>([^<]*)</text>', svg):
+        if ("middle" in extra) != (anchor == "middle") or "end" in extra:
+            continue
+        width = render_html.text_width(text)
+        left = float(x) - width / 2 if anchor == "middle" else float(x)
+        boxes.append((left, left + width, float(y)))
+    return boxes
+
+
+def _overlaps(boxes) -> list:
+    return [(a, b) for a, b in itertools.pairwise(boxes) if a[2] == b[2] and b[0] < a[1]]
+
+
+@pytest.mark.parametrize("low, high", [(1, 1 << 12), (1 << 20, 1 << 40), (0, 1 << 30)])
+def test_size_chart_labels_do_not_overlap(low, high):
+    histogram, size = [], max(low, 1)
+    while size <= high:
+        histogram.append({"min_bytes": size, "max_bytes": 2 * size - 1, "keys": {"string": 1, "hash": 2}})
+        size *= 2
+    svg = render_html.size_chart(histogram)
+    labels = _boxes(svg, "middle")
+    assert len(labels) == len(histogram) and _overlaps(labels) == []
+    assert _overlaps(sorted(_boxes(svg, "start"), key=lambda box: (box[2], box[0]))) == []  # the legend
+
+
+def test_legends_wrap_instead_of_overlapping():
+    spaces = [{"namespace": f"ns{i}", "keys": 10, "keys_with_findings": 10,
+               "rules": {rule: 1 for rule in ("O1", "K1", "K2", "K3", "K4", "K5", "K6", "K8", "K9", "K10", "K11",
+                                              "T1", "T3", "V1", "V2", "V4")}} for i in range(3)]
+    svg = render_html.namespace_chart(spaces)
+    legend = sorted(_boxes(svg, "start"), key=lambda box: (box[2], box[0]))
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg)[1])
+    assert _overlaps(legend) == [] and max(box[1] for box in legend) <= width
+    assert len({box[2] for box in legend if box[0] >= 220}) > 1  # wrapped onto more rows
+
+
+def test_recommendations_ttl_groups_and_namespaces_by_memory():
+    data = sample_report()
+    text = render_text.render(data)
+    assert "[set-ttls] 7 keys: keys without a TTL" in text
+    assert "[split-big-strings] 7 keys" in text and "[shard-big-collections] 1 keys" in text
+    assert re.search(r"no TTL +7 keys \( 58\.3%\)", text) and re.search(r"< 1 h +5 keys", text)
+    assert text.index("  cart ") < text.index("  user ") < text.index("  ok ")  # by memory
+    assert "TTL 5 s" in text  # durations in words
+    page = Page()
+    page.feed(render_html.render(data))
+    html = " ".join(page.text)
+    assert "set-ttls" in html and "Keys and memory by TTL left" in html and "Namespaces by memory" in html
+
+
+def test_the_comparison_is_rendered():
+    from proxy.audit.compare import compare
+
+    before = sample_report()
+    after = sample_report()
+    after["rules"]["V1"]["keys"] = 3
+    after["namespaces"][0]["keys_with_findings"] -= 4
+    data = dict(after, comparison=compare(before, after))
+    text = render_text.render(data)
+    assert "Since the previous run" in text and "better: V1 7 -> 3 keys (-4)" in text
+    assert "'user': 7 -> 3 (-4)" in text
+    page = Page()
+    page.feed(render_html.render(data))
+    assert "Since the previous run" in " ".join(page.text)

@@ -77,3 +77,39 @@ def test_keys_that_are_not_utf8_are_shown_escaped():
     report = Report()
     report.add(KeyFacts(b"bin:\xff", "string", -1, 10, 1), [finding("K3")])
     assert report.to_dict()["rules"]["K3"]["top"][0]["key"] == "bin:\\xff"
+
+
+@pytest.mark.parametrize("ttl_ms, group", [
+    (-1, "no TTL"), (0, "< 1 h"), (3_599_999, "< 1 h"), (3_600_000, "< 1 day"), (86_399_999, "< 1 day"),
+    (86_400_000, "< 1 week"), (604_799_999, "< 1 week"), (604_800_000, "longer"), (10 ** 12, "longer"),
+])
+def test_ttl_groups(ttl_ms, group):
+    report = Report()
+    report.add(KeyFacts(b"k", "string", ttl_ms, 70, 1), [])
+    report.add(KeyFacts(b"j", "string", 3_600_000, None, 1), [])  # memory unknown: counted, 0 bytes
+    groups = {entry["ttl"]: (entry["keys"], entry["memory"]) for entry in report.to_dict()["ttl_distribution"]}
+    assert list(groups) == ["no TTL", "< 1 h", "< 1 day", "< 1 week", "longer"]
+    expected = {name: (0, 0) for name in groups}
+    expected["< 1 day"] = (1, 0)
+    keys, memory = expected[group]
+    expected[group] = (keys + 1, memory + 70)
+    assert groups == expected
+
+
+def test_recommendations_count_each_key_once_per_code():
+    report = Report()
+    report.add(KeyFacts(b"Big:1", "string", -1, 500, 1), [finding("K1"), finding("K2"), finding("O1")])
+    report.add(KeyFacts(b"Big:2", "string", -1, 400, 1), [finding("K2"), finding("T1"), finding("V1")])
+    report.add(KeyFacts(b"big:3", "string", 10, 300, 1), [finding("V1")])
+    recommendations = report.to_dict()["recommendations"]
+    assert [(item["code"], item["keys"], item["rules"]) for item in recommendations] == [
+        ("rename-keys", 2, ["K1", "K2"]), ("set-ttls", 2, ["O1", "T1"]), ("split-big-strings", 2, ["V1"])]
+    assert recommendations[0]["examples"] == ["Big:1", "Big:2"]
+    assert all(item["advice"] for item in recommendations)
+
+
+def test_every_rule_the_audit_reports_has_a_recommendation():
+    from proxy.audit.classify import NAME_RULES
+    from proxy.audit.recommend import GROUPS
+
+    assert set(GROUPS) == {*NAME_RULES, "O1", "T1", "T3", "K6", "K10", "V1", "V2", "V4"}

@@ -194,6 +194,38 @@ def test_policy_applies_in_cluster_mode(redis_cluster, tmp_path):
         process.stop()
 
 
+def test_a_shadow_policy_counts_in_cluster_mode(redis_cluster, tmp_path):
+    """The cluster session's hook: the candidate counts what it would reject, rewrite or audit,
+    under its own name, and the traffic is the enforcing policy's (keys on several masters)."""
+    import urllib.request
+
+    from tests.servers import free_port
+
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("name: cluster-candidate\nrules:\n  T1: {action: reject}\n  C4: {}\n")
+    port = free_port()
+    process = proxy_for(redis_cluster, "--policy", "configs/policies/lowercase-colon.yaml",
+                        "--shadow-policy", str(candidate), "--metrics", f"127.0.0.1:{port}")
+    try:
+        client = redis.Redis(port=process.port)
+        pipe = client.pipeline(transaction=False)
+        for key in KEYS[:20]:
+            pipe.set(key, "v")
+        assert pipe.execute() == [True] * 20
+        assert client.delete(*KEYS[:20]) == 20
+
+        def count(rule: str, outcome: str) -> float:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+                       if line.startswith("redis_guard_policy_findings_total{") and f'rule="{rule}"' in line
+                       and f'outcome="{outcome}"' in line and 'policy="cluster-candidate"' in line)
+
+        assert count("T1", "would-reject") == 20
+        assert count("C4", "would-rewrite") == 1
+    finally:
+        process.stop()
+
+
 def _gets(client) -> int:
     return int(client.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
 

@@ -18,16 +18,22 @@ rules:
 """
 
 
+def start_with(server, folder, config: str, **files: str):
+    """The proxy in front of `server` with `files` written into `folder` and the config `config`
+    (relative paths name those files) plus a metrics endpoint: (process, metrics port)."""
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    metrics_port = free_port()
+    (folder / "config.yaml").write_text(f"{config}metrics: 127.0.0.1:{metrics_port}\n")
+    return ProxyProcess(server.url, str(folder / "config.yaml")), metrics_port
+
+
 @pytest.fixture
 def setup(tmp_path):
     server = RedisServer()
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.format(name="first", mode="enforce"))
-    metrics_port = free_port()
-    config = tmp_path / "config.yaml"
-    config.write_text(f"policy: policy.yaml\nmetrics: 127.0.0.1:{metrics_port}\n")
-    process = ProxyProcess(server.url, str(config))
-    yield server, process, policy, metrics_port
+    process, metrics_port = start_with(server, tmp_path, "policy: policy.yaml\n",
+                                       **{"policy.yaml": POLICY.format(name="first", mode="enforce")})
+    yield server, process, tmp_path / "policy.yaml", metrics_port
     process.stop()
     server.close()
 
@@ -124,6 +130,26 @@ def test_audit_mode_allows_logs_and_counts(setup):
     assert '"rule": "K2"' in line and "AuditMe:1" in line and '"v"' not in line
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert 'redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-run",rule="K2"} 1.0' in body
+
+
+def test_audit_mode_counts_the_rewrite_it_does_not_do(setup):
+    server, process, policy, metrics_port = setup
+    policy.write_text("name: dry-del\nmode: audit\nrules:\n  C4: {}\n")
+    process.process.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "'dry-del'" not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client = redis.Redis(port=process.port)
+    direct = redis.Redis(port=server.port)
+    client.set("big:1", "v")
+    before = direct.info("commandstats")
+    assert client.delete("big:1") == 1
+    after = direct.info("commandstats")
+    assert after["cmdstat_del"]["calls"] == before.get("cmdstat_del", {}).get("calls", 0) + 1  # sent as DEL
+    assert after.get("cmdstat_unlink") == before.get("cmdstat_unlink")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert ('redis_guard_policy_findings_total{app="",mode="audit",outcome="audited",policy="dry-del",rule="C4"} 1.0'
+            in body)
 
 
 MEMO_POLICY = """

@@ -174,8 +174,11 @@ def test_c4_rewrites_del_to_unlink_with_the_same_arguments():
 
 
 def test_c4_only_rewrites_when_enforced_and_not_over_a_rejection():
-    assert decide(engine("  C4: {mode: audit}"), "DEL", "a") is None
-    assert decide(engine("  C4: {}", mode="audit"), "DEL", "a") is None
+    for audited in (engine("  C4: {mode: audit}"), engine("  C4: {}", mode="audit")):
+        verdict = decide(audited, "DEL", "a")  # not rewritten, but counted: audit mode's "would rewrite"
+        assert verdict.reject is None and verdict.commands is None
+        assert [(f.rule, f.mode, f.subject) for f in verdict.findings] == [("C4", AUDIT, "command DEL")]
+        assert verdict.findings[0].advice == "sent unchanged in audit mode; enforced, it is sent as: UNLINK a"
     verdict = decide(engine("  C4: {}\n  K2: {}"), "DEL", "ok", "Bad")
     assert verdict.reject.rule == "K2" and verdict.commands is None
     err = policy_error("  C4: {to: unlink}")

@@ -8,7 +8,7 @@ Every key goes through both paths and they must agree:
 * each rule on its own: its `pattern` alone, and its `check_key` (None exactly when the pattern
   matches).
 
-The seed tables use, per convention document of /work/shared/seeds/, a policy of the key rules
+The seed tables use, per convention document (docs/conventions.md), a policy of the key rules
 that document implies and the document's own good and bad example keys.
 """
 
@@ -608,7 +608,7 @@ ONE_CHARACTER = "'delimiter' must be one punctuation character such as ':', '/' 
     ("K1:\n  min_segments: 4\n  max_segments: 2", 5, "rule K1: 'max_segments' (2) must be at least 'min_segments' (4)"),
     ("K1:\n  delimiter: '::'", 4, f"rule K1: {ONE_CHARACTER}, got '::'"),
     ("K1:\n  delimiter: a", 4, f"rule K1: {ONE_CHARACTER}, got 'a'"),
-    ("K1:\n  segments: 3", 4, "rule K1: unknown setting(s): segments"),
+    ("K1:\n  segments: 3", 4, "rule K1: unknown setting(s): segments (did you mean min_segments?)"),
     ("K2:\n  style: snake_case", 4,
      "rule K2: 'style' must be one of lowercase, camelCase, PascalCase, UPPERCASE, any, got 'snake_case'"),
     ("K2:\n  delimiter: 3", 4, "rule K2: 'delimiter' must be a string, got 3"),

@@ -1,6 +1,6 @@
 """The shipped policy presets (configs/policies/*.yaml) against their seeds' own examples.
 
-Each preset implements one convention document of /work/shared/seeds/. For each one:
+Each preset implements one convention document (docs/conventions.md; the preset's `seed:`). For each one:
 
 * it loads, its rules have a comment each, and it uses only settings docs/policy.md documents;
 * a table of the seed's example keys and commands (the seed line cited per row) goes through
@@ -293,7 +293,7 @@ def _documented_settings() -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("name", sorted(SEEDS))
 def test_preset_is_documented(name):
-    """Header cites the seed; every rule has a comment; only documented settings are used."""
+    """Header names the convention; every rule has a comment; only documented settings are used."""
     with open(_path(name), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     header = []
@@ -301,7 +301,8 @@ def test_preset_is_documented(name):
         if not line.startswith("#"):
             break
         header.append(line)
-    assert any(f"seeds/{SEEDS[name]}" in line for line in header), "the header must cite the seed file"
+    assert any(f"Convention {SEEDS[name][:3]} (" in line for line in header), "the header must name the convention"
+    assert any("docs/conventions.md" in line for line in header), "the header must point to docs/conventions.md"
     raw = _raw(name)
     assert raw["name"] == name
     assert raw["seed"] == SEEDS[name][:3]

@@ -526,7 +526,7 @@ def test_cli_policy_check_and_explain_show_the_schema(capsys):
     assert "K10  enforce  key schema: 11 key patterns" in out
     assert "  schema: 11 key patterns (enforced by K10)" in out
     assert "    book:{id}  hash; id: digits" in out
-    assert cli.main(["policy", "explain", PRESET, "--", "RENAME", "book:1", "nobody"]) == 0
+    assert cli.main(["policy", "explain", PRESET, "--", "RENAME", "book:1", "nobody"]) == 1  # rejected
     out = capsys.readouterr().out
     assert "key 'book:1': schema pattern 'book:{id}' (hash)" in out
     assert "key 'nobody': no schema pattern" in out

@@ -3,7 +3,7 @@
 import pytest
 
 from proxy.session.states import (CLOSED, CLOSING, DOOMED, LEASED, NONE, OPEN, PINNED, QUEUEING, SHARED, STREAMING,
-                                  WAITING, WATCHING, ConnState, StateError)
+                                  WATCHING, ConnState, StateError)
 
 
 def test_a_new_connection_is_shared_open_and_outside_a_transaction():

@@ -1,6 +1,7 @@
 """C1: KEYS is forbidden in production; the reply suggests SCAN."""
 
-from ..base import CommandRule, register
+from ..base import COMMAND_LIST, CommandRule, register
+from ..problems import unknown_command
 
 
 @register
@@ -10,7 +11,12 @@ class NoKeysCommand(CommandRule):
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.commands = frozenset(name.lower() for name in settings.strings("commands", ["keys"]))
+        names = settings.strings("commands", ["KEYS"], schema=COMMAND_LIST)
+        self.commands = frozenset(name.lower() for name in names)
+        for name in names:
+            wrong = unknown_command(name, settings.table)
+            if wrong:
+                settings.problem("commands", f"'commands': {wrong}")
         self.suggest = settings.get("suggest", "SCAN 0 MATCH <pattern> COUNT 100, repeated until the cursor is 0", kind=str)
 
     def applies_to(self, spec) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..base import CommandRule, category_set, register
+from ..problems import did_you_mean
 
 DEFAULT_DENY = ("FLUSHALL", "FLUSHDB")
 
@@ -43,15 +44,12 @@ class CommandMatcher:
     __slots__ = ("names", "categories", "every")
 
     def __init__(self, settings, key: str, default=()):
-        if key in settings.values:
-            names, categories = category_set(settings, key)
-        else:
-            names = frozenset(name.lower() for name in default if not name.startswith("@"))
-            categories = frozenset(name[1:].lower() for name in default if name.startswith("@"))
+        names, categories = category_set(settings, key, default)
         unknown = sorted(categories - known_categories())
         if unknown:
-            raise settings.error(key, f"unknown ACL category '@{unknown[0]}' (Redis's categories: "
-                                      f"{', '.join('@' + c for c in sorted(known_categories()))})")
+            spelled = sorted("@" + category for category in known_categories())
+            settings.problem(key, f"unknown ACL category '@{unknown[0]}'{did_you_mean('@' + unknown[0], spelled)} "
+                                  f"(Redis's categories: {', '.join(spelled)})")
         self.names = names
         self.every = "all" in categories
         self.categories = categories - {"all"}

@@ -42,8 +42,18 @@ from ...commands.keyspecs import find_keys, resolves_all_keys
 from ...errors import violation_text
 from ...resp.exact import string2ll
 from ..base import AUDIT, Finding, RewriteRule, register
+from ..problems import unknown_command
 
 ACTIONS = ("allow", "warn", "reject", "limit")
+# `commands:` for the policy's JSON Schema: a command name -> an action, or {action: limit, max: N}
+COMMANDS_SCHEMA = {
+    "propertyNames": {"pattern": "^[A-Za-z][A-Za-z0-9_|-]*$"},
+    "additionalProperties": {"anyOf": [
+        {"enum": list(ACTIONS)},
+        {"type": "object", "additionalProperties": False,
+         "properties": {"action": {"enum": list(ACTIONS)}, "max": {"type": "integer", "minimum": 0}}},
+    ]},
+}
 DEFAULT_COMMANDS = {
     "HGETALL": {"action": "limit", "max": 100},
     "LRANGE": {"action": "limit", "max": 100},
@@ -270,11 +280,12 @@ class _Compiled:
 class SmallReads(RewriteRule):
     id = "C3"
     title = "O(N) reads on small collections only"
+    checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 
     def __init__(self, settings):
         super().__init__(settings)
         self.entries: dict[str, tuple[str, int | None]] = {}
-        for name, value in settings.mapping("commands", DEFAULT_COMMANDS).items():
+        for name, value in settings.mapping("commands", DEFAULT_COMMANDS, schema=COMMANDS_SCHEMA).items():
             lower = self._name(settings, name)
             if lower in self.entries:
                 raise settings.error("commands", f"'commands': {name} appears twice")
@@ -285,6 +296,9 @@ class SmallReads(RewriteRule):
     def _name(settings, name) -> str:
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][\w|-]*", name):
             raise settings.error("commands", f"'commands': {name!r} is not a command name")
+        wrong = unknown_command(name, settings.table)
+        if wrong:
+            settings.problem("commands", f"'commands': {wrong}")
         return name.lower()
 
     @staticmethod

@@ -39,7 +39,10 @@ class TypeWords(CommandRule):
 
     def __init__(self, settings):
         super().__init__(settings)
-        words = settings.mapping("words", DEFAULT_WORDS)
+        words = settings.mapping("words", DEFAULT_WORDS, schema={
+            "propertyNames": {"enum": list(TYPES)},
+            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        })
         self.position = settings.get("position", "any", kind=str, choices=("any", "last"))
         self.required = settings.get("required", False, kind=bool)
         self.delimiter = settings.get("delimiter", ":", kind=str)

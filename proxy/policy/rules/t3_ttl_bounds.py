@@ -33,6 +33,22 @@ def duration(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + " s"
 
 
+def approximately(seconds: float) -> str:
+    """A duration in its largest unit and the next one: '2 days 7 h', '1 h 30 min', '3 min 5 s',
+    '45 s', '0.25 s' (for people reading a TTL, where `duration` is exact)."""
+    if seconds < 60:
+        return duration(round(seconds, 3) if seconds < 10 else round(seconds))
+    rest = int(seconds)
+    units = (*UNITS, (1, "s", "s"))
+    first = next(at for at, (size, _, _) in enumerate(units) if rest >= size)
+    parts = []
+    for size, one, many in units[first:first + 2]:
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {one if count == 1 else many}")
+    return " ".join(parts)
+
+
 @register
 class TtlBounds(PersistentKeys, CommandRule):
     id = "T3"

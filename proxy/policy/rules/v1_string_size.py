@@ -56,6 +56,7 @@ VALUES = {
 class StringSize(RewriteRule):
     id = "V1"
     title = "string size"
+    checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 
     def __init__(self, settings):
         super().__init__(settings)

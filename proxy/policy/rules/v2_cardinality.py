@@ -198,11 +198,13 @@ ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, wh
 class CollectionCap(RewriteRule):
     id = "V2"
     title = "collection size"
+    checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 
     def __init__(self, settings):
         super().__init__(settings)
         self.max_elements = settings.get("max_elements", 5000, kind=int, minimum=1)
-        per_type = settings.mapping("per_type", {"hash": 100})
+        per_type = settings.mapping("per_type", {"hash": 100}, schema={
+            "propertyNames": {"enum": list(TYPES)}, "additionalProperties": {"type": "integer", "minimum": 1}})
         self.caps = {kind: self.max_elements for kind in TYPES}
         for kind, cap in per_type.items():
             if kind not in TYPES:
