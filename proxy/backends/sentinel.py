@@ -28,7 +28,7 @@ from ..pending import Pending
 from ..upstream.connection import CLOSED, SHARED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 from ..upstream.probe import ask
-from .standalone import SharedRoute, StandaloneBackend
+from .standalone import SharedRoute, StandaloneBackend, send_run
 
 log = logging.getLogger("redis_guard.sentinel")
 
@@ -179,12 +179,7 @@ class ParkingRoute(SharedRoute):
             if conn is None:
                 self._park_or_send(session, batch.span(start, stop), stop - start, session)
                 return
-        pending = Pending(session, stop - start, conn)
-        session.queue.append(pending)
-        session.inflight += 1
-        conn.send(batch.span(start, stop), pending)
-        if conn.write_paused:
-            session.wait_for_upstream(conn)
+        send_run(session, conn, batch.span(start, stop), stop - start)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         self._park_or_send(session, data, count, receiver)

@@ -27,6 +27,16 @@ from .base import OwnRoute, StreamRoute
 log = logging.getLogger("redis_guard.server")
 
 
+def send_run(session, conn, data: bytes, count: int) -> None:
+    """The hot path's send: a run of the client's own bytes, one entry in its reply queue."""
+    pending = Pending(session, count, conn)
+    session.queue.append(pending)
+    session.inflight += 1
+    conn.send(data, pending)
+    if conn.write_paused:
+        session.wait_for_upstream(conn)
+
+
 class SharedRoute:
     """The shared connection of one pool a session sticks to: a stretch is one slice of the
     client's bytes and one entry in its reply queue."""
@@ -51,12 +61,7 @@ class SharedRoute:
             if conn is None:
                 session.no_connection(self.pool.opener, stop - start)
                 return
-        pending = Pending(session, stop - start, conn)
-        session.queue.append(pending)
-        session.inflight += 1
-        conn.send(batch.span(start, stop), pending)
-        if conn.write_paused:
-            session.wait_for_upstream(conn)
+        send_run(session, conn, batch.span(start, stop), stop - start)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         conn = self.connection()

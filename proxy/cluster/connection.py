@@ -2,7 +2,7 @@
 
 A `ClusterConnection` is an upstream connection whose routed entries (`RoutedPending`: a run of
 a client's consecutive commands that the router sent by hash slot; several of them may share one
-request, see `send_all`) may be answered `-MOVED`, `-ASK` or `-TRYAGAIN`.
+request, see `send_all`) may be answered `-MOVED`, `-ASK`, `-TRYAGAIN` or `-CLUSTERDOWN`.
 Such a reply must not reach the client: the router sends that one command again where it
 belongs, and its reply takes the redirected one's place. Replies are forwarded as bytes exactly
 as on a standalone connection; only a chunk in which a top-level error reply may start (its
@@ -20,7 +20,7 @@ from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 
-RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN)
+RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN, ClusterError.CLUSTERDOWN)
 READONLY = (("READONLY",),)
 
 
@@ -31,7 +31,7 @@ class RoutedPending:
     Scatter of a stretch."""
 
     __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking", "owner")
+                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self.receiver = receiver
@@ -46,6 +46,8 @@ class RoutedPending:
         self.hash_slot = hash_slot
         self.attempts = 0
         self.asking = False
+        self.down_since = None  # when the cluster first answered CLUSTERDOWN for it
+        self.down_tries = 0
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""

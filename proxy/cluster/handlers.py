@@ -43,6 +43,7 @@ from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
 CLUSTER_MODE = b"$7\r\ncluster\r\n"
 STANDALONE_MODE = b"$10\r\nstandalone\r\n"
 CLUSTERDOWN = errors.resp_error("CLUSTERDOWN Hash slot not served")
+CLUSTER_IS_DOWN = errors.resp_error("CLUSTERDOWN The cluster is down")
 
 
 def _node(session, routed):
@@ -71,7 +72,7 @@ def fanout(session, batch, index: int) -> int:
     args = batch.commands[index]
     masters = session.backend.router.master_slots()
     if not masters:
-        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        session._local(CLUSTER_IS_DOWN)
         return index + 1
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], MERGES[args[0].lower()])
@@ -388,6 +389,23 @@ def tag_for_slot(slot: int) -> bytes:
     return tag
 
 
+def to_each(session, nodes, request: bytes, merge, connection, entry=None, before=None, after=None) -> None:
+    """One request to each node on `connection(node)`, the replies merged into one client reply
+    in the client's order (`before(conn, part)` sends first; `after(conn)` once it answered)."""
+    entry = entry or session.reply_later()
+    collected = Gather(session, entry, len(nodes), merge)
+    for part, node in enumerate(nodes):
+        conn = connection(node)
+        if conn is None:
+            sink = PartSink(collected, part)
+            sink.pending_failed(Pending(sink, 1), errors.upstream_unavailable(str(node), "no connection"), False)
+            continue
+        if before is not None:
+            before(conn, part)
+        done = (lambda _entry, conn=conn: after(conn)) if after is not None else None
+        conn.send(request, Pending(PartSink(collected, part, done), 1, conn))
+
+
 def wait_(session, batch, index: int) -> int:
     """WAIT counts the replicas that acknowledged the writes of its own connection: on each
     master, a lent connection first makes a write that covers everything written before it (a
@@ -398,22 +416,18 @@ def wait_(session, batch, index: int) -> int:
     backend = session.backend
     masters = backend.router.master_slots()
     if not masters:
-        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        session._local(CLUSTER_IS_DOWN)
         return index + 1
     if session.inflight:
         return session.wait(batch, index)
-    entry = session.reply_later()
-    collected = Gather(session, entry, len(masters), merge_min)
-    request = batch.span(index, index + 1)
-    for part, (node, slot) in enumerate(masters):
-        conn = backend.lease(session, node=node)
-        if conn is None:
-            PartSink(collected, part).pending_failed(Pending(None, 1), errors.upstream_unavailable(str(node), "no connection"), False)
-            continue
-        key = b"__redis_guard__:wait:{" + tag_for_slot(slot) + b"}"
+
+    def mark(conn, part) -> None:
+        key = b"__redis_guard__:wait:{" + tag_for_slot(masters[part][1]) + b"}"
         conn.send_hidden([("MULTI",), ("SET", key, "1"), ("DEL", key), ("EXEC",)])
-        conn.send(request, Pending(PartSink(collected, part, lambda done, conn=conn: backend.give_back(session, conn)),
-                                   1, conn))
+
+    to_each(session, [node for node, _slot in masters], batch.span(index, index + 1), merge_min,
+            lambda node: backend.lease(session, node=node), before=mark,
+            after=lambda conn: backend.give_back(session, conn))
     session.state.to("lease")  # no connection of its own: the next command waits (DRAIN)
     session.bind()
     return index + 1
@@ -428,7 +442,7 @@ def control(session, batch, index: int) -> int:
     backend = session.backend
     masters = backend.router.slotmap.masters()
     if not masters:
-        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        session._local(CLUSTER_IS_DOWN)
         return index + 1
     sub = args[1].lower() if len(args) > 1 else b""
     name = args[0].lower()
@@ -442,15 +456,7 @@ def control(session, batch, index: int) -> int:
     entry = session.reply_later()
     if watches(args):
         entry.receiver = PauseWatch(session, args)
-    collected = Gather(session, entry, len(masters), merge)
-    request = batch.span(index, index + 1)
-    for part, node in enumerate(masters):
-        conn = backend.control_connection(node)
-        sink = PartSink(collected, part)
-        if conn is None:
-            sink.pending_failed(Pending(sink, 1), errors.upstream_unavailable(str(node), "no connection"), False)
-            continue
-        conn.send(request, Pending(sink, 1, conn))
+    to_each(session, masters, batch.span(index, index + 1), merge, backend.control_connection, entry)
     return index + 1
 
 
@@ -471,7 +477,7 @@ def client_kill(session, batch, index: int) -> int:
     backend = session.backend
     masters = backend.router.slotmap.masters()
     if not masters:
-        session._local(errors.resp_error("CLUSTERDOWN The cluster is down"))
+        session._local(CLUSTER_IS_DOWN)
         return index + 1
     entry = session.reply_later()
     task = session.loop.create_task(_kill_everywhere(backend, args, masters))

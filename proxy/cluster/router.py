@@ -9,6 +9,8 @@ of any node it knows, seeds last), one `NodePool` of shared, write-batched conne
   sent there, and a full refresh is scheduled.
 * `-ASK slot node`: `ASKING` then the command, on the importing node; the map does not change.
 * `-TRYAGAIN` (a multi-key command during a slot's migration): sent again after a back-off.
+* `-CLUSTERDOWN` (the cluster refuses everything while a slot has no master, during a
+  failover; nothing ran): sent again with a growing pause, at most `failover_timeout`.
 * A node that cannot be reached: requests that were never sent wait ("park") until a refresh
   names a new owner (a replica promoted by the failover), at most `failover_timeout`; requests
   that were in flight when a connection broke get an error, as from a standalone server.
@@ -246,18 +248,21 @@ class ClusterRouter:
         self.parked = keep
 
     def redirected(self, conn, entry: RoutedPending, error: bytes) -> None:
-        """`conn` answered the next command of `entry` with MOVED/ASK/TRYAGAIN."""
+        """`conn` answered the next command of `entry` with MOVED/ASK/TRYAGAIN/CLUSTERDOWN."""
         if entry.count > 1:
             retry = entry.owner.split_run(conn, entry)
         else:
             conn.pending.popleft()
             retry = entry
+        kind = classify_error(error)
+        if kind is ClusterError.CLUSTERDOWN:
+            self._cluster_down(conn, retry, error)
+            return
         retry.attempts += 1
         if retry.attempts > self.max_redirects:
             retry.conn = None
             retry.receiver.deliver(retry, error, 1)
             return
-        kind = classify_error(error)
         if kind is ClusterError.TRYAGAIN:
             delay = self.tryagain_delay * (1 << (retry.attempts - 1))
             self.loop.call_later(delay, self.send, retry, conn.protocol, conn.index)
@@ -275,6 +280,23 @@ class ClusterRouter:
             self.park(retry, conn.protocol, conn.index)
             return
         self._send_on(target, retry)
+
+    def _cluster_down(self, conn, retry: RoutedPending, error: bytes) -> None:
+        """The cluster refuses every command while a slot has no master (a failover under way),
+        and ran nothing: the command is sent again, with a growing pause, until the cluster
+        answers it or `failover_timeout` has passed (then the client gets the error)."""
+        now = time.monotonic()
+        if retry.down_since is None:
+            retry.down_since = now
+        elif now - retry.down_since > self.failover_timeout:
+            retry.conn = None
+            retry.receiver.deliver(retry, error, 1)
+            return
+        self.request_refresh()
+        delay = min(self.tryagain_delay * (1 << min(retry.down_tries, 5)), 0.5)
+        retry.down_tries += 1
+        retry.conn = None
+        self.loop.call_later(delay, self.send, retry, conn.protocol, conn.index)
 
     def close(self) -> None:
         for pool in self.pools.values():

@@ -184,6 +184,18 @@ def take_own(session, batch, index: int, event: str):
     return conn
 
 
+def on_own(session, batch, index: int, event: str = "lease"):
+    """Make sure the client is on a connection of its own: None when it is (or now is), else
+    where dispatch goes on (HELD while its replies in flight come back; index + 1 when no
+    connection could be had and the client was answered or is closing)."""
+    if session.state.lane is not SHARED:
+        return None
+    taken = take_own(session, batch, index, event)
+    if taken is HELD:
+        return session.wait(batch, index)
+    return None if taken is not None else index + 1
+
+
 def _moved(session, batch, index: int, event: str) -> int:
     """Dispatch again on a connection of the client's own (`event`: lease or pin)."""
     taken = take_own(session, batch, index, event)
@@ -204,12 +216,9 @@ def stream(session, batch, index: int) -> int:
     """From this command on, the client's replies are no longer paired with its requests."""
     if session.state.in_transaction:
         return forward_one(session, batch, index)
-    if session.state.lane is SHARED:
-        taken = take_own(session, batch, index, "pin")
-        if taken is HELD:
-            return session.wait(batch, index)
-        if taken is None:
-            return index + 1
+    moved = on_own(session, batch, index, "pin")
+    if moved is not None:
+        return moved
     return session.stream_on_own(batch, index)
 
 
@@ -317,12 +326,9 @@ def reset(session, batch, index: int) -> int:
 def multi(session, batch, index: int) -> int:
     if session.state.in_transaction:
         return forward_one(session, batch, index)  # Redis: MULTI calls can not be nested
-    if session.state.lane is SHARED:
-        taken = take_own(session, batch, index, "lease")
-        if taken is HELD:
-            return session.wait(batch, index)
-        if taken is None:
-            return index + 1
+    moved = on_own(session, batch, index)
+    if moved is not None:
+        return moved
     forward_one(session, batch, index)
     session.state.to("multi")
     session.policy_state.in_multi = True
@@ -332,12 +338,9 @@ def multi(session, batch, index: int) -> int:
 def watch(session, batch, index: int) -> int:
     if session.state.in_transaction:
         return forward_one(session, batch, index)  # Redis: WATCH inside MULTI is not allowed
-    if session.state.lane is SHARED:
-        taken = take_own(session, batch, index, "lease")
-        if taken is HELD:
-            return session.wait(batch, index)
-        if taken is None:
-            return index + 1
+    moved = on_own(session, batch, index)
+    if moved is not None:
+        return moved
     forward_one(session, batch, index)
     session.state.to("watch")
     return index + 1
@@ -366,12 +369,9 @@ def wait_(session, batch, index: int) -> int:
     """WAIT on a connection of the client's own, after a write that covers all of its own."""
     if session.state.in_transaction:
         return forward_one(session, batch, index)
-    if session.state.lane is SHARED:
-        taken = take_own(session, batch, index, "lease")
-        if taken is HELD:
-            return session.wait(batch, index)
-        if taken is None:
-            return index + 1
+    moved = on_own(session, batch, index)
+    if moved is not None:
+        return moved
     session.own.send_hidden([WAIT_MARK])
     return forward_one(session, batch, index)
 

@@ -30,7 +30,6 @@ import asyncio
 import collections
 import functools
 import logging
-import socket
 import time
 
 import hiredis
@@ -118,12 +117,7 @@ class Session(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = self.backend.client_transport(transport)
         self.peer = transport.get_extra_info("peername")
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
         self.proxy.sessions.add(self)
         metrics.CLIENTS.inc()

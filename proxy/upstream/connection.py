@@ -80,6 +80,16 @@ class StartupPending:
         pass
 
 
+def no_delay(transport) -> None:
+    """Small requests and replies leave at once (Nagle's algorithm would hold them)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+
 class Question:
     """Receives the replies to the proxy's own commands (`UpstreamConnection.ask`), parsed."""
 
@@ -168,12 +178,7 @@ class UpstreamConnection(asyncio.Protocol):
             transport.abort()
             return
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        no_delay(transport)
         name = transport.get_extra_info("sockname")
         if isinstance(name, tuple) and len(name) >= 2:
             host = name[0]
@@ -298,8 +303,9 @@ class UpstreamConnection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        """Nothing in flight or queued: the connection may be lent to another client."""
-        return not self.pending and not self.out and self.state is not CLOSED
+        """Nothing in flight or queued: the connection may be lent to another client. (An entry
+        whose last reply is being handed out is still at the head of `pending`.)"""
+        return not self.out and self.state is not CLOSED and all(entry.remaining == 0 for entry in self.pending)
 
     # -- reading ----------------------------------------------------------------------------
 

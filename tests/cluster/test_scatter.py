@@ -319,3 +319,18 @@ def test_replies_past_the_output_limit_disconnect_the_client(rig):
     rig.session.output_limit = 1000
     rig.answer(later, bulk(b"z" * 2000))
     assert rig.client.closed and not rig.conns[later].read_paused_by
+
+
+def test_clusterdown_is_sent_again_until_the_cluster_answers(rig):
+    """During a failover every node refuses with CLUSTERDOWN and runs nothing: the proxy sends
+    the command again after a pause instead of passing the refusal on."""
+    key = KEYS[NODES[0]][0]
+    rig.send([(b"GET", key)])
+    conn = rig.conns[NODES[0]]
+    assert rig.sent(NODES[0]) == [[b"GET", key]]
+    rig.answer(NODES[0], b"-CLUSTERDOWN The cluster is down\r\n")
+    assert rig.client.taken() == b"" and rig.sent(NODES[0]) == []
+    rig.loop.run_until_complete(asyncio.sleep(0.1))
+    assert rig.sent(NODES[0]) == [[b"GET", key]]
+    rig.answer(NODES[0], bulk(b"value"))
+    assert rig.client.taken() == bulk(b"value") and conn.pending == type(conn.pending)()

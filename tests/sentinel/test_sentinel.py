@@ -82,9 +82,9 @@ def test_a_master_killed_under_writers_loses_no_confirmed_write(sentinel_group):
         for writer in writers:
             writer.start()
         time.sleep(1.0)
-        before = {writer.name_: len(writer.confirmed) for writer in writers}
-        assert all(before.values()), "nothing was confirmed before the kill"
-        confirmed_before = {k: v for writer in writers for k, v in writer.confirmed.items()}
+        snapshots = [writer.confirmed.copy() for writer in writers]  # the writers go on meanwhile
+        assert all(snapshots), "nothing was confirmed before the kill"
+        confirmed_before = {k: v for snapshot in snapshots for k, v in snapshot.items()}
         old = group.kill_master()
         new_port = group.wait_for_failover(old.port, timeout=40)
         deadline = time.monotonic() + 30
@@ -100,7 +100,7 @@ def test_a_master_killed_under_writers_loses_no_confirmed_write(sentinel_group):
         check = redis.Redis(port=proxy.port, socket_timeout=10)
         keys = list(confirmed_before)
         assert check.mget(keys) == [confirmed_before[k].encode() for k in keys]
-        everything = {k: v for writer in writers for k, v in writer.confirmed.items()}
+        everything = {k: v for writer in writers for k, v in writer.confirmed.copy().items()}
         assert redis.Redis(port=new_port).mget(list(everything)) == [v.encode() for v in everything.values()]
         assert "is now 127.0.0.1:%d" % new_port in proxy.log
     finally:

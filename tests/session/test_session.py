@@ -1,0 +1,287 @@
+"""The session without a network: a client session over a standalone backend whose upstream
+connections are fakes (no sockets), fed reply bytes by hand, so that the order of requests and
+replies, every move between shared and own connections, waiting, flow control and failures can be
+checked byte for byte (tests/cluster/test_scatter.py is the same rig in front of a cluster)."""
+
+import asyncio
+
+import hiredis
+import pytest
+
+from proxy.commands.table import CommandTable
+from proxy.config import Address, Config, Limits, Upstream
+from proxy.server import Proxy
+from proxy.session.session import Session
+from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING
+from proxy.upstream.connection import READY, UpstreamConnection
+from proxy.upstream.pools import Opener
+from tests.servers import parse_all
+
+ADDRESS = Address("127.0.0.1", 7100)
+
+
+class Transport:
+    def __init__(self):
+        self.out = []
+        self.closed = False
+        self.reading = True
+        self.buffered = 0
+
+    def write(self, data):
+        self.out.append(data)
+
+    def is_closing(self):
+        return self.closed
+
+    def get_extra_info(self, name):
+        return None
+
+    def set_write_buffer_limits(self, high=None):
+        pass
+
+    def get_write_buffer_size(self):
+        return self.buffered
+
+    def pause_reading(self):
+        self.reading = False
+
+    def resume_reading(self):
+        self.reading = True
+
+    def close(self):
+        self.closed = True
+
+    def abort(self):
+        self.closed = True
+
+    def taken(self) -> bytes:
+        data, self.out = b"".join(self.out), []
+        return data
+
+
+class Rig:
+    """A session, its client transport, and the fake connections the backend hands out."""
+
+    def __init__(self, **limits):
+        self.loop = asyncio.new_event_loop()
+        config = Config(upstream=Upstream(ADDRESS), limits=Limits(**limits))
+        table = CommandTable.from_snapshot()
+        table.from_server = True
+        self.proxy = Proxy(self.loop, config, table)
+        self.backend = self.proxy.backend
+        self.opened: list[UpstreamConnection] = []
+        self.backend._opener = self._fake_opener(self.backend._opener)
+        self.backend.control.opener = self.backend._opener(self.backend.default_identity, 0, 2)
+        self.session = self.new_client()
+        self.client = self.session.transport
+
+    def _fake_opener(self, real):
+        rig = self
+
+        class FakeOpener(Opener):
+            """Opens fake connections, READY at once."""
+
+            __slots__ = ()
+
+            def open(self, role, on_close=None, **extra):
+                conn = UpstreamConnection(rig.loop, ADDRESS, [], on_close)
+                conn.transport = Transport()
+                conn.state = READY
+                conn.role, conn.db, conn.protocol = role, self.db, self.protocol
+                conn.upstream = self.upstream
+                conn.client_id = 100 + len(rig.opened)
+                conn.sockname = b"127.0.0.1:%d" % (50000 + len(rig.opened))
+                rig.opened.append(conn)
+                return conn
+
+        def opener(identity, db, protocol):
+            found = real(identity, db, protocol)
+            found.__class__ = FakeOpener
+            return found
+        return opener
+
+    def new_client(self) -> Session:
+        session = Session(self.proxy)
+        session.connection_made(Transport())
+        return session
+
+    def close(self):
+        self.loop.close()
+
+    def send(self, *commands, session=None) -> None:
+        (session or self.session).data_received(b"".join(hiredis.pack_command(tuple(c)) for c in commands))
+
+    def run(self) -> None:
+        """Run what the loop has scheduled (resumes after waiting, coalesced writes)."""
+        self.loop.run_until_complete(asyncio.sleep(0))
+        self.loop.run_until_complete(asyncio.sleep(0))
+
+    @staticmethod
+    def sent(conn) -> list:
+        data = conn.transport.taken() + b"".join(conn.out)
+        conn.out = []
+        return parse_all(data)
+
+    @staticmethod
+    def answer(conn, data: bytes) -> None:
+        conn.data_received(data)
+
+    def shared(self) -> UpstreamConnection:
+        return self.session.route.connection()
+
+
+@pytest.fixture
+def rig():
+    rig = Rig()
+    yield rig
+    rig.close()
+
+
+def replies(rig, session=None) -> list:
+    return parse_all((session or rig.session).transport.taken())
+
+
+def test_a_pipeline_is_one_slice_on_the_shared_connection_and_replies_come_back_in_order(rig):
+    rig.send([b"SET", b"a", b"1"], [b"GET", b"a"], [b"PING"])
+    conn = rig.shared()
+    assert rig.sent(conn) == [[b"SET", b"a", b"1"], [b"GET", b"a"], [b"PING"]]
+    assert len(rig.session.queue) == 1 and rig.session.inflight == 1
+    rig.answer(conn, b"+OK\r\n$1\r\n1\r\n+PONG\r\n")
+    assert replies(rig) == [b"OK", b"1", b"PONG"]
+    assert not rig.session.queue and rig.session.state.lane is SHARED
+
+
+def test_a_blocking_command_waits_for_what_is_in_flight_then_takes_a_lent_connection(rig):
+    rig.send([b"LPUSH", b"q", b"x"], [b"BLPOP", b"q", b"0"], [b"GET", b"after"])
+    shared = rig.shared()
+    assert rig.sent(shared) == [[b"LPUSH", b"q", b"x"]]  # the BLPOP waits for the LPUSH's reply
+    assert rig.session.state.life is WAITING and not rig.client.reading
+    rig.answer(shared, b":1\r\n")
+    rig.run()
+    lent = rig.session.own
+    assert rig.session.state.lane is LEASED and lent is not shared
+    assert rig.sent(lent) == [[b"BLPOP", b"q", b"0"], [b"GET", b"after"]]  # what follows goes there too
+    rig.answer(lent, b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n$-1\r\n")
+    assert replies(rig) == [1, [b"q", b"x"], None]
+    assert rig.session.state.lane is SHARED and rig.session.own is None  # given back once answered
+    assert lent in rig.backend.spare_pool((rig.backend.default_identity, 0, 2)).idle
+
+
+def test_a_transaction_keeps_its_lent_connection_until_exec_is_answered(rig):
+    rig.send([b"MULTI"], [b"SET", b"k", b"v"])
+    lent = rig.session.own
+    assert rig.sent(lent) == [[b"MULTI"], [b"SET", b"k", b"v"]]
+    rig.answer(lent, b"+OK\r\n+QUEUED\r\n")
+    assert rig.session.state.lane is LEASED and rig.session.state.txn == "queueing"  # idle, but MULTI is open
+    rig.send([b"EXEC"])
+    assert rig.sent(lent) == [[b"EXEC"]]
+    rig.answer(lent, b"*1\r\n+OK\r\n")
+    assert replies(rig) == [b"OK", b"QUEUED", [b"OK"]]
+    assert rig.session.state.lane is SHARED and rig.session.state.txn == "none"
+
+
+def test_state_left_on_a_lent_connection_pins_it(rig):
+    rig.send([b"WATCH", b"k"])
+    lent = rig.session.own
+    rig.send([b"SELECT", b"3"])
+    assert rig.session.state.lane is PINNED and rig.session.own is lent
+    assert rig.sent(lent) == [[b"WATCH", b"k"], [b"SELECT", b"3"]]
+    rig.answer(lent, b"+OK\r\n+OK\r\n")
+    assert rig.session.state.lane is PINNED  # never given back
+
+
+def test_replconf_makes_the_connection_a_stream_of_its_own(rig):
+    rig.send([b"REPLCONF", b"ACK", b"0"], [b"PING"])
+    own = rig.session.own
+    assert rig.session.state.lane is STREAMING and own is not rig.backend.pool((rig.backend.default_identity, 0, 2)).connections[0]
+    assert rig.sent(own) == [[b"REPLCONF", b"ACK", b"0"], [b"PING"]]
+    rig.answer(own, b"+PONG\r\n")  # Redis said nothing to REPLCONF ACK: every byte is the client's
+    assert replies(rig) == [b"PONG"]
+
+
+def test_control_commands_go_to_the_control_connection_at_once(rig):
+    rig.send([b"EVAL", b"while true do end", b"0"])
+    lent = rig.session.own
+    other = rig.new_client()
+    rig.send([b"SCRIPT", b"KILL"], session=other)
+    control = rig.backend.control.conn
+    assert control is not None and control is not lent
+    assert rig.sent(control) == [[b"SCRIPT", b"KILL"]]
+    rig.answer(control, b"+OK\r\n")
+    assert replies(rig, other) == [b"OK"]
+
+
+def test_client_kill_is_answered_for_the_proxys_own_connections(rig):
+    rig.send([b"GET", b"k"])
+    shared = rig.shared()
+    rig.sent(shared)
+    rig.answer(shared, b"$-1\r\n")
+    replies(rig)
+    rig.send([b"CLIENT", b"KILL", shared.sockname], [b"CLIENT", b"KILL", b"ID", b"%d" % shared.client_id, b"TYPE", b"x"])
+    assert [str(reply) for reply in replies(rig)] == ["ERR No such client", "ERR Unknown client type 'x'"]
+    rig.send([b"CLIENT", b"KILL", b"ID", b"99999"])  # someone else's: Redis decides
+    assert rig.sent(shared) == [[b"CLIENT", b"KILL", b"ID", b"99999"]]
+
+
+def test_a_client_that_does_not_read_is_disconnected_past_its_output_limit_and_never_pauses_the_shared_connection():
+    rig = Rig(client_output_buffer=1000)
+    try:
+        reader = rig.new_client()
+        rig.send([b"GET", b"big"], [b"GET", b"big"])
+        rig.send([b"GET", b"small"], session=reader)
+        shared = rig.shared()
+        rig.client.buffered = 1100  # the client has stopped reading
+        rig.session.pause_writing()
+        rig.answer(shared, b"$200\r\n" + b"x" * 200 + b"\r\n")
+        assert rig.client.closed and not shared.read_paused_by
+        rig.answer(shared, b"$200\r\n" + b"x" * 200 + b"\r\n$1\r\ns\r\n")
+        assert replies(rig, reader) == [b"s"]
+    finally:
+        rig.close()
+
+
+def test_a_failed_connection_gives_the_replies_before_its_requests_then_closes_the_client(rig):
+    rig.send([b"GET", b"a"])
+    rig.send([b"BLPOP", b"q", b"0"])
+    shared = rig.shared()
+    rig.answer(shared, b"$1\r\n1\r\n")
+    rig.run()
+    lent = rig.session.own
+    lent.fail("connection reset")
+    assert replies(rig) == [b"1"] and rig.client.closed
+
+
+def test_while_the_server_refuses_the_proxys_start_up_that_refusal_is_the_answer(rig):
+    opener = rig.backend._opener(rig.backend.default_identity, 0, 3)
+    opener.refusal = b"-NOAUTH HELLO must be called with the client already authenticated\r\n"
+    opener.failed_at = 1e18  # down for good
+    rig.send([b"HELLO", b"3"])
+    assert [str(reply) for reply in replies(rig)] == ["NOAUTH HELLO must be called with the client already authenticated"]
+
+
+def test_a_paused_write_takes_a_lent_connection_and_readers_stay_on_the_shared_one(rig):
+    rig.backend.pauses.paused("write", 10)
+    try:
+        writer, reader = rig.session, rig.new_client()
+        rig.send([b"SET", b"k", b"v"], session=writer)
+        rig.send([b"GET", b"k"], session=reader)
+        assert writer.state.lane is LEASED and reader.state.lane is SHARED
+        assert rig.sent(writer.own) == [[b"SET", b"k", b"v"]]
+        assert rig.sent(reader.route.connection()) == [[b"GET", b"k"]]
+    finally:
+        rig.backend.pauses.unpaused()
+    assert rig.session.dispatch is not None
+
+
+def test_eof_answers_what_came_before_then_closes(rig):
+    rig.send([b"GET", b"a"])
+    rig.session.eof_received()
+    assert rig.session.state.life is CLOSING and not rig.client.closed
+    rig.answer(rig.shared(), b"$1\r\n1\r\n")
+    assert replies(rig) == [b"1"] and rig.client.closed
+
+
+def test_quit_is_answered_here_and_nothing_after_it_runs(rig):
+    rig.send([b"QUIT"], [b"SET", b"after", b"quit"])
+    assert replies(rig) == [b"OK"] and rig.client.closed
+    assert rig.session.state.life is not OPEN and rig.sent(rig.shared()) == []
