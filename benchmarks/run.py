@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ALL_TARGETS = ("direct", "proxy", "policy", "twemproxy")
+ALL_TARGETS = ("direct", "proxy", "policy", "twemproxy", "baseline")
 GOAL_POLICY_RATIO = 0.9  # policy on vs policy off (the passthrough proxy), issue 3
 FORBIDDEN_PORTS = {6379}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -246,7 +246,7 @@ def start_redis(procs: Processes, workdir: Path, timeout: float) -> Service:
 
 
 def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse.Namespace,
-                name: str = "proxy", extra: tuple[str, ...] = ()) -> Service:
+                name: str = "proxy", extra: tuple[str, ...] = (), checkout: Path = REPO_ROOT) -> Service:
     port = free_port()
     log = workdir / f"{name}.log"
     cmd = args.proxy_cmd.format(
@@ -260,7 +260,7 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     if args.workers:
         argv += ["--workers", str(args.workers)]
     argv += list(extra)
-    proc = procs.start(argv, log, cwd=REPO_ROOT)
+    proc = procs.start(argv, log, cwd=checkout)
     svc = Service(name, port, proc, log, proc.pid)
     wait_for_ready_line(svc, args.ready_timeout)
     wait_for_ping(svc, args.ready_timeout)
@@ -568,7 +568,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "-P 16 uses 5x this, 1 client 0.2x")
     ap.add_argument("--quick", action="store_true", help="1 round, small N (CI smoke)")
     ap.add_argument("--targets", default="direct,proxy,twemproxy",
-                    help="comma-separated subset of direct,proxy,twemproxy")
+                    help="comma-separated subset of direct,proxy,policy,twemproxy,baseline")
     ap.add_argument("--config", default="configs/passthrough.yaml", help="proxy config file")
     ap.add_argument("--proxy-cmd", default=DEFAULT_PROXY_CMD,
                     help="proxy command template; placeholders {python} {config} {port} "
@@ -586,6 +586,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark") or "redis-benchmark")
     ap.add_argument("--json", metavar="FILE", help="write raw per-round numbers and the summary here")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="the 'baseline' target: the proxy of another checkout (e.g. `git worktree add "
+                         "../base HEAD~5`), run from DIR with the same command, for before/after figures "
+                         "in one run")
     args = ap.parse_args(argv)
 
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
@@ -597,6 +601,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if bad or not targets or len(set(targets)) != len(targets):
         ap.error(f"--targets must be a comma-separated subset of {','.join(ALL_TARGETS)}")
     args.targets = targets
+    if "baseline" in targets and (args.baseline is None or not (args.baseline / "proxy").is_dir()):
+        ap.error("the baseline target needs --baseline DIR, a checkout of the proxy")
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
     config = Path(args.config)
     if not config.is_absolute():
         config = config if config.exists() else REPO_ROOT / config
@@ -632,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
             elif target == "policy":
                 services[target] = start_proxy(procs, workdir, redis.port, args, "policy",
                                                ("--policy", str(args.policy)))
+            elif target == "baseline":
+                services[target] = start_proxy(procs, workdir, redis.port, args, "baseline",
+                                               checkout=args.baseline)
             else:
                 services[target] = start_twemproxy(procs, workdir, redis.port, args.ready_timeout)
         ports = ", ".join(f"{t}={s.port}" for t, s in services.items())

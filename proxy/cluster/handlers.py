@@ -33,8 +33,7 @@ from ..session.behaviour import (AUTH, CLIENT_GETNAME, CLIENT_ID, CLIENT_KILL, C
                                  EXEC, FANOUT, HELLO, LEASE, LOCAL_OK, MULTI, RESET, SCAN, STREAM, UNKNOWN, UNWATCH,
                                  WAIT, WATCH, authenticates, strict_int)
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved
-from ..session.session import HELD
-from ..session.states import LEASED, NONE, SHARED, WATCHING
+from ..session.states import HELD, LEASED, NONE, SHARED, WATCHING
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
 from .connection import RoutedPending

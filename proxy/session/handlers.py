@@ -24,8 +24,7 @@ from .pause import PauseWatch, watches
 from .behaviour import (AUTH, CLIENT_KILL, CONTROL, DISCARD, DRAIN, EXEC, HELLO, LEASE, LOCKED, LOGIN, MULTI,
                         PASS, PIN, PROMOTE, QUIT, REFUSE, RESET, SELECT, SETINFO, STREAM, SUBCOMMAND, UNKNOWN,
                         UNWATCH, WAIT, WATCH, authenticates, strict_int)
-from .session import HELD
-from .states import LEASED, NONE, SHARED, STREAMING, WATCHING
+from .states import HELD, LEASED, NONE, SHARED, STREAMING, WATCHING
 
 log = logging.getLogger("redis_guard.server")
 

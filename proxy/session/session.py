@@ -28,28 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
 import time
 
 import hiredis
 
 from .. import errors, metrics
-from ..login import parse_auth, parse_hello
-from ..pending import HiddenCommand, LaterCommands, Pending, ReplacingSink, ScriptVerdictSink, keep
-from ..policy.base import AUDIT, Finding
-from ..policy.engine import SessionState, Verdict
+from ..pending import HiddenCommand, Pending, keep
+from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
-from .behaviour import LOCKED, PASS, Guard
-from .states import CLOSED, CLOSING, DOOMED, LEASED, NONE, OPEN, PINNED, SHARED, STREAMING, WAITING, ConnState
+from .behaviour import PASS, Guard
+from . import auth, verdicts
+from .states import (CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING,
+                     WAITING, ConnState)
 
 log = logging.getLogger("redis_guard.server")
 
-HELD = -1
-REPLIES, PASSWORD = "replies", "password"  # what a waiting session waits for
-POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
-                                "the proxy could not decide on it; see the proxy's log"))
 
 
 class Session(asyncio.Protocol):
@@ -354,136 +349,24 @@ class Session(asyncio.Protocol):
         if self.state.life is not CLOSED:
             self._close()
 
-    # -- policy ----------------------------------------------------------------------------
+    # -- policy (verdicts.py) and the proxy's own AUTH (auth.py) ------------------------------
 
     def _decide(self, plan, commands, index: int):
-        try:
-            return self.engine.decide(
-                plan, commands[index], LaterCommands(commands, index + 1), self.policy_state)
-        except Exception:  # a bug in a rule must not take the connection down
-            log.exception("policy engine failed on %r", commands[index][0])
-            return POLICY_FAILED
+        return verdicts.decide(self, plan, commands, index)
 
     def _apply_verdict(self, verdict, batch, start: int, index: int):
-        """Apply the engine's verdict on commands[index]. Returns where to continue, or None
-        when the command goes on as usual (findings in audit mode only)."""
-        args = batch.commands[index]
-        policy = self.engine.policy.name
-        for finding in verdict.findings:
-            metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, self.peer, policy,
-                           app=self.app)
-        if verdict.reject is None:
-            for rule in verdict.rewritten_by:
-                metrics.count_rewrite(rule, policy, self.app)
-        if verdict.reject is None and verdict.commands is None:
-            return None
-        if start < index:
-            self.route.forward(self, batch, start, index)
-        if verdict.reject is not None:
-            self._local(errors.policy_violation(verdict.reject))
-            self.refused_in_transaction()
-            return index + 1
-        first, *extra = verdict.commands
-        receiver = ScriptVerdictSink(self, args) if first[0] in (b"EVAL", b"EVALSHA") else self
-        self.route.send(self, args, hiredis.pack_command(tuple(first)), 1, receiver)
-        if extra:
-            if self.state.in_transaction:
-                self.after_exec.extend(extra)  # extra replies would change what EXEC returns
-            else:
-                self.route.hidden(self, args, extra)
-        return index + 1
+        return verdicts.apply(self, verdict, batch, start, index)
 
     def refused_in_transaction(self) -> None:
         """Redis, too, aborts EXEC after a command it refused to queue."""
         if self.state.in_transaction:
             self.state.to("refuse")
 
-    def end_transaction(self, action_is_exec: bool, batch, index: int) -> int:
-        """EXEC or DISCARD of an open transaction: the policy's last word on it, then Redis's."""
-        state = self.policy_state
-        doomed = self.state.txn is DOOMED
-        extra = self.after_exec
-        unmet = state.unmet() if action_is_exec and not doomed else ()
-        state.end_transaction()
-        self.after_exec = []
-        self.state.to("end")
-        if unmet:
-            engine = self.engine
-            unmet = [engine.with_mode(finding) for finding in unmet]
-            for finding in unmet:
-                metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected",
-                               batch.commands[index], self.peer, engine.policy.name, app=self.app)
-            unmet = [finding for finding in unmet if finding.mode != AUDIT]
-        if action_is_exec and (doomed or unmet):
-            # Nothing of the transaction may run: discard it upstream, answer as Redis would.
-            reply = errors.policy_violation(unmet[0]) if unmet else errors.EXECABORT
-            self.route.send(self, batch.commands[index], hiredis.pack_command(("DISCARD",)), 1,
-                            ReplacingSink(self, reply))
-            return index + 1
-        self.route.forward(self, batch, index, index + 1)
-        if action_is_exec and extra:
-            self.route.hidden(self, batch.commands[index], extra)
-        return index + 1
-
-    # -- applications: the proxy authenticates clients ---------------------------------------
+    def end_transaction(self, is_exec: bool, batch, index: int) -> int:
+        return verdicts.end_transaction(self, is_exec, batch, index)
 
     def login(self, batch, index: int) -> int:
-        """AUTH or HELLO, answered by the proxy: the credentials are checked here and never
-        forwarded; HELLO then runs upstream without them (its reply is Redis's own)."""
-        args = batch.commands[index]
-        is_auth = args[0].lower() == b"auth"
-        parsed = parse_auth(args) if is_auth else parse_hello(args)
-        if isinstance(parsed, bytes):
-            self._local(parsed)
-            return index + 1
-        if parsed.user is not None:
-            app = self._check(batch, index, parsed)
-            if app == HELD:
-                return HELD
-            if app is None:
-                self._local(errors.WRONGPASS)
-                return index + 1
-            if app != self.app:
-                self.app = app
-                self.backend.identity_changed(self)
-                self.bind()
-        elif self.locked:
-            self._local(errors.NOAUTH_HELLO)
-            return index + 1
-        if is_auth:
-            self._local(errors.OK)
-            return index + 1
-        return self.backend.hello(self, batch, index, parsed.hello)
-
-    def _check(self, batch, index: int, parsed):
-        """The application name for these credentials, None when wrong, or HELD while the slow
-        hash runs in a worker thread (the client's later requests wait, in order)."""
-        args = batch.commands[index]
-        done = self.login_result
-        if done is not None and done[0] is args:  # dispatched again after a switch or the check
-            return done[1]
-        proxy = self.proxy
-        tenants = proxy.tenants
-        tag = tenants.tag(parsed.user, parsed.password)
-        app = tenants.cached(tag)
-        if app is not None:
-            self.login_result = (args, app.name)
-            return app.name
-        self.verifying = True
-        # Connections of one client pool arrive together with the same credentials: one check.
-        future = proxy.checks.get(tag)
-        if future is None:
-            future = proxy.checks[tag] = self.loop.run_in_executor(None, tenants.check, parsed.user, parsed.password)
-            future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
-        future.add_done_callback(functools.partial(self._checked, args))
-        return self.wait(batch, index, PASSWORD)
-
-    def _checked(self, args, future) -> None:
-        app = None if future.cancelled() or future.exception() is not None else future.result()
-        self.login_result = (args, app.name if app is not None else None)
-        self.verifying = False
-        if self.state.life is WAITING:
-            self._resume()
+        return auth.login(self, batch, index)
 
     # -- replies ----------------------------------------------------------------------------
 
@@ -697,4 +580,4 @@ def _peer(peer) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
 
 
-__all__ = ["Session", "HELD", "LOCKED", "PINNED", "SHARED", "STREAMING", "CLOSING"]
+__all__ = ["Session"]

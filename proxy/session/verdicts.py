@@ -1,0 +1,96 @@
+"""The policy's verdicts applied to a session: what a rejected, rewritten or audited command
+becomes, and a transaction's last check at EXEC.
+
+The engine (`proxy/policy/engine.py`) decides without I/O; this module applies its `Verdict` to
+the client's session: findings are counted and logged, a rejection is the client's reply (and
+dooms an open transaction, as Redis does for a command it refused to queue), a rewrite is sent
+through the session's route in the command's place (a server-side script's refusal counted like
+the proxy's own, through `ScriptVerdictSink`), and the commands the policy adds after it go
+unseen, after EXEC inside a transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hiredis
+
+from .. import errors, metrics
+from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
+from ..policy.base import AUDIT, Finding
+from ..policy.engine import Verdict
+from .states import DOOMED
+
+log = logging.getLogger("redis_guard.server")
+
+POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
+                                "the proxy could not decide on it; see the proxy's log"))
+
+
+def decide(session, plan, commands, index: int):
+    try:
+        return session.engine.decide(
+            plan, commands[index], LaterCommands(commands, index + 1), session.policy_state)
+    except Exception:  # a bug in a rule must not take the connection down
+        log.exception("policy engine failed on %r", commands[index][0])
+        return POLICY_FAILED
+
+
+def record(session, findings, args) -> None:
+    policy = session.engine.policy.name
+    for finding in findings:
+        metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, session.peer, policy,
+                       app=session.app)
+
+
+def apply(session, verdict, batch, start: int, index: int):
+    """Apply the engine's verdict on commands[index]. Returns where to continue, or None when
+    the command goes on as usual (findings in audit mode only)."""
+    args = batch.commands[index]
+    record(session, verdict.findings, args)
+    if verdict.reject is None:
+        for rule in verdict.rewritten_by:
+            metrics.count_rewrite(rule, session.engine.policy.name, session.app)
+    if verdict.reject is None and verdict.commands is None:
+        return None
+    route = session.route
+    if start < index:
+        route.forward(session, batch, start, index)
+    if verdict.reject is not None:
+        session._local(errors.policy_violation(verdict.reject))
+        session.refused_in_transaction()
+        return index + 1
+    first, *extra = verdict.commands
+    receiver = ScriptVerdictSink(session, args) if first[0] in (b"EVAL", b"EVALSHA") else session
+    route.send(session, args, hiredis.pack_command(tuple(first)), 1, receiver)
+    if extra:
+        if session.state.in_transaction:
+            session.after_exec.extend(extra)  # extra replies would change what EXEC returns
+        else:
+            route.hidden(session, args, extra)
+    return index + 1
+
+
+def end_transaction(session, is_exec: bool, batch, index: int) -> int:
+    """EXEC or DISCARD of an open transaction: the policy's last word on it, then Redis's."""
+    state = session.policy_state
+    doomed = session.state.txn is DOOMED
+    extra = session.after_exec
+    unmet = state.unmet() if is_exec and not doomed else ()
+    state.end_transaction()
+    session.after_exec = []
+    session.state.to("end")
+    args = batch.commands[index]
+    if unmet:
+        unmet = [session.engine.with_mode(finding) for finding in unmet]
+        record(session, unmet, args)
+        unmet = [finding for finding in unmet if finding.mode != AUDIT]
+    if is_exec and (doomed or unmet):
+        # Nothing of the transaction may run: discard it upstream, answer as Redis would.
+        reply = errors.policy_violation(unmet[0]) if unmet else errors.EXECABORT
+        session.route.send(session, args, hiredis.pack_command(("DISCARD",)), 1, ReplacingSink(session, reply))
+        return index + 1
+    session.route.forward(session, batch, index, index + 1)
+    if is_exec and extra:
+        session.route.hidden(session, args, extra)
+    return index + 1
