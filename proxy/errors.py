@@ -42,6 +42,12 @@ def not_supported(args, kind: str) -> bytes:
                       "the proxy shares its connections to the nodes between clients")
 
 
+def not_in_transaction(args) -> bytes:
+    name = " ".join(arg.decode("utf-8", "replace").upper() for arg in args[:2])
+    return resp_error(f"ERR {name} inside MULTI is not supported through Redis Guard: it would run at EXEC, "
+                      "where it could reach connections the proxy shares; send it outside the transaction")
+
+
 def client_setinfo(args) -> bytes:
     """CLIENT SETINFO as Redis 7.2 checks it; the proxy answers it without storing it."""
     if len(args) != 4:

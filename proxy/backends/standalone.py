@@ -157,6 +157,10 @@ class StandaloneBackend:
     def stream_route(self, session, conn) -> StreamRoute:
         return StreamRoute(conn)
 
+    def warm(self, session) -> None:
+        """Spares ready in the session's database and protocol (it just moved there)."""
+        self.spare_pool(self._key(session)).refill()
+
     def lease(self, session, args=None):
         return self.spare_pool(self._key(session)).take()
 

@@ -19,9 +19,9 @@ import logging
 from ..config import Upstream
 from ..backends.base import OwnRoute, StreamRoute
 from ..routing.multikey import Planner
-from ..session.behaviour import (CLUSTER, DISCARD, DRAIN, EXEC, FANOUT, HELLO, LEASE, LOCKED, LOGIN, MULTI, PASS,
-                                 QUIT, RESET, SCAN, UNWATCH, WATCH, Always, Behaviour, both_cases,
-                                 check_columns)
+from ..session.behaviour import (CLIENT_GETNAME, CLIENT_ID, CLIENT_SETNAME, CLUSTER, DISCARD, DRAIN, EXEC, FANOUT,
+                                 HELLO, LEASE, LOCAL_OK, LOCKED, LOGIN, MULTI, PASS, QUIT, RESET, SCAN, STREAM,
+                                 SUBCOMMAND, UNWATCH, WATCH, Always, Behaviour, both_cases, check_columns)
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
@@ -35,7 +35,8 @@ from .router import ClusterRouter
 log = logging.getLogger("redis_guard.cluster")
 
 # Inside a cluster transaction: the transaction's own commands, and those that end the session.
-_TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED}
+_TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
+             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND}
 
 
 class CoalescingTransport:

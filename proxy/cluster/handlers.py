@@ -32,8 +32,8 @@ from ..session.pause import PauseWatch, watches
 from ..session.behaviour import (AUTH, CLIENT_GETNAME, CLIENT_ID, CLIENT_KILL, CLIENT_SETNAME, CONTROL, DISCARD,
                                  EXEC, FANOUT, HELLO, LEASE, LOCAL_OK, MULTI, RESET, SCAN, STREAM, UNKNOWN, UNWATCH,
                                  WAIT, WATCH, authenticates, strict_int)
-from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved
-from ..session.states import HELD, LEASED, NONE, SHARED, WATCHING
+from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
+from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, WATCHING
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
 from .connection import RoutedPending
@@ -94,9 +94,25 @@ def scan(session, batch, index: int) -> int:
 
 # -- connection state the proxy keeps -----------------------------------------------------------
 
+def queued_on_own(session, batch, index: int):
+    """Inside MULTI, connection state Redis would queue and answer in EXEC's reply: sent to the
+    transaction's connection (which then holds state: closed, not given back), the client's
+    name first, so that the connection answers for the client. None outside MULTI."""
+    if not session.state.in_transaction:
+        return None
+    client = session.extra
+    client.tainted = True
+    if client.deferred is None and session.own is not None:
+        session.own.send_hidden([("CLIENT", "SETNAME", client.name or b"")])
+    return forward_one(session, batch, index)
+
+
 def client_id(session, batch, index: int) -> int:
     if len(batch.commands[index]) != 2:
         return forward_one(session, batch, index)  # Redis's arity error
+    queued = queued_on_own(session, batch, index)
+    if queued is not None:
+        return queued
     session._local(b":%d\r\n" % session.extra.id)
     return index + 1
 
@@ -104,6 +120,9 @@ def client_id(session, batch, index: int) -> int:
 def client_getname(session, batch, index: int) -> int:
     if len(batch.commands[index]) != 2:
         return forward_one(session, batch, index)
+    queued = queued_on_own(session, batch, index)
+    if queued is not None:
+        return queued
     name = session.extra.name
     session._local(b"$%d\r\n%s\r\n" % (len(name), name) if name else
                    (b"_\r\n" if session.protocol == 3 else b"$-1\r\n"))
@@ -116,9 +135,13 @@ def client_setname(session, batch, index: int) -> int:
         return forward_one(session, batch, index)
     if any(c <= 32 or c >= 127 for c in args[2]):
         session._local(errors.resp_error("ERR Client names cannot contain spaces, newlines or special characters."))
-    else:
-        session.extra.name = args[2] or None
-        session._local(errors.OK)
+        session.refused_in_transaction()
+        return index + 1
+    queued = queued_on_own(session, batch, index)
+    session.extra.name = args[2] or None  # Redis checks the name when queueing; EXEC sets it
+    if queued is not None:
+        return queued
+    session._local(errors.OK)
     return index + 1
 
 
@@ -126,8 +149,11 @@ def local_ok(session, batch, index: int) -> int:
     """READONLY, READWRITE, ASKING: the proxy routes by slot itself."""
     args = batch.commands[index]
     name = args[0].lower().decode()
-    session._local(errors.OK if len(args) == 1 else errors.resp_error(
-        f"ERR wrong number of arguments for '{name}' command"))
+    if len(args) != 1:
+        session._local(errors.resp_error(f"ERR wrong number of arguments for '{name}' command"))
+        session.refused_in_transaction()
+    else:
+        session._local(b"+QUEUED\r\n" if session.state.in_transaction else errors.OK)
     return index + 1
 
 
@@ -148,28 +174,51 @@ def auth(session, batch, index: int) -> int:
 
 
 def hello(session, batch, index: int, hello_args=None) -> int:
-    """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here;
-    a protocol switch waits for the client's replies in flight."""
+    """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here,
+    once Redis accepted the HELLO; a protocol switch waits for the client's replies in flight
+    (while WATCHing, the transaction's connection switches: it is closed, not given back)."""
     args = batch.commands[index] if hello_args is None else hello_args
     if hello_args is None and authenticates(args):
         return auth(session, batch, index)
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)  # queued: its reply comes in EXEC's
+    client = session.extra
+    name = None
     rest = [arg.lower() for arg in args[2:]]
     if b"setname" in rest:
         at = 2 + rest.index(b"setname")
         if at + 1 < len(args):
-            session.extra.name = args[at + 1]
+            name = args[at + 1]
         args = args[:at] + args[at + 2:]
     version = strict_int(args[1]) if len(args) > 1 else None
+    watching = session.state.txn is not NONE
     if version in (2, 3) and version != session.protocol:
-        if session.inflight:
+        if watching:
+            client.tainted = True
+        elif session.inflight:
             return session.wait(batch, index)
+        else:
+            session.route = None  # the pool of the new protocol, once the protocol is set
         session.protocol = session.policy_state.protocol = version
-        session.route = session.backend.shared_route(session)
-    sink = TransformSink(session, lambda reply: reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1))
-    entry = RoutedPending(sink, 1, None, hiredis.pack_command(tuple(args)), 0, None, session.extra)
-    session.queue.append(entry)
-    session.inflight += 1
-    session.backend.router.send(entry, session.protocol, session.spread)
+        if session.route is None:
+            session.route = session.backend.shared_route(session)
+
+    def accepted(reply: bytes) -> bytes:
+        if name is not None and reply[:1] != b"-":
+            client.name = name or None
+        return reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)
+
+    sink = TransformSink(session, accepted)
+    data = hiredis.pack_command(tuple(args))
+    if watching:
+        session.route.send(session, args, data, 1, sink)
+    else:
+        entry = RoutedPending(sink, 1, None, data, 0, None, client)
+        session.queue.append(entry)
+        session.inflight += 1
+        session.backend.router.send(entry, session.protocol, session.spread)
+    if name is not None and session.state.life is OPEN:
+        return session.wait(batch, index + 1)  # a CLIENT GETNAME after it sees the name it set
     return index + 1
 
 
@@ -359,6 +408,7 @@ def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH)."""
     if session.state.in_transaction:
+        session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
     if session.state.lane is SHARED:
         if session.inflight:
@@ -471,7 +521,7 @@ def _first(replies) -> bytes:
 def client_kill(session, batch, index: int) -> int:
     """On every master, never reaching the proxy's own connections (`clientkill`)."""
     if session.state.in_transaction:
-        return forward_one(session, batch, index)
+        return refuse_in_transaction(session, batch, index)
     args = batch.commands[index]
     backend = session.backend
     masters = backend.router.slotmap.masters()

@@ -25,6 +25,7 @@ from .. import errors
 from .behaviour import strict_int
 
 NO_CLIENT = b"-ERR No such client\r\n"
+ARITY = b"-ERR wrong number of arguments for 'client|kill' command\r\n"
 NO_SUCH_ID = b"9223372036854775807"  # LONG_MAX: a client id Redis never reaches
 TYPES = {b"normal", b"master", b"slave", b"replica", b"pubsub"}
 
@@ -66,7 +67,7 @@ def plan(args: list[bytes], ours: Ours):
     if len(args) == 3:
         return Reply(NO_CLIENT) if args[2] in ours.addrs else FORWARD
     if len(args) < 3:
-        return Reply(errors.SYNTAX)
+        return Reply(ARITY)
     filters = {}
     index = 2
     while index < len(args):

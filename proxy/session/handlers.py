@@ -24,7 +24,7 @@ from .pause import PauseWatch, watches
 from .behaviour import (AUTH, CLIENT_KILL, CONTROL, DISCARD, DRAIN, EXEC, HELLO, LEASE, LOCKED, LOGIN, MULTI,
                         PASS, PIN, PROMOTE, QUIT, REFUSE, RESET, SELECT, SETINFO, STREAM, SUBCOMMAND, UNKNOWN,
                         UNWATCH, WAIT, WATCH, authenticates, strict_int)
-from .states import HELD, LEASED, NONE, SHARED, STREAMING, WATCHING
+from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 
 log = logging.getLogger("redis_guard.server")
 
@@ -80,6 +80,15 @@ def drain(session, batch, index: int) -> int:
     return index
 
 
+def refuse_in_transaction(session, batch, index: int) -> int:
+    """A command the proxy must see run, queued in MULTI where it would run unseen at EXEC
+    (CLIENT KILL could reach the proxy's own connections there): refused, and EXEC aborts, as
+    Redis does after a command it refused to queue."""
+    session._local(errors.not_in_transaction(batch.commands[index]))
+    session.refused_in_transaction()
+    return index + 1
+
+
 def refuse(session, batch, index: int) -> int:
     session._local(errors.not_supported(batch.commands[index], session.backend.kind))
     return index + 1
@@ -112,7 +121,7 @@ def control(session, batch, index: int) -> int:
 def client_kill(session, batch, index: int) -> int:
     args = batch.commands[index]
     if session.state.in_transaction:
-        return forward_one(session, batch, index)
+        return refuse_in_transaction(session, batch, index)
     decision = clientkill.plan(args, session.backend.ours())
     if type(decision) is clientkill.Reply:
         session._local(decision.reply)
@@ -214,6 +223,7 @@ def lease(session, batch, index: int) -> int:
 def stream(session, batch, index: int) -> int:
     """From this command on, the client's replies are no longer paired with its requests."""
     if session.state.in_transaction:
+        session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
@@ -221,16 +231,63 @@ def stream(session, batch, index: int) -> int:
     return session.stream_on_own(batch, index)
 
 
+class OnReply:
+    """Stands in for the session for one reply: `then(ok)` learns whether Redis accepted the
+    command (ok) or refused it (an error reply), before the client's next command goes."""
+
+    __slots__ = ("session", "then", "first")
+
+    def __init__(self, session, then):
+        self.session = session
+        self.then = then
+        self.first = True
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        if self.first:
+            self.first = False
+            self.then(data[:1] != b"-")
+        self.session.deliver(pending, data, done)
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
+
+
+def switch_pool(session, batch, index: int, db: int, protocol: int) -> int:
+    return switch_pool_with(session, batch, index, db, protocol, batch.span(index, index + 1))
+
+
+def switch_pool_with(session, batch, index: int, db: int, protocol: int, data: bytes) -> int:
+    """SELECT or HELLO on the shared connections: the client moves to the pool of that database
+    and protocol, the command goes there, and the client's next command waits for its reply:
+    when Redis refuses it (BUSY, NOAUTH...) the client stays where it was."""
+    if session.inflight:
+        return session.wait(batch, index)
+    backend = session.backend
+    old = (session.db, session.protocol)
+
+    def undo() -> None:
+        session.db, session.protocol = old
+        session.policy_state.protocol = old[1]
+        session.route = backend.shared_route(session)
+        session.bind()
+
+    session.db, session.protocol = db, protocol
+    session.policy_state.protocol = protocol
+    session.route = backend.shared_route(session)
+    session.bind()
+    backend.warm(session)  # a client here may move to a connection of its own next
+    session.route.send(session, batch.commands[index], data, 1, OnReply(session, lambda ok: ok or undo()))
+    if session.state.life is OPEN and session.inflight:
+        return session.wait(batch, index + 1)
+    return index + 1
+
+
 def select(session, batch, index: int) -> int:
     args = batch.commands[index]
     db = strict_int(args[1]) if len(args) == 2 else None
     if db is None or db == session.db or not 0 <= db < session.backend.databases:
         return forward_one(session, batch, index)  # Redis answers (an error, or no change)
-    if session.inflight:
-        return session.wait(batch, index)
-    session.db = db
-    session.route = session.backend.shared_route(session)
-    return index  # dispatched again: now in that database, any connection of it will do
+    return switch_pool(session, batch, index, db, session.protocol)
 
 
 def hello(session, batch, index: int, hello_args=None) -> int:
@@ -252,24 +309,41 @@ def hello(session, batch, index: int, hello_args=None) -> int:
         if names:
             return pin(session, batch, index)
         if version != session.protocol:
-            if session.inflight:
-                return session.wait(batch, index)
-            session.protocol = session.policy_state.protocol = version
-            session.route = session.backend.shared_route(session)
-            session.bind()
-            return index
+            return switch_hello(session, batch, index, data, version)
     elif lane is LEASED and (names or version != session.protocol):
         return promote(session, batch, index)
-    else:
-        session.protocol = session.policy_state.protocol = version
+    elif version != session.protocol:
+        return switch_hello(session, batch, index, data, version)
     session.route.send(session, args, data, 1, session)
+    return index + 1
+
+
+def switch_hello(session, batch, index: int, data: bytes, version: int) -> int:
+    """HELLO 2|3 changing the protocol: on the shared connections, the pool of that protocol;
+    on a connection of the client's own, that connection. Either way the client's next command
+    waits for the reply, and a refused HELLO leaves the protocol as it was."""
+    if session.state.lane is SHARED:
+        if session.inflight:
+            return session.wait(batch, index)
+        return switch_pool_with(session, batch, index, session.db, version, data)
+    old = session.protocol
+
+    def undo() -> None:
+        session.protocol = session.policy_state.protocol = old
+
+    session.protocol = session.policy_state.protocol = version
+    session.route.send(session, batch.commands[index], data, 1, OnReply(session, lambda ok: ok or undo()))
+    if session.state.life is OPEN and session.inflight:
+        return session.wait(batch, index + 1)
     return index + 1
 
 
 def auth(session, batch, index: int) -> int:
     """AUTH or HELLO ... AUTH with the client's own credentials: on a connection of its own
     whose first command is that AUTH (the proxy's start-up commands could be refused on a
-    server that now requires a password), the client's database and protocol restored after."""
+    server that now requires a password). The client's next command waits for the reply; then
+    the connection is put in the client's protocol (the one its HELLO asked for, when Redis
+    accepted it, else the one it had) and database."""
     if session.state.lane is not SHARED:
         return forward_one(session, batch, index)
     if session.inflight:
@@ -278,18 +352,20 @@ def auth(session, batch, index: int) -> int:
     conn = session.backend.open_authenticating(session)
     conn.owner = session
     session.use_own(conn, "pin")
-    session.send(conn, batch.span(index, index + 1), 1)
-    restore = []
-    if args[0].lower() == b"auth":
-        if session.protocol == 3:
-            restore.append(("HELLO", "3"))
-    else:
-        version = strict_int(args[1]) if len(args) > 1 else None
-        if version in (2, 3):
-            session.protocol = session.policy_state.protocol = version
-    if session.db:
-        restore.append(("SELECT", str(session.db)))
-    conn.send_hidden(restore)
+    old = session.protocol
+    asked = strict_int(args[1]) if args[0].lower() == b"hello" and len(args) > 1 else None
+
+    def settle(ok: bool) -> None:
+        protocol = asked if ok and asked in (2, 3) else old
+        session.protocol = session.policy_state.protocol = protocol
+        restore = [("HELLO", "3")] if protocol == 3 and not (ok and asked == 3) else []
+        if session.db:
+            restore.append(("SELECT", str(session.db)))
+        conn.send_hidden(restore)
+
+    session.send(conn, batch.span(index, index + 1), 1, OnReply(session, settle))
+    if session.state.life is OPEN and session.inflight:
+        return session.wait(batch, index + 1)
     return index + 1
 
 

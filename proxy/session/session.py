@@ -53,7 +53,7 @@ class Session(asyncio.Protocol):
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
-        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra",
+        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired",
     )
 
     def __init__(self, proxy):
@@ -85,6 +85,7 @@ class Session(asyncio.Protocol):
         self.output_limit = limits.client_output_buffer
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
+        self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
@@ -214,7 +215,11 @@ class Session(asyncio.Protocol):
                 continue
             if start < index:
                 self.route.forward(self, batch, start, index)
-            next_index = self.handlers[action](self, batch, index)
+            try:
+                next_index = self.handlers[action](self, batch, index)
+            except Exception:  # a bug in a handler must not take the proxy's other clients down
+                self.handler_failed(commands[index])
+                return
             if next_index == HELD:
                 return
             start = index = next_index
@@ -228,6 +233,14 @@ class Session(asyncio.Protocol):
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
+
+    def handler_failed(self, args) -> None:
+        log.exception("client %s: the proxy failed on %r; closing the client's connection", _peer(self.peer),
+                      args[0][:64])
+        self._local(errors.resp_error("ERR the proxy failed on this command; see its log"))
+        self.input_ended = True
+        if self.state.life is not CLOSED:
+            self._close()
 
     def redispatch(self, batch, index: int, action: int) -> int:
         """Handle commands[index] as `action` (a subcommand's): PASS goes on the current route."""

@@ -90,6 +90,12 @@ def end_transaction(session, is_exec: bool, batch, index: int) -> int:
         reply = errors.policy_violation(unmet[0]) if unmet else errors.EXECABORT
         session.route.send(session, args, hiredis.pack_command(("DISCARD",)), 1, ReplacingSink(session, reply))
         return index + 1
+    if is_exec and session.unpaired:
+        # EXEC of an (UN)SUBSCRIBE with several channels answers more replies than it counts
+        # (redis/redis#12207): from EXEC on, every reply of the connection is the client's.
+        session.unpaired = False
+        return session.stream_on_own(batch, index)
+    session.unpaired = False
     session.route.forward(session, batch, index, index + 1)
     if is_exec and extra:
         session.route.hidden(session, args, extra)

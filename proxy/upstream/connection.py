@@ -34,6 +34,9 @@ CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
 SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
+# Connections whose writes wait for the end of this event-loop tick (one process, one loop):
+# while there are any, a write to an idle connection waits too, so writes leave in arrival order.
+FLUSHES = [0]
 CLIENT_ID = ("CLIENT", "ID")
 
 
@@ -68,6 +71,10 @@ class StartupPending:
                     self.connection.client_id = client_id
             for reply in replies:
                 if isinstance(reply, hiredis.ReplyError):
+                    if str(reply).startswith("BUSY"):
+                        # A script is running: SELECT is refused until it ends or is killed.
+                        self.connection.restart_later(self.identify)
+                        return
                     # Requests queued behind it get the server's own refusal (NOAUTH, ...).
                     self.connection.fail(
                         f"start-up command refused: {reply}", refused=True,
@@ -188,10 +195,28 @@ class UpstreamConnection(asyncio.Protocol):
         else:
             self.on_ready()
 
+    def restart_later(self, identify: bool, delay: float = 0.05) -> None:
+        """Run the start-up commands again soon (a busy script refused them); requests wait."""
+        def restart():
+            if self.state is CONNECTING and self.transport is not None:
+                self.pending.appendleft(StartupPending(self, self.startup_count, identify))
+                self.transport.write(self.startup)
+
+        self.loop.call_later(delay, restart)
+
+    @property
+    def startup_count(self) -> int:
+        reader = hiredis.Reader()
+        reader.feed(self.startup)
+        count = 0
+        while reader.gets() is not False:
+            count += 1
+        return count
+
     def on_ready(self) -> None:
         if self.state is CONNECTING:
             self.state = READY
-            self._flush()
+            self._write_out()
 
     def connection_lost(self, exc) -> None:
         self.fail(str(exc) if exc else "closed by the server")
@@ -247,9 +272,11 @@ class UpstreamConnection(asyncio.Protocol):
     def send(self, data: bytes, pending) -> None:
         """Queue a request; `pending` is None for requests on a raw stream (no reply pairing)."""
         queue = self.pending
-        if not queue and not self.out and self.state is READY:
+        if not queue and not self.out and self.state is READY and not FLUSHES[0]:
             # Nothing in flight: the connection is idle, so there is nothing to batch with and
-            # waiting for the end of the tick would only add latency.
+            # waiting for the end of the tick would only add latency. (Not while another
+            # connection's writes wait for the end of this tick: what came first leaves first,
+            # so another client's PUBLISH cannot overtake an earlier UNSUBSCRIBE.)
             if pending is not None:
                 queue.append(pending)
             self.transport.write(data)
@@ -259,6 +286,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.out.append(data)
         if not self.flush_scheduled:
             self.flush_scheduled = True
+            FLUSHES[0] += 1
             self.loop.call_soon(self._flush)
 
     def send_all(self, data: bytes, entries) -> None:
@@ -282,7 +310,12 @@ class UpstreamConnection(asyncio.Protocol):
         return future
 
     def _flush(self) -> None:
+        """The end of the tick: what was queued leaves in one write."""
         self.flush_scheduled = False
+        FLUSHES[0] -= 1
+        self._write_out()
+
+    def _write_out(self) -> None:
         out = self.out
         if not out or self.state is not READY:
             return
