@@ -23,6 +23,7 @@ import socket
 import hiredis
 
 from . import connstate, errors, metrics
+from .monitor import health, live
 from .connstate import (HELLO, LOCKED, LOGIN, PASS, QUIT, RESET, SELECT, STREAM, SUBCOMMAND, TXN_BEGIN,
                         TXN_DISCARD, TXN_EXEC, Guard, strict_int)
 from .login import parse_auth, parse_hello
@@ -157,6 +158,7 @@ class ClientSession(asyncio.Protocol):
 
     def _handle(self, batch) -> None:
         if batch.commands:
+            live.count_batch(batch)  # monitor hook
             self._run(batch, 0)
             if self.held is not None:
                 return  # a protocol error after them is answered by _resume_held
@@ -392,6 +394,7 @@ class ClientSession(asyncio.Protocol):
         if start < index:
             self._forward(batch.span(start, index), index - start)
         if verdict.reject is not None:
+            live.rejected(args[0])  # monitor hook
             self._local(errors.policy_violation(verdict.reject))
             if self.policy_state.in_multi:
                 self.txn_dirty = True  # Redis, too, aborts EXEC after a command it refused to queue
@@ -502,9 +505,11 @@ class ClientSession(asyncio.Protocol):
         if conn is None or conn.state is CLOSED:
             reason = conn.close_reason if conn is not None else self.proxy.pool(self.db, self.protocol).failed_reason
             error = errors.upstream_unavailable(self.proxy.upstream_label, reason or "not connected")
+            health.requests_failed(self.proxy.upstream_label, count)  # monitor hook
             self._local(error * count)
             return
         slot = Slot(self, -1 if stream else count, conn)
+        slot.sent = data  # monitor hook: the names of its commands
         if stream:
             self.streaming = slot
         else:
@@ -545,6 +550,7 @@ class ClientSession(asyncio.Protocol):
                 remaining = slot.remaining = slot.remaining - done
                 if remaining == 0:
                     slots.popleft()
+                    live.slot_done(slot)  # monitor hook
                     self.inflight -= 1
                     if slots or self.held is not None or self.closing or self.waiting_upstreams:
                         self._head_done()
@@ -609,6 +615,7 @@ class ClientSession(asyncio.Protocol):
             if head.remaining != 0:
                 break
             slots.popleft()
+            live.slot_done(head)  # monitor hook
         if not self.write_paused:
             self._release_upstreams()
         if self.closing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from time import perf_counter as clock
 
 from . import errors, metrics
 
@@ -20,7 +21,7 @@ class Slot:
     """Replies a client awaits from one upstream connection for one run of its requests.
     remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
 
-    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
+    __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn", "started", "sent", "count")
 
     def __init__(self, session, remaining: int, conn=None):
         self.session = session
@@ -28,6 +29,7 @@ class Slot:
         self.conn = conn
         self.buffered = None
         self.buffered_size = 0
+        self.started, self.sent, self.count = clock(), None, remaining  # monitor: timing, names, weight
 
     def fail(self, error: bytes, partial: bool) -> None:
         self.session.slot_failed(self, error, partial)  # the session, or a ReplacingSink

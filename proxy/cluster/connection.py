@@ -15,7 +15,9 @@ failover rather than failing them: they were never sent.
 from __future__ import annotations
 
 import time
+from time import perf_counter as clock
 
+from ..monitor import live
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, SharedPool, UpstreamConnection, open_connection
@@ -29,7 +31,7 @@ class RoutedSlot:
     again: `source` is the client's batch (commands `first`...) or one packed request."""
 
     __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking")
+                 "count", "hash_slot", "attempts", "asking", "started")
 
     def __init__(self, session, count: int, conn, source, first: int, hash_slot: int | None):
         self.session = session
@@ -43,6 +45,7 @@ class RoutedSlot:
         self.hash_slot = hash_slot
         self.attempts = 0
         self.asking = False
+        self.started = clock()  # for the monitor's timing
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""
@@ -112,6 +115,7 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def data_received(self, data: bytes) -> None:
+        live.upstream_read(self, data)
         reading = self.router.reading
         if reading.active:  # not expected: a delivery that reads again; its writes join ours
             self._deliver_replies(data)

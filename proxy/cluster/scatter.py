@@ -16,6 +16,7 @@ client, as in standalone mode.
 
 from __future__ import annotations
 
+from ..monitor import live
 from ..resp.replies import ReplySplitter
 from ..slots import Slot, keep
 from .connection import RoutedSlot, cut_run
@@ -65,6 +66,8 @@ class Scatter(Slot):
     def deliver(self, slot: RoutedSlot, data: bytes, done: int) -> None:
         if done:
             slot.remaining -= done
+            if not slot.remaining:
+                live.slot_done(slot)  # the stretch's runs are timed one by one
         session = self.session
         if session.closed or self.remaining == 0:  # gone, or failed for a reply cut half-way
             return

@@ -21,6 +21,7 @@ import time
 import hiredis
 
 from .. import errors, metrics
+from ..monitor import health, live
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -145,6 +146,7 @@ class UpstreamConnection(asyncio.Protocol):
     def on_ready(self) -> None:
         if self.state is CONNECTING:
             self.state = READY
+            health.of(self.label).connected()  # monitor hook
             self._flush()
 
     def connection_lost(self, exc) -> None:
@@ -165,6 +167,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.close_reason = reason
         if self.transport is not None:
             self.transport.abort()
+        if reason != CLOSED_BY_PROXY:
+            health.lost(self, reason)  # monitor hook
         pending, self.pending = self.pending, collections.deque()
         self.out = []
         if reason != CLOSED_BY_PROXY:
@@ -233,6 +237,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        live.upstream_read(self, data)  # monitor hook
         pending = self.pending
         scan = self.splitter.scan
         pos = 0

@@ -1,0 +1,256 @@
+"""What one process counts on live traffic, on the hot path, in plain Python.
+
+Everything here is a dict or a list updated in place by the event loop's thread; nothing is
+exported from here (`snapshot` copies it at scrape time, from another thread: a dict or list
+copy is one C call under the GIL, so it sees a consistent state). The costs are per batch, per
+slot or per upstream read, never per byte:
+
+* `count_batch` (a client's batch of requests): the command names as sent, counted with the C
+  loop of `collections.Counter` (names are folded to the command table's at export; at most
+  `MAX_NAMES` distinct spellings are kept, the rest fold into the empty name, "unknown"), the
+  request bytes, big requests (only when the batch itself is big) and, every `KEY_SAMPLE_EVERY`
+  batches, the keys of the hot-key sample.
+* `slot_done` (a run of pipelined commands fully answered and written to the client): its time
+  from the moment it was queued (`Slot.started`) into the histogram of its first command,
+  weighted by its number of commands; the slow log past `SLOW_SECONDS`.
+* `upstream_read` (a read from an upstream connection): reply bytes; error replies, looked for
+  only in reads where a `-` follows a line end or starts the read (then walked reply by reply);
+  every `RTT_SAMPLE_EVERY` reads, the upstream round trip of the connection's oldest request.
+* `rejected`: a command the policy refused.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections import _count_elements
+from operator import itemgetter
+
+import hiredis
+
+from ..resp.replies import ReplySplitter, ReplyStreamError
+from . import keys
+
+clock = time.perf_counter
+first = itemgetter(0)
+
+# Histogram bounds in seconds: a Redis reply takes about 0.1 ms; slow ones up to seconds.
+BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+MAX_NAMES = 512  # distinct command spellings kept (clients may send any bytes as a name)
+UNKNOWN = b""  # the name garbage folds into
+RTT_SAMPLE_EVERY = 8
+KEY_SAMPLE_EVERY = 16
+ERROR_SCAN_LIMIT = 65536  # bigger reads are bulk bodies: not searched for error replies
+REDIRECTIONS = (b"-MOVED ", b"-ASK ", b"-TRYAGAIN")
+
+NAMES: dict[bytes, int] = {}  # command name as sent -> commands
+ERRORS: dict[bytes, int] = {}  # command name as sent -> error replies from Redis
+REJECTED: dict[bytes, int] = {}  # command name as sent -> refused by the policy
+DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +Inf, sum of seconds]
+RTT = [0] * (len(BOUNDS) + 1) + [0.0]
+TOTALS = {"request_bytes": 0, "reply_bytes": 0, "redirections": 0}
+_ticks = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY]
+_known: set[bytes] = set()  # every command name, lower and upper case
+_namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
+
+
+def setup(table) -> None:
+    """Learn the command table's names and the slot classes (imported here, not at module
+    import: the connection modules import this one)."""
+    from ..cluster.connection import RoutedSlot
+    from ..slots import Slot
+
+    for spec in table:
+        if "|" not in spec.name:
+            _known.add(spec.name.encode())
+            _known.add(spec.name.upper().encode())
+    _namers[Slot] = _sent_command
+    _namers[RoutedSlot] = _routed_command
+    keys.setup(table)
+
+
+def reset() -> None:
+    """Forget every count (tests)."""
+    for table in (NAMES, ERRORS, REJECTED, DURATIONS):
+        table.clear()
+    RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
+    for name in TOTALS:
+        TOTALS[name] = 0
+    keys.reset()
+
+
+# -- the hot path -----------------------------------------------------------------------------
+
+
+def count_batch(batch) -> None:
+    commands = batch.commands
+    if len(commands) == 1:
+        name = commands[0][0]
+        NAMES[name] = NAMES.get(name, 0) + 1
+    else:
+        _count_elements(NAMES, map(first, commands))
+    if len(NAMES) > MAX_NAMES:
+        fold(NAMES)
+    size = len(batch.raw)
+    TOTALS["request_bytes"] += size
+    if size >= keys.BIG_BYTES:
+        keys.big_requests(batch)
+    ticks = _ticks
+    ticks[1] -= 1
+    if not ticks[1]:
+        ticks[1] = KEY_SAMPLE_EVERY
+        keys.sample(commands)
+
+
+def slot_done(slot) -> None:
+    """A slot's last reply was written to its client."""
+    count = slot.count
+    if count <= 0:
+        return
+    namer = _namers.get(slot.__class__)
+    if namer is None:
+        return
+    elapsed = clock() - slot.started
+    args = namer(slot, 0)
+    if args is None:
+        return
+    name = args[0]
+    histogram = DURATIONS.get(name)
+    if histogram is None:
+        if len(DURATIONS) >= MAX_NAMES:
+            name = UNKNOWN
+        histogram = DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])
+    histogram[bisect_left(BOUNDS, elapsed)] += count
+    histogram[-1] += elapsed * count
+    if elapsed >= keys.SLOW_SECONDS:
+        keys.slow(full_command(slot), elapsed, count)
+
+
+def upstream_read(conn, data: bytes) -> None:
+    """Before `conn` hands out the replies in `data` (its pending slots still as they were)."""
+    size = len(data)
+    TOTALS["reply_bytes"] += size
+    if data[0] == 45 or (size <= ERROR_SCAN_LIMIT and b"\r\n-" in data):
+        _count_errors(conn, data)
+    if size >= keys.BIG_BYTES:
+        keys.big_reply(conn, data, _head_command(conn))
+    ticks = _ticks
+    ticks[0] -= 1
+    if not ticks[0]:
+        ticks[0] = RTT_SAMPLE_EVERY
+        pending = conn.pending
+        started = getattr(pending[0], "started", None) if pending else None
+        if started is not None:
+            _observe(RTT, clock() - started)
+
+
+def rejected(name: bytes) -> None:
+    REJECTED[name] = REJECTED.get(name, 0) + 1
+
+
+# -- the rare paths ---------------------------------------------------------------------------
+
+
+def fold(names: dict) -> None:
+    """Keep the command table's spellings; every other name counts as UNKNOWN."""
+    for name in [name for name in names if name not in _known and name != UNKNOWN]:
+        lower = name.lower()
+        target = lower if lower in _known else UNKNOWN
+        names[target] = names.get(target, 0) + names.pop(name)
+
+
+def _observe(histogram: list, seconds: float) -> None:
+    histogram[bisect_left(BOUNDS, seconds)] += 1
+    histogram[-1] += seconds
+
+
+def _sent_command(slot, k: int):
+    """The k-th command of a standalone slot, from the request bytes it was sent with."""
+    sent = slot.sent
+    if sent is None:
+        return None
+    if k == 0 and sent[6:7] == b"\r" and sent[:1] == b"*" and sent[4:5] == b"$":
+        # `*N\r\n$L\r\nNAME`: the usual one-digit header, without a parser
+        return (sent[8:8 + sent[5] - 48],)
+    return _parse_nth(sent, k)
+
+
+def _routed_command(slot, k: int):
+    source = slot.source
+    if isinstance(source, bytes):
+        return _parse_nth(source, k)
+    at = slot.first + k
+    commands = source.commands
+    return commands[at] if at < len(commands) else None
+
+
+def _parse_nth(data: bytes, k: int):
+    reader = hiredis.Reader()
+    reader.feed(data)
+    for _ in range(k + 1):
+        command = reader.gets()
+        if command is False or not isinstance(command, list) or not command:
+            return None
+    return command
+
+
+def command_of(slot, k: int = 0):
+    """The k-th command of a slot: its arguments, or only its name (a 1-tuple, the fast path of
+    a standalone slot's first command); None for slots that are not a client's commands."""
+    namer = _namers.get(slot.__class__)
+    return namer(slot, k) if namer is not None else None
+
+
+def full_command(slot, k: int = 0):
+    """The k-th command of a slot with all its arguments."""
+    if getattr(slot, "sent", None) is not None:
+        return _parse_nth(slot.sent, k)
+    return command_of(slot, k)
+
+
+def _head_command(conn):
+    pending = conn.pending
+    return full_command(pending[0]) if pending else None
+
+
+def _count_errors(conn, data: bytes) -> None:
+    """Walk the replies of this read over the connection's pending slots and count the error
+    replies by command. A read that starts inside a reply is left alone (rare: error replies
+    are one short line)."""
+    if conn.splitter.in_reply:
+        return
+    pending = conn.pending
+    if not pending:
+        return
+    splitter = ReplySplitter()
+    size = len(data)
+    pos = 0
+    index = 0
+    slot = pending[0]
+    left = slot.remaining
+    try:
+        while pos < size and left > 0:
+            start = pos
+            pos, done, _pushes = splitter.scan(data, pos, 1)
+            if not done:
+                return
+            if data[start] == 45:
+                if data.startswith(REDIRECTIONS, start):
+                    TOTALS["redirections"] += 1
+                else:
+                    count = getattr(slot, "count", 0)
+                    args = command_of(slot, count - left) if count > 0 else None
+                    if args is not None:
+                        name = args[0]
+                        ERRORS[name] = ERRORS.get(name, 0) + 1
+                        if len(ERRORS) > MAX_NAMES:
+                            fold(ERRORS)
+            left -= 1
+            if left == 0:
+                index += 1
+                if index >= len(pending):
+                    return
+                slot = pending[index]
+                left = slot.remaining
+    except (ReplyStreamError, IndexError):
+        return
