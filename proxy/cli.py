@@ -215,7 +215,8 @@ def _log_ready(config, address, source: str, workers: int, engine=None) -> None:
     fields = {"event": "ready", "listen": listen, "upstream": upstream, "workers": workers, "command_table": source,
               "policy": engine.policy.name if engine is not None else None,
               "metrics": str(config.metrics) if config.metrics is not None else None}
-    log.info("redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
+    logging.getLogger("redis_guard.ready").info(
+             "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
              listen, upstream, policy, source, workers, "s" if workers != 1 else "", extra={"fields": fields})
 
 

@@ -4,8 +4,8 @@ Every policy decision that fires a rule is counted by rule id, mode and outcome 
 `audited`, `rewritten`); `monitor/` serves these counters, summed over the workers, with the
 traffic metrics on the HTTP address set in the config (`metrics: 127.0.0.1:9121`). Each finding
 is also logged as one line of fields (rule, mode, outcome, command, key, client address,
-policy, application) — never values — at most `monitor.logs.FINDINGS_PER_SECOND` lines a
-second. The application is the one the client authenticated to the proxy as (empty / null: none).
+policy, application) — never values; audit findings (which, unlike refusals, a client never
+sees) at most `monitor.logs.FINDINGS_PER_SECOND` lines a second. The application is the one the client authenticated to the proxy as (empty / null: none).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ FINDING_LINES = FindingLimiter(decision_log)
 def record(finding, outcome: str, args, peer, policy: str, key_index: int | None = None,
            app: str | None = None) -> None:
     FINDINGS.labels(finding.rule, finding.mode, outcome, policy, app or "").inc()
-    if not decision_log.isEnabledFor(logging.INFO) or not FINDING_LINES.allow():
+    if not decision_log.isEnabledFor(logging.INFO) or (outcome == "audited" and not FINDING_LINES.allow()):
         return
     entry = Fields({
         "event": "policy", "rule": finding.rule, "mode": finding.mode, "outcome": outcome,

@@ -3,7 +3,8 @@
 Text lines are `TIME LEVEL LOGGER[PID]: MESSAGE`. In JSON every line is one object with
 `time`, `level`, `logger`, `pid` and `message`; a record that carries structured fields
 (`extra={"fields": {...}}`, or a `Fields` message such as a policy finding) has them as keys
-of the object rather than as text in the message. A finding is logged only while fewer than
+of the object rather than as text in the message. An audit finding (forwarded: no client sees
+it, so a busy client can make thousands a second) is logged only while fewer than
 `FINDINGS_PER_SECOND` were logged in the current second; the others are counted (every finding
 is in `redis_guard_policy_findings_total` anyway) and one line says how many were left out,
 written by the next finding or, when traffic stops, by a short-lived thread (no timer in the
@@ -22,6 +23,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 FINDINGS_PER_SECOND = 20
+READY_LOGGER = "redis_guard.ready"
 
 
 class Fields(dict):
@@ -62,6 +64,8 @@ def setup(level: str = "INFO", form: str = "text", stream=None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # The ready line is what scripts and tests wait for: written at any level.
+    logging.getLogger(READY_LOGGER).setLevel(min(logging.INFO, root.level))
 
 
 class FindingLimiter:
