@@ -3,6 +3,7 @@
 import io
 import json
 import logging
+import os
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_text_lines_keep_their_form(restore_logging):
     setup("WARNING", "text", out)
     logging.getLogger("redis_guard.decisions").warning(Fields(event="policy", rule="K2"))
     line = out.getvalue().strip()
-    assert line.endswith(' WARNING redis_guard.decisions[%d]: {"event": "policy", "rule": "K2"}' % __import__("os").getpid())
+    assert line.endswith(f' WARNING redis_guard.decisions[{os.getpid()}]: {{"event": "policy", "rule": "K2"}}')
 
 
 class Clock:
