@@ -31,7 +31,7 @@ class RoutedSlot:
     again: `source` is the client's batch (commands `first`...) or one packed request."""
 
     __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking", "started")
+                 "count", "hash_slot", "attempts", "asking", "started", "sent")
 
     def __init__(self, session, count: int, conn, source, first: int, hash_slot: int | None):
         self.session = session
@@ -45,7 +45,7 @@ class RoutedSlot:
         self.hash_slot = hash_slot
         self.attempts = 0
         self.asking = False
-        self.started = clock()  # for the monitor's timing
+        self.started, self.sent = clock(), None  # for the monitor: timing (names come from source)
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import time
 
-HOT_CAPACITY = 64
+HOT_CAPACITY = 32
 BIG_BYTES = 64 * 1024
 BIG_CAPACITY = 32
 SLOW_SECONDS = 0.01  # redis-server's own slowlog-log-slower-than default, 10 ms

@@ -109,7 +109,7 @@ def build() -> dict:
         "rejected": _names(live.REJECTED),
         "durations": _durations(),
         "rtt": list(live.RTT),
-        "totals": dict(live.TOTALS),
+        "totals": dict(zip(live.TOTAL_NAMES, list(live.TOTALS))),
         "clients": len(proxy.sessions) if proxy is not None else 0,
         "upstream_connections": _connections(proxy) if proxy is not None else {"shared": 0, "dedicated": 0},
         "upstreams": {label: {"up": state.up, "failed": state.failed_total}

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Micro-benchmark of the monitoring hooks on the hot path, without sockets.
+
+Runs what the proxy's hooks run per request (`monitor.live`: `count_batch` per client batch,
+the three slot fields set when a run is queued, `slot_done` when it is answered, `upstream_read`
+per upstream read) over batches of 1 and of 16 GET/SET commands, and prints nanoseconds per
+request, next to the session loop's own cost without monitoring (`ClientSession._run`, as in
+micro_policy.py) for scale. Only reads of the machine's CPU: it does not depend on other load
+as much as run.py does, but take the best of several runs on a shared machine.
+
+    python benchmarks/micro_monitor.py [--batches N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import hiredis  # noqa: E402
+
+from proxy.commands.table import CommandTable  # noqa: E402
+from proxy.monitor import live  # noqa: E402
+from proxy.resp.reader import RequestReader  # noqa: E402
+from proxy.resp.replies import ReplySplitter  # noqa: E402
+from proxy.slots import Slot  # noqa: E402
+
+ROUNDS = 7
+COMMANDS = {
+    "GET": (lambda i: (b"GET", b"bench:item:%012d:string" % i), b"$3\r\nxxx\r\n"),
+    "SET": (lambda i: (b"SET", b"bench:item:%012d:string" % i, b"xxx", b"EX", b"3600"), b"+OK\r\n"),
+}
+
+
+class Conn:
+    def __init__(self):
+        self.pending = collections.deque()
+        self.splitter = ReplySplitter()
+
+
+def per_request(batches, replies, size: int) -> float:
+    """Best of ROUNDS passes, ns per request: the hooks of one batch, one slot, one read."""
+    conn = Conn()
+    best = float("inf")
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        for batch in batches:
+            live.count_batch(batch)
+            slot = Slot(None, size)  # started and count are set here
+            slot.sent = batch.raw
+            conn.pending.append(slot)
+            live.upstream_read(conn, replies)
+            conn.pending.popleft()
+            live.slot_done(slot)
+        best = min(best, time.perf_counter() - started)
+    return best / (len(batches) * size) * 1e9
+
+
+def baseline(batches, size: int) -> float:
+    """The same objects without the hooks: what the loop itself costs here."""
+    conn = Conn()
+    best = float("inf")
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        for batch in batches:
+            slot = Slot(None, size)
+            conn.pending.append(slot)
+            conn.pending.popleft()
+        best = min(best, time.perf_counter() - started)
+    return best / (len(batches) * size) * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=20_000)
+    args = parser.parse_args()
+    live.setup(CommandTable.from_snapshot())
+    print("ns per request of the monitoring hooks (count_batch, slot fields, upstream_read, slot_done)")
+    for name, (build, reply) in COMMANDS.items():
+        for size in (1, 16):
+            reader = RequestReader()
+            batches = [reader.feed_read(b"".join(hiredis.pack_command(build(i * size + k)) for k in range(size)))
+                       for i in range(args.batches // size + 1)]
+            hooks = per_request(batches, reply * size, size)
+            plain = baseline(batches, size)
+            print(f"{name} x{size:<2}: {hooks - plain:6.0f} ns per request for monitoring")
+        live.reset()
+
+
+if __name__ == "__main__":
+    main()
