@@ -215,9 +215,9 @@ def _log_ready(config, address, source: str, workers: int, engine=None) -> None:
     fields = {"event": "ready", "listen": listen, "upstream": upstream, "workers": workers, "command_table": source,
               "policy": engine.policy.name if engine is not None else None,
               "metrics": str(config.metrics) if config.metrics is not None else None}
-    logging.getLogger("redis_guard.ready").info(
-             "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
-             listen, upstream, policy, source, workers, "s" if workers != 1 else "", extra={"fields": fields})
+    logging.getLogger("redis_guard.ready").info(  # written at any --log-level
+        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
+        listen, upstream, policy, source, workers, "s" if workers != 1 else "", extra={"fields": fields})
 
 
 def _reserve(listen: Address) -> socket.socket:
@@ -345,10 +345,7 @@ def cmd_serve(args) -> int:
                 on_ready=lambda proxy: _log_ready(config, proxy.bound_address, source, 1, engine),
             )
         finally:
-            if monitor[1] is not None:
-                from .monitor import workers
-
-                workers.remove_directory(monitor[1])
+            service.release(monitor)
     except OSError as exc:  # a BindError names its address; a cluster that does not answer says so
         print(f"redis-guard: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -514,11 +511,10 @@ def _log_options(parser, defaults: bool) -> None:
     """--log-level and --log-format, before the subcommand (with defaults) and after it."""
     from .monitor.logs import FORMATS, LEVELS
 
-    keep = {} if defaults else {"default": argparse.SUPPRESS}
     parser.add_argument("--log-level", type=str.upper, choices=LEVELS, help="default INFO",
-                        **({"default": "INFO"} if defaults else keep))
+                        default="INFO" if defaults else argparse.SUPPRESS)
     parser.add_argument("--log-format", choices=FORMATS, help="text (default) or json: one JSON object a line",
-                        **({"default": "text"} if defaults else keep))
+                        default="text" if defaults else argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,8 @@ Before forking: `prepare` (the command table's names, the policy loaded) and `bi
 address, so that a busy port fails the start with its address; with workers, the directory of
 their snapshot sockets). In each worker once it listens: `worker_ready` (the proxy its
 snapshot counts; with workers, its snapshot socket). After forking: `MonitorServer.start`.
-On SIGTERM: `draining` (/ready answers 503 from then on, before the listener closes).
+On SIGTERM: `draining` (/ready answers 503 from then on, before the listener closes); at exit:
+`release`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from . import live, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
 from .ready import Readiness
 
-__all__ = ["BindError", "bind", "draining", "prepare", "worker_ready"]
+__all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"]
 
 
 def prepare(table, policy_path, engine) -> None:
@@ -42,6 +43,12 @@ def worker_ready(proxy, directory: str | None) -> None:
     snapshot.attach(proxy)
     if directory:
         workers.serve(directory, snapshot.build)
+
+
+def release(monitor: tuple) -> None:
+    """At exit: the workers' snapshot directory goes."""
+    if monitor[1] is not None:
+        workers.remove_directory(monitor[1])
 
 
 def draining(server: MonitorServer | None) -> None:
