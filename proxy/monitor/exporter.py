@@ -32,14 +32,19 @@ EXPORTED = (
 )
 
 
-def _buckets(histogram: list) -> tuple[list, float]:
-    """Cumulative (le, count) pairs and the sum, from per-bucket counts and a trailing sum."""
+def _buckets(histogram: list, total: float | None = None) -> tuple[list, float]:
+    """Cumulative (le, count) pairs and the sum, from per-bucket counts and a trailing sum; with
+    `total`, a sample scaled so that the +Inf bucket (the count) is `total`."""
+    sampled = sum(histogram[:-1])
+    scale = total / sampled if total is not None and sampled else 1.0
     running = 0
     buckets = []
     for bound, count in zip((*live.BOUNDS, float("inf")), histogram[:-1]):
         running += count
-        buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
-    return buckets, histogram[-1]
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), round(running * scale, 3)))
+    if total is not None and sampled:
+        buckets[-1] = ("+Inf", total)
+    return buckets, histogram[-1] * scale
 
 
 class Collector:
@@ -83,10 +88,12 @@ def _commands(merged: dict):
     yield total
     duration = HistogramMetricFamily(
         "redis_guard_command_duration_seconds",
-        "Time from a run of pipelined commands being queued upstream to its last reply written to the client, "
-        "counted once per command under the run's first command", labels=["command"])
+        f"Time from a run of pipelined commands being queued upstream to its last reply written to the client, "
+        f"once per command under the run's first command; one run in {live.TIME_EVERY} is timed and the sample "
+        f"is scaled to the commands answered", labels=["command"])
     for name, histogram in sorted(merged["durations"].items()):
-        buckets, total_seconds = _buckets(histogram)
+        answered = merged["names"].get(name, 0) - merged["rejected"].get(name, 0)
+        buckets, total_seconds = _buckets(histogram, answered if answered > 0 else None)
         duration.add_metric([name], buckets, total_seconds)
     yield duration
     rtt = HistogramMetricFamily("redis_guard_upstream_rtt_seconds",

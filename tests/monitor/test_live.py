@@ -73,6 +73,7 @@ def test_distinct_names_are_bounded():
 def test_a_slot_is_timed_under_its_first_command_once_per_command(commands, first):
     slot = slot_for(*commands)
     slot.started -= 0.003  # queued 3 ms ago
+    live._ticks[2] = 1  # the sample's turn
     live.slot_done(slot)
     durations = snapshot.build()["durations"]
     assert list(durations) == [first]
@@ -80,6 +81,12 @@ def test_a_slot_is_timed_under_its_first_command_once_per_command(commands, firs
     assert sum(histogram[:-1]) == len(commands)
     assert histogram[live.BOUNDS.index(0.005)] == len(commands)  # in the (2.5 ms, 5 ms] bucket
     assert histogram[-1] == pytest.approx(0.003 * len(commands), rel=0.2)
+
+
+def test_one_run_in_time_every_is_timed():
+    for _ in range(live.TIME_EVERY * 5):
+        live.slot_done(slot_for(("GET", "k"), ("GET", "j")))
+    assert sum(live.DURATIONS[b"GET"][:-1]) == 2 * 5
 
 
 def test_local_replies_and_streams_are_not_timed():

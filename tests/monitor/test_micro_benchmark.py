@@ -12,4 +12,4 @@ def test_the_monitoring_micro_benchmark_runs_the_hooks():
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     for case in ("GET x1 ", "GET x16", "SET x1 ", "SET x16"):
-        assert re.search(rf"^{case}: +-?\d+ ns per request for monitoring$", done.stdout, re.M), done.stdout
+        assert re.search(rf"^{case}: +-?\d+ ns per request for monitoring$", done.stdout, re.MULTILINE), done.stdout
