@@ -2,7 +2,7 @@
 
 The connection layer reports three things, without I/O: a connection became ready
 (`connected`), a connection failed for a reason other than the proxy closing it (`failed`,
-with the requests that failed with it), and requests were answered with an error at once
+with the requests that failed with it; `lost` leaves out idle connections the server closed), and requests were answered with an error at once
 because the upstream is known to be down (`requests_failed`). The first failure of an upstream
 that was up logs one warning; while it stays down the failed requests are only counted; the
 next connection that becomes ready logs one line with how long it was down and how many
@@ -78,7 +78,10 @@ def requests_failed(label: str, count: int) -> None:
 
 
 def lost(conn, reason: str) -> None:
-    """Hook for a failed upstream connection: what its pending slots still awaited failed."""
+    """Hook for a failed upstream connection: what its pending slots still awaited failed. An
+    idle connection the server closed (its `timeout`, CLIENT KILL) says nothing about the server:
+    only a connect that failed, a refusal, or requests lost in flight make it down."""
     # A client's slots have a count; the proxy's own start-up and hidden replies have none.
     requests = sum(slot.remaining for slot in conn.pending if slot.remaining > 0 and getattr(slot, "count", 0))
-    of(conn.label).failed(reason, requests)
+    if requests or conn.transport is None or conn.refused:
+        of(conn.label).failed(reason, requests)

@@ -2,6 +2,9 @@
 
 import logging
 
+import pytest
+
+from proxy.monitor import health
 from proxy.monitor.health import UpstreamHealth
 
 
@@ -30,3 +33,35 @@ def test_down_and_up_are_logged_once_with_the_failed_requests(caplog):
     assert "back up after 7.5s; 10 requests failed while it was down" in lines[1]
     assert caplog.records[1].fields["failed_requests"] == 10
     assert health.up and health.failed_total == 10 and health.failed_while_down == 0
+
+
+class Conn:
+    def __init__(self, transport, refused=False, pending=()):
+        self.label = f"127.0.0.1:{id(self)}"
+        self.transport = transport
+        self.refused = refused
+        self.pending = list(pending)
+
+
+class Waiting:
+    def __init__(self, remaining, count):
+        self.remaining = remaining
+        self.count = count
+
+
+class HiddenReplies:
+    remaining = 2  # the proxy's own: no count
+
+
+@pytest.mark.parametrize("conn, down, failed", [
+    (Conn(transport=None), True, 0),  # never connected
+    (Conn(transport=object(), refused=True), True, 0),  # refused the proxy's AUTH
+    (Conn(transport=object(), pending=[Waiting(3, 5), HiddenReplies()]), True, 3),  # lost in flight
+    (Conn(transport=object()), False, 0),  # idle, closed by the server's timeout
+    (Conn(transport=object(), pending=[HiddenReplies()]), False, 0),
+])
+def test_what_makes_an_upstream_down(conn, down, failed):
+    health.lost(conn, "closed by the server")
+    state = health.UPSTREAMS.get(conn.label)
+    assert (state is not None and not state.up) is down
+    assert (state.failed_total if state else 0) == failed
