@@ -31,12 +31,18 @@ def remove_directory(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def serve(directory: str, build) -> threading.Thread:
-    """In a worker: answer each connection with json(build())."""
+def serve(directory: str, build) -> threading.Thread | None:
+    """In a worker: answer each connection with json(build()). A socket that cannot be bound
+    leaves this worker out of the scrapes (logged with its path); it still serves clients."""
     path = os.path.join(directory, f"worker-{os.getpid()}.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(8)
+    try:
+        listener.bind(path)
+        listener.listen(8)
+    except OSError as exc:
+        listener.close()
+        log.error("cannot serve this worker's metrics on %s: %s", path, exc.strerror or exc)
+        return None
 
     def answer() -> None:
         while True:
