@@ -1,10 +1,10 @@
 """Hot keys, big keys and the slow log of one process: bounded, sampled, never values.
 
 * Hot keys: a Space-Saving summary (Metwally et al.) of `HOT_CAPACITY` counters over a sample:
-  the first key of one command in every `live.KEY_SAMPLE_EVERY` batches. A key that is not
-  tracked replaces the one with the smallest count and inherits that count as its error bound,
-  so every key whose sampled count exceeds the smallest is in the table. The counts are of the
-  sample; multiply by the sampling period for an estimate of requests.
+  the first key of the first command of one run of commands in every `live.KEY_SAMPLE_EVERY`.
+  A key that is not tracked replaces the one with the smallest count and inherits that count as
+  its error bound, so every key whose sampled count exceeds the smallest is in the table. The
+  counts are of the sample; multiply by the sampling period for an estimate of requests.
 * Big keys: requests of at least `BIG_BYTES` (one command's encoded size, from the offsets the
   reader already has) and replies of at least that size (the upstream reads of one reply added
   up), the `BIG_CAPACITY` biggest by (kind, command, key).
@@ -72,7 +72,7 @@ def key_of(args) -> bytes | None:
 
 
 def sample(commands) -> None:
-    """One command of a sampled batch (the first with a key)."""
+    """One command of sampled ones (the first with a key)."""
     for args in commands[:4]:
         if len(args) > 1 and args[0] in _first_key:
             offer(HOT, args[1][:KEY_BYTES])

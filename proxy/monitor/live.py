@@ -10,13 +10,12 @@ reads that hold a `-`:
   loops (`operator.countOf` for a pipeline of one command, else the loop of
   `collections.Counter`; names are folded to the command table's at export; at most
   `MAX_NAMES` distinct spellings are kept, the rest fold into the empty name, "unknown"), the
-  request bytes, big requests (only when the batch itself is big) and, every `KEY_SAMPLE_EVERY`
-  batches, the keys of the hot-key sample.
+  request bytes, big requests (only when the batch itself is big).
 * `slot_done` (a run of pipelined commands fully answered and written to the client): its time
   from the moment it was queued (`Slot.started`); one run in `TIME_EVERY` goes into the
   histogram of its first command, weighted by its number of commands (the exporter scales the
-  sample to the exact number of commands answered); every run past `keys.SLOW_SECONDS` goes
-  into the slow log.
+  sample to the exact number of commands answered), and one in `KEY_SAMPLE_EVERY` gives the
+  hot-key sample its first key; every run past `keys.SLOW_SECONDS` goes into the slow log.
 * `upstream_read` (a read from an upstream connection): reply bytes; error replies, looked for
   only in reads where a `-` follows a line end or starts the read (then walked reply by reply);
   every `RTT_SAMPLE_EVERY` reads, the upstream round trip of the connection's oldest request.
@@ -56,7 +55,7 @@ DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +I
 RTT = [0] * (len(BOUNDS) + 1) + [0.0]
 TOTALS = [0, 0, 0]  # request bytes, reply bytes, redirections (a list: cheaper than a dict by name)
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
-_ticks = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY, TIME_EVERY]
+_ticks = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY // TIME_EVERY, TIME_EVERY]
 _known: set[bytes] = set()  # every command name, lower and upper case
 _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
 
@@ -82,7 +81,7 @@ def reset() -> None:
         table.clear()
     RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
     TOTALS[:] = [0, 0, 0]
-    _ticks[:] = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY, TIME_EVERY]
+    _ticks[:] = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY // TIME_EVERY, TIME_EVERY]
     keys.reset()
 
 
@@ -103,13 +102,6 @@ def count_batch(batch) -> None:
     TOTALS[0] += size
     if size >= BIG_BYTES:
         keys.big_requests(batch)
-    ticks = _ticks
-    ticks[1] -= 1
-    if not ticks[1]:
-        ticks[1] = KEY_SAMPLE_EVERY
-        keys.sample(commands)
-        if len(NAMES) > MAX_NAMES:  # checked now and then: at most a sample period of new names
-            fold(NAMES)
 
 
 def slot_done(slot) -> None:
@@ -128,6 +120,14 @@ def slot_done(slot) -> None:
         return
     if sampled:
         _time(slot, elapsed, count)
+        ticks[1] -= 1
+        if not ticks[1]:  # the rarer samples, taken from the timed ones
+            ticks[1] = KEY_SAMPLE_EVERY // TIME_EVERY
+            args = full_command(slot)
+            if args:
+                keys.sample((args,))
+            if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
+                fold(NAMES)
     if elapsed >= SLOW_SECONDS:
         keys.slow(full_command(slot), elapsed, count)
 

@@ -58,7 +58,8 @@ def test_command_names_are_counted_per_batch_and_folded_at_export(batches, names
 def test_distinct_names_are_bounded():
     for index in range(live.MAX_NAMES * 3):
         live.count_batch(batch_of((f"junk{index}",), ("GET", "k")))
-    assert len(live.NAMES) <= live.MAX_NAMES + 1
+        live.slot_done(slot_for((f"junk{index}",), ("GET", "k")))  # the bound is checked at samples
+    assert len(live.NAMES) <= live.MAX_NAMES + live.KEY_SAMPLE_EVERY + 1
     names = snapshot.build()["names"]
     assert names == {"unknown": live.MAX_NAMES * 3, "get": live.MAX_NAMES * 3}
 
@@ -156,3 +157,11 @@ def test_big_requests_and_replies_are_kept_by_key():
         ("request", "set", "big:1"), ("reply", "get", "big:1")}
     reply = next(entry for entry in found["keys"] if entry["kind"] == "reply")
     assert reply["bytes"] >= 2 * keys.BIG_BYTES
+
+
+def test_hot_keys_are_sampled_from_the_timed_runs():
+    for index in range(live.KEY_SAMPLE_EVERY * 10):
+        live.slot_done(slot_for(("GET", "hot:1" if index % 2 else f"cold:{index}")))
+    table = snapshot.hot_keys(snapshot.merge([snapshot.build()]))
+    assert table["samples"] == 10
+    assert table["keys"][0]["key"] == "hot:1"
