@@ -44,11 +44,7 @@ class PlainSlot:
     __slots__ = ("session", "remaining", "buffered", "buffered_size", "conn")
 
     def __init__(self, session, remaining: int, conn=None):
-        self.session = session
-        self.remaining = remaining
-        self.conn = conn
-        self.buffered = None
-        self.buffered_size = 0
+        self.session, self.remaining, self.conn, self.buffered, self.buffered_size = session, remaining, conn, None, 0
 
 
 class Conn:
