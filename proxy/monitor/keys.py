@@ -109,21 +109,20 @@ def big_requests(batch) -> None:
         start = end
 
 
-def big_reply(conn, data: bytes, head) -> None:
-    """A big upstream read: part of the reply to the connection's oldest request (`head`, its
-    command), added up per reply."""
+def big_reply(conn, data: bytes, head_command) -> None:
+    """An upstream read inside a big reply: part of the reply to the connection's oldest request,
+    added up per reply; `head_command(conn)` (that request's command) is asked once per reply."""
     reading = _reading.get(id(conn))
     pending = conn.pending
     slot = pending[0] if pending else None
     if reading is not None and reading[0] is slot:
         reading[1] += len(data)
-        reading[2] = head or reading[2]
         return
     if reading is not None:
         _reply_done(reading)
     if len(_reading) > 256:
         _reading.clear()
-    _reading[id(conn)] = [slot, len(data), head]
+    _reading[id(conn)] = [slot, len(data), head_command(conn)]
 
 
 def _reply_done(reading: list) -> None:

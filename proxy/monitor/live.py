@@ -158,8 +158,8 @@ def upstream_read(conn, data: bytes) -> None:
     # memchr first: searching "\r\n-" in reply-dense bytes costs about 1 ns a byte
     if 45 in data and (data[0] == 45 or (size <= ERROR_SCAN_LIMIT and b"\r\n-" in data)):
         _count_errors(conn, data)
-    if size >= BIG_BYTES:
-        keys.big_reply(conn, data, _head_command(conn))
+    if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
+        keys.big_reply(conn, data, _head_command)  # not a read of many small replies
     ticks = _ticks
     ticks[0] -= 1
     if not ticks[0]:
@@ -232,6 +232,17 @@ def full_command(slot, k: int = 0):
     if getattr(slot, "sent", None) is not None:
         return _parse_nth(slot.sent, k)
     return command_of(slot, k)
+
+
+def _big_bulk_first(data: bytes) -> bool:
+    """The read starts with a bulk string of at least BIG_BYTES."""
+    if data[0] != 36:
+        return False
+    end = data.find(b"\r", 1, 24)
+    try:
+        return end > 0 and int(data[1:end]) >= BIG_BYTES
+    except ValueError:
+        return False
 
 
 def _head_command(conn):

@@ -149,8 +149,9 @@ def test_big_requests_and_replies_are_kept_by_key():
     live.count_batch(batch_of(("SET", "big:1", value), ("GET", "small")))
     slot = slot_for(("GET", "big:1"))
     conn = Conn(slot)
-    live.upstream_read(conn, b"$%d\r\n" % (3 * keys.BIG_BYTES) + b"x" * keys.BIG_BYTES)
-    live.upstream_read(conn, b"x" * keys.BIG_BYTES)
+    for data in (b"$%d\r\n" % (3 * keys.BIG_BYTES) + b"x" * keys.BIG_BYTES, b"x" * keys.BIG_BYTES):
+        live.upstream_read(conn, data)
+        conn.splitter.scan(data, 0, 1)  # what the connection does next
     found = snapshot.big_keys(snapshot.merge([snapshot.build()]))
     assert found["requests"] == 1
     assert {(entry["kind"], entry["command"], entry["key"]) for entry in found["keys"]} == {
@@ -165,3 +166,9 @@ def test_hot_keys_are_sampled_from_the_timed_runs():
     table = snapshot.hot_keys(snapshot.merge([snapshot.build()]))
     assert table["samples"] == 10
     assert table["keys"][0]["key"] == "hot:1"
+
+
+def test_a_read_of_many_small_replies_is_no_big_reply():
+    conn = Conn(slot_for(*[("GET", f"k{i}") for i in range(20000)]))
+    live.upstream_read(conn, b"$3\r\nxxx\r\n" * 20000)  # 180 KB of small replies
+    assert keys.COUNTS["big_replies"] == 0 and not keys.big_now()
