@@ -131,6 +131,7 @@ class PolicyWatcher:
 
     def reload(self, reason: str) -> None:
         from . import metrics
+        from .monitor import snapshot
         from .policy import PolicyError
 
         self.stamp = self._stamp()
@@ -146,6 +147,7 @@ class PolicyWatcher:
             self.proxy.shadow = ShadowPolicy(engine)  # sessions start a fresh shadow state on their next command
         else:
             self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
+            snapshot.policy_loaded(self.path, engine)
         metrics.POLICY_RELOADS.labels("applied", self.role).inc()
         log.info("%s policy reloaded (%s): '%s', %d rules", self.role, reason, engine.policy.name,
                  len(engine.policy.rules))
@@ -170,14 +172,22 @@ class PolicyWatcher:
 
 
 def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None,
-               shadow=None) -> int:
+               shadow=None, monitor=(None, None)) -> int:
+    """One process serving clients; `monitor` is (the HTTP server, the workers' snapshot directory)."""
+    from .monitor import service
     from .server import Proxy
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
-        await proxy.start(sock=sock, reuse_port=reuse_port)
+        try:
+            await proxy.start(sock=sock, reuse_port=reuse_port)
+        except ConnectionError:  # no cluster node answered: not an address problem
+            raise
+        except OSError as exc:
+            raise service.BindError(f"cannot listen on {config.listen}: {exc.strerror or exc}") from None
+        service.worker_ready(proxy, monitor[1])
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
@@ -195,6 +205,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         # (8-15% of the proxy's CPU at -P 16, measured). Garbage is still freed by refcounts.
         gc.freeze()
         await stop.wait()
+        service.draining(monitor[0])  # /ready says 503 before the listener closes
         for watcher in watchers:
             watcher.stop()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
@@ -230,18 +241,22 @@ def _find_sentinel_master(config):
     return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db))
 
 
-def _ready_line(config, address, source: str, workers: int, engine=None, shadow=None) -> str:
+def _log_ready(config, address, source: str, workers: int, engine=None, shadow=None) -> None:
+    """The line saying clients can connect, formatted like every other line."""
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     policy = (f"policy '{engine.policy.name}' ({engine.policy.mode}, {len(engine.policy.rules)} rules)"
               if engine is not None else "no policy")
     if shadow is not None:
         policy += f", shadow policy '{shadow.name}'"
-    return (
-        f"redis-guard ready: listening on {listen}, upstream "
-        f"{_upstream_text(config)}, {policy}, "
-        f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
-    )
+    upstream = _upstream_text(config)
+    fields = {"event": "ready", "listen": listen, "upstream": upstream, "workers": workers, "command_table": source,
+              "policy": engine.policy.name if engine is not None else None,
+              "shadow_policy": shadow.name if shadow is not None else None,
+              "metrics": str(config.metrics) if config.metrics is not None else None}
+    logging.getLogger("redis_guard.ready").info(  # written at any --log-level
+        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
+        listen, upstream, policy, source, workers, "s" if workers != 1 else "", extra={"fields": fields})
 
 
 def _reserve(listen: Address) -> socket.socket:
@@ -254,8 +269,13 @@ def _reserve(listen: Address) -> socket.socket:
     return sock
 
 
-def _serve_workers(config, table, databases, source, engine=None, shadow=None) -> int:
-    reserved = _reserve(config.listen)
+def _serve_workers(config, table, databases, source, engine=None, shadow=None, monitor=(None, None)) -> int:
+    from .monitor import service
+
+    try:
+        reserved = _reserve(config.listen)
+    except OSError as exc:
+        raise service.BindError(f"cannot listen on {config.listen}: {exc.strerror or exc}") from None
     address = reserved.getsockname()
     config = config.replace(listen=Address(config.listen.host, address[1]))
     ready_r, ready_w = os.pipe()
@@ -269,14 +289,22 @@ def _serve_workers(config, table, databases, source, engine=None, shadow=None) -
             try:
                 code = run_worker(
                     config, table, databases, reuse_port=True, engine=engine, shadow=shadow,
-                    on_ready=lambda proxy: os.write(ready_w, b"."),
+                    on_ready=lambda proxy: os.write(ready_w, b"."), monitor=(None, monitor[1]),
                 )
             finally:
                 os._exit(code)
         children.append(pid)
     os.close(ready_w)
+    if monitor[0] is not None:
+        monitor[0].start()  # after the forks: the workers inherit no thread of it
+
+    def stop(signum, frame) -> None:
+        service.draining(monitor[0])
+        for pid in children:
+            os.kill(pid, signal.SIGTERM)
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda s, f: [os.kill(pid, signal.SIGTERM) for pid in children])
+        signal.signal(signum, stop)
     received = b""
     while len(received) < len(children):
         chunk = os.read(ready_r, 64)
@@ -284,7 +312,7 @@ def _serve_workers(config, table, databases, source, engine=None, shadow=None) -
             break
         received += chunk
     if len(received) == len(children):
-        print(_ready_line(config, address, source, len(children), engine, shadow), file=sys.stderr, flush=True)
+        _log_ready(config, address, source, len(children), engine, shadow)
     status = 0
     for pid in children:
         while True:
@@ -350,21 +378,26 @@ def cmd_serve(args) -> int:
         except PolicyError as exc:
             print(f"redis-guard: {exc}", file=sys.stderr)
             return 2
-        if config.metrics is not None:
-            from . import metrics
+        from .monitor import service
 
-            metrics.serve(config.metrics)
-            log.info("metrics on http://%s/metrics", config.metrics)
-        if config.workers > 1:
-            return _serve_workers(config, table, databases, source, engine, shadow)
-        return run_worker(
-            config, table, databases, engine=engine, shadow=shadow,
-            on_ready=lambda proxy: print(
-                _ready_line(config, proxy.bound_address, source, 1, engine, shadow), file=sys.stderr, flush=True
-            ),
-        )
-    except OSError as exc:
-        print(f"redis-guard: cannot listen on {config.listen}: {exc.strerror or exc}", file=sys.stderr)
+        service.prepare(table, config.policy, engine)
+        monitor = service.bind(config)
+        if monitor[0] is not None:
+            log.info("metrics on http://%s/metrics (also /healthz, /ready, /debug/hotkeys, /debug/bigkeys, "
+                     "/debug/slowlog)", config.metrics)
+        try:
+            if config.workers > 1:
+                return _serve_workers(config, table, databases, source, engine, shadow, monitor)
+            if monitor[0] is not None:
+                monitor[0].start()
+            return run_worker(
+                config, table, databases, engine=engine, shadow=shadow, monitor=monitor,
+                on_ready=lambda proxy: _log_ready(config, proxy.bound_address, source, 1, engine, shadow),
+            )
+        finally:
+            service.release(monitor)
+    except OSError as exc:  # a BindError names its address; a cluster that does not answer says so
+        print(f"redis-guard: {exc.strerror or exc}", file=sys.stderr)
         return 1
     finally:
         if local is not None:
@@ -539,13 +572,26 @@ def cmd_schema_docs(args) -> int:
     return 0
 
 
+def _log_options(parser, defaults: bool) -> None:
+    """--log-level and --log-format, before the subcommand (with defaults) and after it."""
+    from .monitor.logs import FORMATS, LEVELS
+
+    parser.add_argument("--log-level", type=str.upper, choices=LEVELS, help="default INFO",
+                        default="INFO" if defaults else argparse.SUPPRESS)
+    parser.add_argument("--log-format", choices=FORMATS, help="text (default) or json: one JSON object a line",
+                        default="text" if defaults else argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="redis-guard", description=__doc__.split("\n")[0])
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument("--version", action="version", version=f"redis-guard {__version__}")
+    _log_options(parser, defaults=True)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", help="YAML configuration file (e.g. configs/passthrough.yaml)")
-    serve.add_argument("--listen", help="HOST:PORT to accept clients on (default 127.0.0.1:6380)")
+    serve.add_argument("--listen", help="HOST:PORT or PORT (127.0.0.1) to accept clients on (default 127.0.0.1:6380)")
     serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
     serve.add_argument("--upstream-cluster", help="HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster")
     serve.add_argument("--upstream-sentinel", help="MASTER@HOST:PORT[,HOST:PORT...]: a master managed by Redis "
@@ -554,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
     serve.add_argument("--shadow-policy", metavar="FILE", help="a candidate policy decided on live traffic "
                        "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
-    serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")
+    serve.add_argument("--metrics", help="HOST:PORT or PORT (127.0.0.1) to serve /metrics, /healthz, /ready on")
     serve.set_defaults(func=cmd_serve)
     policy = commands.add_parser("policy", help="check, explain or test a policy file").add_subparsers(
         dest="policy_command", required=True)
@@ -586,16 +632,16 @@ def build_parser() -> argparse.ArgumentParser:
     hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "
                                 "password_hash an application's entry stores")
     hashing.set_defaults(func=cmd_policy_hash_password)
+    for command in commands.choices.values():
+        _log_options(command, defaults=False)
     return parser
 
 
 def main(argv=None) -> int:
+    from .monitor import logs
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.setup(args.log_level, args.log_format)
     try:
         return args.func(args)
     except BrokenPipeError:  # `redis-guard policy check FILE | head`

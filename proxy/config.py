@@ -89,7 +89,10 @@ class Config:
 
 
 def parse_address(text: str, default_port: int = 6379) -> Address:
+    """HOST:PORT, [IPv6]:PORT, HOST (the default port), or PORT alone (on 127.0.0.1)."""
     text = text.strip()
+    if text.isdigit():
+        text = f"127.0.0.1:{text}"
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         port = rest[1:] if rest.startswith(":") else ""

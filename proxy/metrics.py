@@ -1,19 +1,22 @@
-"""Metrics and the policy decision log, declared once.
+"""The policy's counters and decision log, declared once.
 
 Every policy decision that fires a rule is counted by rule id, mode and outcome (`rejected`,
-`audited`, `rewritten`; a shadow policy's `would-reject`, `would-rewrite`, `would-audit`) and
-exposed in Prometheus format by `prometheus-client` on the HTTP address set in the config
-(`metrics: 127.0.0.1:9121`). Each finding is also logged as one JSON line (rule, mode, outcome,
-command, key, client address, policy, application) — never values.
-The application is the one the client authenticated to the proxy as (empty / null: none).
+`audited`, `rewritten`; a shadow policy's `would-reject`, `would-rewrite`, `would-audit`);
+`monitor/` serves these counters, summed over the workers, with the traffic metrics on the HTTP
+address set in the config (`metrics: 127.0.0.1:9121`). Each finding is also logged as one line
+of fields (rule, mode, outcome, command, key, client address, policy, application) — never
+values; audit findings (which, unlike refusals, a client never sees) at most
+`monitor.logs.FINDINGS_PER_SECOND` lines a second. The application is the one the client
+authenticated to the proxy as (empty / null: none).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from .monitor.logs import Fields, FindingLimiter
 
 decision_log = logging.getLogger("redis_guard.decisions")
 
@@ -42,11 +45,7 @@ SLOW_CLIENTS = Counter(
     "Clients disconnected for leaving more unread replies than limits.client_output_buffer",
     registry=REGISTRY,
 )
-
-
-def serve(address) -> None:
-    """Expose the metrics over HTTP (a daemon thread, as prometheus-client does it)."""
-    start_http_server(address.port, addr=address.host, registry=REGISTRY)
+FINDING_LINES = FindingLimiter(decision_log)
 
 
 def record(finding, outcome: str, args, peer, policy: str, key_index: int | None = None,
@@ -54,16 +53,17 @@ def record(finding, outcome: str, args, peer, policy: str, key_index: int | None
     """Count a finding; log it unless `logged` is False (a sampled log decides). `extra` goes into
     the log line (the shadow policy's `suppressed`)."""
     FINDINGS.labels(finding.rule, finding.mode, outcome, policy, app or "").inc()
-    if not logged or not decision_log.isEnabledFor(logging.INFO):
+    if not logged or not decision_log.isEnabledFor(logging.INFO) or (
+            outcome == "audited" and not FINDING_LINES.allow()):
         return
-    entry = {
+    entry = Fields({
         "event": event, "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
         "policy": policy, "app": app, "command": args[0].decode("utf-8", "replace").upper(),
         "subject": finding.subject.encode("utf-8", "backslashreplace").decode("utf-8"),
         "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
         **extra,
-    }
-    decision_log.info(json.dumps(entry, ensure_ascii=False))
+    })
+    decision_log.info(entry)
 
 
 def count_rewrite(rule, policy: str, app: str | None = None) -> None:

@@ -32,16 +32,21 @@ class Receiver(Protocol):
 
 class Pending:
     """Replies a client awaits from one upstream connection for one run of its requests.
-    remaining < 0 marks a stream: everything after belongs to this client, unpaired."""
+    remaining < 0 marks a stream: everything after belongs to this client, unpaired. For the
+    monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands),
+    `started`, when the client's batch was read (0: not timed), `count`, its commands."""
 
-    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn")
+    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "started", "count")
 
-    def __init__(self, receiver, remaining: int, conn=None):
+    def __init__(self, receiver, remaining: int, conn=None, sent=None, started: float = 0.0):
         self.receiver = receiver
         self.remaining = remaining
         self.conn = conn
         self.buffered = None
         self.buffered_size = 0
+        self.sent = sent
+        self.started = started
+        self.count = remaining
 
     def fail(self, error: bytes, partial: bool) -> None:
         self.receiver.pending_failed(self, error, partial)

@@ -88,3 +88,38 @@ def test_stop_ends_the_thread(tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert watcher.stopped.is_set()
+
+
+def _configmap_swap(directory, name: str, text: str, generation: int) -> None:
+    """What the kubelet does to a ConfigMap volume: the files in a new timestamped directory,
+    then the `..data` symlink replaced atomically; `policy.yaml` is a symlink through `..data`."""
+    new = directory / f"..2024_01_01_00_00_0{generation}.000000000"
+    new.mkdir()
+    (new / name).write_text(text)
+    (directory / "..data_tmp").symlink_to(new.name)
+    os.replace(directory / "..data_tmp", directory / "..data")
+    if not (directory / name).is_symlink():
+        (directory / name).symlink_to(f"..data/{name}")
+
+
+async def _watch_configmap(directory, proxy) -> None:
+    loop = asyncio.get_running_loop()
+    watcher = PolicyWatcher(proxy, str(directory / "policy.yaml"), TABLE)
+    watcher.start(loop, interval=0.02)
+    try:
+        for generation, name in enumerate(["second", "third"], 2):
+            old = os.readlink(directory / "..data")
+            _configmap_swap(directory, "policy.yaml", POLICY.format(name=name), generation)
+            (directory / old / "policy.yaml").unlink()  # the kubelet removes the old generation
+            deadline = loop.time() + 5
+            while len(proxy.applied) < generation - 1 and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+    finally:
+        watcher.stop()
+
+
+def test_a_configmap_symlink_swap_is_reloaded(tmp_path):
+    _configmap_swap(tmp_path, "policy.yaml", POLICY.format(name="first"), 1)
+    proxy = FakeProxy()
+    asyncio.run(_watch_configmap(tmp_path, proxy))
+    assert proxy.applied == ["second", "third"]

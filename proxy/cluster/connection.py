@@ -15,6 +15,9 @@ failover rather than failing them: they were never sent.
 from __future__ import annotations
 
 
+from time import perf_counter as clock
+
+from ..monitor import live
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
@@ -31,7 +34,7 @@ class RoutedPending:
     Scatter of a stretch."""
 
     __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries")
+                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries", "started", "sent")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self.receiver = receiver
@@ -48,6 +51,7 @@ class RoutedPending:
         self.asking = False
         self.down_since = None  # when the cluster first answered CLUSTERDOWN for it
         self.down_tries = 0
+        self.started, self.sent = clock(), None  # for the monitor: timing (names come from source)
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""
@@ -118,6 +122,7 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def data_received(self, data: bytes) -> None:
+        live.upstream_read(self, data)
         reading = self.router.reading
         if reading.active:  # not expected: a delivery that reads again; its writes join ours
             self._deliver_replies(data)

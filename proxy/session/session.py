@@ -30,10 +30,12 @@ import asyncio
 import collections
 import logging
 import time
+from time import perf_counter as clock
 
 import hiredis
 
 from .. import errors, metrics
+from ..monitor import health, live
 from ..pending import HiddenCommand, Pending, keep
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
@@ -53,7 +55,7 @@ class Session(asyncio.Protocol):
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
-        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired",
+        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired", "started",
     )
 
     def __init__(self, proxy):
@@ -86,6 +88,7 @@ class Session(asyncio.Protocol):
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
+        self.started = 0.0  # when the batch being dispatched was read (monitor timing)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
@@ -170,6 +173,8 @@ class Session(asyncio.Protocol):
 
     def _handle(self, batch) -> None:
         if batch.commands:
+            self.started = clock()  # replies are timed from the moment their request was read
+            live.count_batch(batch)
             self._run(batch, 0)
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
@@ -322,7 +327,7 @@ class Session(asyncio.Protocol):
         if conn is None or conn.state is upstream_connection.CLOSED:
             self.upstream_unavailable(conn.close_reason if conn is not None else "")
             return None
-        pending = Pending(receiver or self, count, conn)
+        pending = Pending(receiver or self, count, conn, data, self.started)
         self.queue.append(pending)
         self.inflight += 1
         conn.send(data, pending)
@@ -352,6 +357,7 @@ class Session(asyncio.Protocol):
         if opener.refusal is not None:
             self._local(opener.refusal * count)
         else:
+            health.requests_failed(self.backend.label, count)
             self.upstream_unavailable(opener.failed_reason)
 
     def upstream_unavailable(self, reason: str) -> None:
@@ -395,6 +401,7 @@ class Session(asyncio.Protocol):
                 remaining = pending.remaining = pending.remaining - done
                 if remaining == 0:
                     queue.popleft()
+                    live.slot_done(pending)
                     self.inflight -= 1
                     if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
                         self._head_done()
@@ -474,6 +481,7 @@ class Session(asyncio.Protocol):
             if head.remaining != 0:
                 break
             queue.popleft()
+            live.slot_done(head)
         if not self.write_paused:
             self._release_upstreams()
         if self.state.life is CLOSING:

@@ -16,6 +16,7 @@ import logging
 import hiredis
 
 from .. import errors, metrics
+from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
@@ -57,6 +58,7 @@ def apply(session, verdict, batch, start: int, index: int):
     if start < index:
         route.forward(session, batch, start, index)
     if verdict.reject is not None:
+        live.rejected(args[0])
         session._local(errors.policy_violation(verdict.reject))
         session.refused_in_transaction()
         return index + 1

@@ -25,6 +25,7 @@ import socket
 import hiredis
 
 from .. import errors, metrics
+from ..monitor import health, live
 from ..pending import Pending, hidden
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
@@ -216,6 +217,7 @@ class UpstreamConnection(asyncio.Protocol):
     def on_ready(self) -> None:
         if self.state is CONNECTING:
             self.state = READY
+            health.of(self.label).connected()
             self._write_out()
 
     def connection_lost(self, exc) -> None:
@@ -237,6 +239,8 @@ class UpstreamConnection(asyncio.Protocol):
         self.close_reason = reason
         if self.transport is not None:
             self.transport.abort()
+        if reason != CLOSED_BY_PROXY:
+            health.lost(self, reason)
         pending, self.pending = self.pending, collections.deque()
         self.out = []
         if reason != CLOSED_BY_PROXY:
@@ -343,6 +347,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        live.upstream_read(self, data)
         queue = self.pending
         scan = self.splitter.scan
         pos = 0

@@ -1,0 +1,160 @@
+"""Hot keys, big keys and the slow log of one process: bounded, sampled, never values.
+
+* Hot keys: a Space-Saving summary (Metwally et al.) of `HOT_CAPACITY` counters over a sample:
+  the first key of the first command of one run of commands in every `live.KEY_SAMPLE_EVERY`.
+  A key that is not tracked replaces the one with the smallest count and inherits that count as
+  its error bound, so every key whose sampled count exceeds the smallest is in the table. The
+  counts are of the sample; multiply by the sampling period for an estimate of requests.
+* Big keys: requests of at least `BIG_BYTES` (one command's encoded size, from the offsets the
+  reader already has) and replies of at least that size (the upstream reads of one reply added
+  up), the `BIG_CAPACITY` biggest by (kind, command, key).
+* Slow log: the last `SLOW_CAPACITY` runs of commands that took `SLOW_SECONDS` or more from
+  being queued upstream to their last reply, with the first command's name, its key (never
+  other arguments), its number of arguments and the number of commands in the run.
+
+Keys are cut to `KEY_BYTES`. Everything is read at scrape time by `snapshot` (copies).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+HOT_CAPACITY = 32
+BIG_BYTES = 64 * 1024
+BIG_CAPACITY = 32
+SLOW_SECONDS = 0.01  # redis-server's own slowlog-log-slower-than default, 10 ms
+SLOW_CAPACITY = 128
+KEY_BYTES = 128
+KEY_PER_SAMPLE = 1
+
+_first_key: set[bytes] = set()  # names (both cases) whose first key is argument 1
+HOT: dict[bytes, list] = {}  # key -> [sampled count, error bound]
+BIG: dict[tuple, int] = {}  # (kind, name, key) -> biggest size seen
+SLOW: collections.deque = collections.deque(maxlen=SLOW_CAPACITY)
+COUNTS = {"hot_samples": 0, "big_requests": 0, "big_replies": 0}
+SLOW_BY_NAME: dict[bytes, int] = {}
+_reading: dict[int, list] = {}  # id(connection) -> [slot, reply bytes so far]
+
+
+def setup(table) -> None:
+    for spec in table:
+        specs = spec.key_specs
+        if "|" in spec.name or not specs:
+            continue
+        begin = specs[0].begin_search
+        if begin.kind == "index" and begin.pos == 1:
+            _first_key.add(spec.name.encode())
+            _first_key.add(spec.name.upper().encode())
+
+
+def reset() -> None:
+    HOT.clear()
+    BIG.clear()
+    SLOW.clear()
+    SLOW_BY_NAME.clear()
+    _reading.clear()
+    for name in COUNTS:
+        COUNTS[name] = 0
+
+
+def key_of(args) -> bytes | None:
+    """The first key of a command, when it is argument 1 (most commands); cut to KEY_BYTES."""
+    if args is None or len(args) < 2:
+        return None
+    name = args[0]
+    if name not in _first_key and name.lower() not in _first_key:
+        return None
+    return args[1][:KEY_BYTES]
+
+
+# -- hot keys ---------------------------------------------------------------------------------
+
+
+def sample(commands) -> None:
+    """One command of sampled ones (the first with a key)."""
+    for args in commands[:4]:
+        if len(args) > 1 and args[0] in _first_key:
+            offer(HOT, args[1][:KEY_BYTES])
+            COUNTS["hot_samples"] += 1
+            return
+
+
+def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY) -> None:
+    """Space-Saving: count key, replacing the smallest counter when the table is full."""
+    entry = table.get(key)
+    if entry is not None:
+        entry[0] += 1
+        return
+    if len(table) < capacity:
+        table[key] = [1, 0]
+        return
+    smallest = min(table, key=lambda name: table[name][0])
+    floor = table.pop(smallest)[0]
+    table[key] = [floor + 1, floor]
+
+
+# -- big keys ---------------------------------------------------------------------------------
+
+
+def big_requests(batch) -> None:
+    """The commands of a big batch that are big themselves."""
+    ends = batch.ends
+    start = 0
+    for index, end in enumerate(ends):
+        if end - start >= BIG_BYTES:
+            args = batch.commands[index]
+            COUNTS["big_requests"] += 1
+            _big("request", args, end - start)
+        start = end
+
+
+def big_reply(conn, data: bytes, head_command) -> None:
+    """An upstream read inside a big reply: part of the reply to the connection's oldest request,
+    added up per reply; `head_command(conn)` (that request's command) is asked once per reply."""
+    reading = _reading.get(id(conn))
+    pending = conn.pending
+    slot = pending[0] if pending else None
+    if reading is not None and reading[0] is slot:
+        reading[1] += len(data)
+        return
+    if reading is not None:
+        _reply_done(reading)
+    if len(_reading) > 256:
+        _reading.clear()
+    _reading[id(conn)] = [slot, len(data), head_command(conn)]
+
+
+def _reply_done(reading: list) -> None:
+    _slot, size, args = reading
+    COUNTS["big_replies"] += 1
+    _big("reply", args, size)
+
+
+def _big(kind: str, args, size: int) -> None:
+    name = args[0].lower() if args else b"?"
+    entry = (kind, name, key_of(args))
+    if size <= BIG.get(entry, 0):
+        return
+    BIG[entry] = size
+    if len(BIG) > BIG_CAPACITY:
+        del BIG[min(BIG, key=BIG.__getitem__)]
+
+
+def big_now() -> dict:
+    """BIG with the replies still being read counted in."""
+    found = dict(BIG)
+    for _slot, size, args in list(_reading.values()):
+        name = args[0].lower() if args else b"?"
+        entry = ("reply", name, key_of(args))
+        found[entry] = max(found.get(entry, 0), size)
+    return found
+
+
+# -- slow log ---------------------------------------------------------------------------------
+
+
+def slow(args, seconds: float, count: int) -> None:
+    name = args[0].lower() if args else b"?"
+    SLOW_BY_NAME[name] = SLOW_BY_NAME.get(name, 0) + 1
+    SLOW.append((time.time(), seconds, name, key_of(args), len(args) if args else 0, count))

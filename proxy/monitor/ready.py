@@ -1,0 +1,84 @@
+"""Readiness: the proxy takes clients, its policy is loaded, its upstream answers, no drain.
+
+`/ready` asks the upstream itself rather than trusting the last connection's fate: an idle
+proxy has no connection that could have noticed Redis come back. The probe is a blocking
+PING on a new connection, after the proxy's own AUTH/HELLO/SELECT (the credentials of the
+upstream URL), from the HTTP server's thread, at most once a second (answers in between reuse
+the last result), never from the event loop. A cluster is ready when any seed answers.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import hiredis
+
+from ..upstream.connection import startup_commands
+
+PROBE_TIMEOUT = 1.0
+PROBE_EVERY = 1.0
+
+
+def ping(upstream, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """None when the upstream answers PING (after the proxy's own start-up commands), else why not."""
+    setup = startup_commands(upstream, upstream.db, 2)
+    payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, ("PING",)])
+    try:
+        with socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout) as conn:
+            conn.sendall(payload)
+            reader = hiredis.Reader()
+            replies = []
+            while len(replies) < len(setup) + 1:
+                data = conn.recv(65536)
+                if not data:
+                    return "the connection was closed"
+                reader.feed(data)
+                while (reply := reader.gets()) is not False:
+                    replies.append(reply)
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+    for reply in replies:
+        if isinstance(reply, hiredis.ReplyError):
+            return str(reply)
+    return None
+
+
+class Readiness:
+    """`check(state)` -> (ready, reason); state is the merged snapshot's started/draining."""
+
+    def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic):
+        self.upstreams = list(upstreams)
+        self.policy_required = policy_required
+        self.probe = probe
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.checked_at = float("-inf")
+        self.problem = "not probed yet"
+
+    def upstream_problem(self) -> str | None:
+        with self.lock:
+            if self.clock() - self.checked_at >= PROBE_EVERY:
+                problems = []
+                for upstream in self.upstreams:
+                    problem = self.probe(upstream)
+                    if problem is None:
+                        problems = []
+                        break
+                    problems.append(f"{upstream.address}: {problem}")
+                self.problem = "upstream unreachable (" + "; ".join(problems) + ")" if problems else None
+                self.checked_at = self.clock()
+            return self.problem
+
+    def check(self, merged: dict) -> tuple[bool, str]:
+        if merged.get("draining"):
+            return False, "draining: shutting down"
+        if not merged.get("started"):
+            return False, "starting"
+        if self.policy_required and not merged.get("policies"):
+            return False, "no policy loaded"
+        problem = self.upstream_problem()
+        if problem is not None:
+            return False, problem
+        return True, "ready"

@@ -1,0 +1,57 @@
+"""How `redis-guard serve` turns monitoring on: the calls `cli.py` makes, in their order.
+
+Before forking: `prepare` (the command table's names, the policy loaded) and `bind` (the HTTP
+address, so that a busy port fails the start with its address; with workers, the directory of
+their snapshot sockets). In each worker once it listens: `worker_ready` (the proxy its
+snapshot counts; with workers, its snapshot socket). After forking: `MonitorServer.start`.
+On SIGTERM: `draining` (/ready answers 503 from then on, before the listener closes); at exit:
+`release`.
+"""
+
+from __future__ import annotations
+
+from . import live, snapshot, workers
+from .http import BindError, MonitorServer, local_source, workers_source
+from .ready import Readiness
+
+__all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"]
+
+
+def prepare(table, policy_path, engine) -> None:
+    live.setup(table)
+    snapshot.policy_loaded(policy_path, engine)
+
+
+def bind(config) -> tuple[MonitorServer | None, str | None]:
+    """(the HTTP server, not serving yet, or None without `metrics:`; the workers' snapshot
+    directory, or None with one process). Raises BindError naming the address."""
+    if config.metrics is None:
+        return None, None
+    directory = workers.make_directory() if config.workers > 1 else None
+    source = workers_source(directory) if directory else local_source
+    upstreams = config.upstream_cluster or (config.upstream,)
+    try:
+        server = MonitorServer(config.metrics, source, Readiness(upstreams, config.policy is not None))
+    except BindError:
+        if directory:
+            workers.remove_directory(directory)
+        raise
+    return server, directory
+
+
+def worker_ready(proxy, directory: str | None) -> None:
+    snapshot.attach(proxy)
+    if directory:
+        workers.serve(directory, snapshot.build)
+
+
+def release(monitor: tuple) -> None:
+    """At exit: the workers' snapshot directory goes."""
+    if monitor[1] is not None:
+        workers.remove_directory(monitor[1])
+
+
+def draining(server: MonitorServer | None) -> None:
+    snapshot.set_draining()
+    if server is not None:
+        server.draining = True

@@ -1,0 +1,211 @@
+"""One process's counts as a plain dict, and the merge of several processes' dicts.
+
+`build()` runs at scrape time on a thread that is not the event loop's: it copies the hot-path
+tables of `live` and `keys` (each copy one C call under the GIL), folds command spellings into
+the command table's names (lower case; anything else is "unknown"), reads the connection
+counts off the running proxy, and adds the samples of the process's prometheus-client registry
+(`proxy.metrics`: findings, reloads, ...). The result is JSON-safe, so a worker can send it
+to the process that serves HTTP; `merge()` adds up the snapshots of every worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+from .. import __version__
+from . import health, keys, live
+
+_attached = {"proxy": None, "draining": False}
+POLICY: dict = {}
+
+
+def attach(proxy) -> None:
+    """The running proxy whose connections the snapshot counts."""
+    _attached["proxy"] = proxy
+
+
+def set_draining() -> None:
+    _attached["draining"] = True
+
+
+def policy_loaded(path: str | None, engine) -> None:
+    """A policy was loaded (at start-up or by a reload): its name, mode and file hash."""
+    if engine is None:
+        POLICY.clear()
+        return
+    try:
+        with open(path, "rb") as handle:
+            sha = hashlib.sha256(handle.read()).hexdigest()[:12]
+    except (OSError, TypeError):
+        sha = ""
+    POLICY.update(name=engine.policy.name, mode=engine.policy.mode, sha=sha, loaded_at=time.time())
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "backslashreplace")
+
+
+def _names(table: dict) -> dict[str, int]:
+    table = dict(table)
+    live.fold(table)
+    out: dict[str, int] = {}
+    for name, count in table.items():
+        label = name.decode("ascii").lower() if name else "unknown"
+        out[label] = out.get(label, 0) + count
+    return out
+
+
+def _durations() -> dict[str, list]:
+    out: dict[str, list] = {}
+    for name, histogram in list(live.DURATIONS.items()):
+        name = name.lower()
+        label = name.decode("ascii") if name in live._known else "unknown"
+        merged = out.setdefault(label, [0] * len(histogram))
+        for index, value in enumerate(list(histogram)):
+            merged[index] += value
+    return out
+
+
+def _connections(proxy) -> dict[str, int]:
+    """Open upstream connections by kind: shared, a client's own (lent or pinned), the
+    control connection, warm spares."""
+    counts = {"shared": 0, "own": 0, "control": 0, "spare": 0}
+    for role, _conn in list(proxy.backend.connections()):
+        counts[role] = counts.get(role, 0) + 1
+    for session in list(proxy.sessions):
+        own = session.own
+        if own is not None and not own.closed:
+            counts["own"] += 1
+    return counts
+
+
+def _registry() -> list:
+    from ..metrics import REGISTRY
+
+    families = []
+    for family in REGISTRY.collect():
+        samples = [[sample.name, sample.labels, sample.value] for sample in family.samples
+                   if not sample.name.endswith("_created")]
+        families.append([family.name, family.type, family.documentation, samples])
+    return families
+
+
+def build() -> dict:
+    proxy = _attached["proxy"]
+    hot = {_text(key): list(entry) for key, entry in list(keys.HOT.items())}
+    return {
+        "pid": os.getpid(),
+        "version": __version__,
+        "started": proxy is not None,
+        "draining": _attached["draining"],
+        "names": _names(live.NAMES),
+        "errors": _names(live.ERRORS),
+        "rejected": _names(live.REJECTED),
+        "durations": _durations(),
+        "rtt": list(live.RTT),
+        "totals": dict(zip(live.TOTAL_NAMES, list(live.TOTALS))),
+        "clients": len(proxy.sessions) if proxy is not None else 0,
+        "upstream_connections": _connections(proxy) if proxy is not None else {},
+        "upstreams": {label: {"up": state.up, "failed": state.failed_total}
+                      for label, state in list(health.UPSTREAMS.items())},
+        "policy": dict(POLICY),
+        "registry": _registry(),
+        "hot": hot,
+        "counts": dict(keys.COUNTS),
+        "big": [[kind, _text(name), _text(key), size] for (kind, name, key), size in keys.big_now().items()],
+        "slow": [[at, seconds, _text(name), _text(key), args, count]
+                 for at, seconds, name, key, args, count in list(keys.SLOW)],
+        "slow_by_name": {_text(name): count for name, count in list(keys.SLOW_BY_NAME.items())},
+    }
+
+
+# -- several workers ----------------------------------------------------------------------------
+
+
+def _add(into: dict, other: dict) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _add_lists(into: dict, other: dict) -> None:
+    for name, values in other.items():
+        mine = into.get(name)
+        if mine is None:
+            into[name] = list(values)
+        else:
+            for index, value in enumerate(values):
+                mine[index] += value
+
+
+def merge(snapshots: list[dict]) -> dict:
+    """One snapshot for all workers: counts added, policies listed, keys re-ranked."""
+    merged = {
+        "workers": len(snapshots), "started": bool(snapshots), "draining": False,
+        "names": {}, "errors": {}, "rejected": {}, "durations": {}, "rtt": [0] * len(live.RTT),
+        "totals": {}, "clients": 0, "upstream_connections": {}, "upstreams": {}, "policies": [],
+        "registry": {}, "hot": {}, "counts": {}, "big": {}, "slow": [], "slow_by_name": {},
+    }
+    for snap in snapshots:
+        merged["started"] = merged["started"] and snap["started"]
+        merged["draining"] = merged["draining"] or snap["draining"]
+        for name in ("names", "errors", "rejected", "totals", "upstream_connections", "counts", "slow_by_name"):
+            _add(merged[name], snap[name])
+        _add_lists(merged["durations"], snap["durations"])
+        merged["rtt"] = [a + b for a, b in zip(merged["rtt"], snap["rtt"])]
+        merged["clients"] += snap["clients"]
+        for label, state in snap["upstreams"].items():
+            mine = merged["upstreams"].setdefault(label, {"up": True, "failed": 0})
+            mine["up"] = mine["up"] and state["up"]
+            mine["failed"] += state["failed"]
+        if snap["policy"] and snap["policy"] not in merged["policies"]:
+            merged["policies"].append(snap["policy"])
+        for name, kind, doc, samples in snap["registry"]:
+            family = merged["registry"].setdefault(name, (kind, doc, {}))
+            for sample_name, labels, value in samples:
+                sample_key = (sample_name, tuple(sorted(labels.items())))
+                family[2][sample_key] = family[2].get(sample_key, 0) + value
+        for key, (count, error) in snap["hot"].items():
+            mine = merged["hot"].setdefault(key, [0, 0])
+            mine[0] += count
+            mine[1] += error
+        for kind, name, key, size in snap["big"]:
+            entry = (kind, name, key)
+            merged["big"][entry] = max(merged["big"].get(entry, 0), size)
+        merged["slow"] += snap["slow"]
+    merged["slow"].sort(key=lambda entry: entry[0], reverse=True)
+    del merged["slow"][keys.SLOW_CAPACITY:]
+    return merged
+
+
+# -- what /debug serves ---------------------------------------------------------------------------
+
+
+def hot_keys(merged: dict, top: int = 20) -> dict:
+    samples = merged["counts"].get("hot_samples", 0)
+    ranked = sorted(merged["hot"].items(), key=lambda item: item[1][0], reverse=True)[:top]
+    return {
+        "sampling": f"the first key of one run of pipelined commands in every {live.KEY_SAMPLE_EVERY}",
+        "samples": samples,
+        "keys": [{"key": key, "sampled": count, "error_bound": error,
+                  "share": round(count / samples, 4) if samples else 0.0} for key, (count, error) in ranked],
+    }
+
+
+def big_keys(merged: dict) -> dict:
+    ranked = sorted(merged["big"].items(), key=lambda item: item[1], reverse=True)[:keys.BIG_CAPACITY]
+    return {
+        "threshold_bytes": keys.BIG_BYTES,
+        "requests": merged["counts"].get("big_requests", 0),
+        "replies": merged["counts"].get("big_replies", 0),
+        "keys": [{"kind": kind, "command": name, "key": key, "bytes": size} for (kind, name, key), size in ranked],
+    }
+
+
+def slow_log(merged: dict) -> dict:
+    return {
+        "threshold_seconds": keys.SLOW_SECONDS,
+        "entries": [{"time": round(at, 3), "seconds": round(seconds, 6), "command": name, "key": key,
+                     "args": args, "pipelined": count} for at, seconds, name, key, args, count in merged["slow"]],
+    }

@@ -1,0 +1,42 @@
+"""/ready's decision, and its PING probe against a real redis-server."""
+
+import pytest
+
+from proxy.config import Address, Upstream
+from proxy.monitor.ready import Readiness, ping
+from tests.servers import RedisServer, free_port
+
+UP = {"started": True, "draining": False, "policies": [{"name": "p"}]}
+
+
+@pytest.mark.parametrize("state, policy_required, probe, ready, reason", [
+    (UP, True, None, True, "ready"),
+    ({**UP, "draining": True}, True, None, False, "draining"),
+    ({**UP, "started": False}, True, None, False, "starting"),
+    ({**UP, "policies": []}, True, None, False, "no policy loaded"),
+    ({**UP, "policies": []}, False, None, True, "ready"),
+    (UP, True, "Connection refused", False, "upstream unreachable"),
+])
+def test_readiness(state, policy_required, probe, ready, reason):
+    readiness = Readiness([Upstream(Address("127.0.0.1", 1))], policy_required, probe=lambda upstream: probe)
+    ok, why = readiness.check(state)
+    assert ok is ready and reason in why
+
+
+def test_a_cluster_is_ready_when_any_seed_answers():
+    answers = {1: "Connection refused", 2: None}
+    readiness = Readiness([Upstream(Address("h", port)) for port in (1, 2)], False,
+                          probe=lambda upstream: answers[upstream.address.port])
+    assert readiness.check(UP) == (True, "ready")
+
+
+def test_ping_a_real_server_with_and_without_its_password():
+    server = RedisServer(None, "--requirepass", "s3cret")
+    try:
+        address = Address("127.0.0.1", server.port)
+        assert ping(Upstream(address, password="s3cret", db=2)) is None
+        assert "NOAUTH" in ping(Upstream(address)) or "WRONGPASS" in ping(Upstream(address, password="bad"))
+        assert "WRONGPASS" in ping(Upstream(address, password="bad"))
+    finally:
+        server.close()
+    assert ping(Upstream(Address("127.0.0.1", free_port()))) is not None
