@@ -4,24 +4,9 @@ one-node cluster owning every slot (what Redis answers in cluster mode). Each is
 until the proxy is fixed; the random test keeps their triggers out of its mix until then.
 """
 
-import socket
-
 import pytest
 
-from tests.servers import read_until_quiet
-
-
-def exchange(port: int, batches: list[bytes], settle: float = 0.3) -> list[tuple[bytes, bool]]:
-    """Each batch on one connection, waiting for quiet after each: [(reply bytes, closed)]."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    try:
-        replies = []
-        for batch in batches:
-            sock.sendall(batch)
-            replies.append(read_until_quiet(sock, 3, settle))
-        return replies
-    finally:
-        sock.close()
+from tests.servers import exchange_batches
 
 
 def keys_on_every_master(cluster) -> list[bytes]:
@@ -47,7 +32,7 @@ def keys_on_every_master(cluster) -> list[bytes]:
 def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, streams):
     keys = keys_on_every_master(redis_cluster)
     gets = b"".join(b"GET %s\r\n" % key for key in keys)
-    _, read = exchange(cluster_proxy.port, [streams, gets])
+    _, read = exchange_batches(cluster_proxy.port, [streams, gets])
     assert b"MOVED" not in read[0], read
 
 
@@ -55,18 +40,18 @@ def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, st
                                        "gets no reply to anything after")
 def test_resp3_watch_then_unsubscribe(cluster_proxy, one_node_cluster):
     batches = [b"HELLO 3\r\n", b"WATCH {k}a\r\n", b"PUNSUBSCRIBE\r\n", b"UNWATCH\r\n", b"PING after\r\n"]
-    expected = exchange(one_node_cluster.port, batches)
+    expected = exchange_batches(one_node_cluster.port, batches)
     assert expected[-1] == (b"$5\r\nafter\r\n", False)
-    assert exchange(cluster_proxy.port, batches)[1:] == expected[1:]  # (HELLO replies hold the id)
+    assert exchange_batches(cluster_proxy.port, batches)[1:] == expected[1:]  # (HELLO replies hold the id)
 
 
 @pytest.mark.xfail(strict=True, reason="HELLO 3 while WATCHing goes to the node (its reply says mode cluster) "
                                        "and the proxy keeps the client in RESP2: after UNWATCH replies are RESP2")
 def test_hello_while_watching(cluster_proxy, one_node_cluster):
     batches = [b"WATCH {k}a\r\n", b"HELLO 3\r\n", b"UNWATCH\r\nGET {k}nokey\r\n"]
-    expected = exchange(one_node_cluster.port, batches)
+    expected = exchange_batches(one_node_cluster.port, batches)
     assert expected[-1] == (b"+OK\r\n_\r\n", False)
-    assert exchange(cluster_proxy.port, batches)[-1] == expected[-1]
+    assert exchange_batches(cluster_proxy.port, batches)[-1] == expected[-1]
 
 
 @pytest.mark.xfail(strict=True, reason="CLIENT SETNAME/GETNAME in a transaction (WATCH or MULTI) go to the "
@@ -77,15 +62,15 @@ def test_hello_while_watching(cluster_proxy, one_node_cluster):
     [b"MULTI\r\nCLIENT SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
 ], ids=["getname-watching", "getname-in-multi", "setname-in-multi"])
 def test_client_name_in_transaction(cluster_proxy, one_node_cluster, batches):
-    expected = exchange(one_node_cluster.port, batches)
+    expected = exchange_batches(one_node_cluster.port, batches)
     assert b"nm" in expected[-1][0]
-    assert exchange(cluster_proxy.port, batches) == expected
+    assert exchange_batches(cluster_proxy.port, batches) == expected
 
 
 @pytest.mark.xfail(strict=True, reason="the proxy keeps the SETNAME of a HELLO that Redis refuses for its "
                                        "protocol version (NOPROTO)")
 def test_failed_hello_keeps_name(cluster_proxy, one_node_cluster):
     batches = [b"HELLO 4 SETNAME nm\r\n", b"CLIENT GETNAME\r\n"]
-    expected = exchange(one_node_cluster.port, batches)
+    expected = exchange_batches(one_node_cluster.port, batches)
     assert expected[0][0].startswith(b"-") and expected[1] == (b"$-1\r\n", False)
-    assert exchange(cluster_proxy.port, batches) == expected
+    assert exchange_batches(cluster_proxy.port, batches) == expected

@@ -10,23 +10,9 @@ import time
 import hiredis
 import pytest
 
-from tests.servers import PASSTHROUGH, ProxyProcess, RedisServer, read_until_quiet
+from tests.servers import exchange_batches, read_until_quiet
 
 BUSY_SCRIPT = hiredis.pack_command(("EVAL", "while true do end", "0"))
-
-
-@pytest.fixture
-def server():
-    process = RedisServer()
-    yield process
-    process.close()
-
-
-@pytest.fixture
-def proxy(server):
-    process = ProxyProcess(server.url, PASSTHROUGH)
-    yield process
-    process.stop()
 
 
 def connect(port: int) -> socket.socket:
@@ -43,7 +29,14 @@ def say(sock: socket.socket, payload: bytes, settle: float = 0.3) -> tuple[bytes
 
 
 def both(server, proxy, scenario):
-    """`scenario(port)` once directly and once through the proxy, each on a fresh FLUSHALL."""
+    """`scenario(port)` once directly and once through the proxy, each on a fresh FLUSHALL;
+    a list of bytes is a scenario too: those batches on one connection (`exchange_batches`)."""
+    if isinstance(scenario, list):
+        batches = scenario
+
+        def scenario(port):
+            return exchange_batches(port, batches)
+
     results = []
     for port in (server.port, proxy.port):
         admin = connect(server.port)
@@ -75,20 +68,18 @@ class BusyScript:
 
 @pytest.mark.xfail(strict=True, reason="a SELECT Redis refuses (here BUSY, during a script) still moves "
                                        "the client to that database in the proxy")
-def test_refused_select_keeps_database(server, proxy):
+def test_refused_select_keeps_database(own_redis, own_proxy):
     def scenario(port):
         client = connect(port)
-        script = BusyScript(server)
+        script = BusyScript(own_redis)
         refused = say(client, b"SELECT 9\r\n")
         script.kill()
         written = say(client, b"SET k v\r\n")
-        admin = connect(server.port)
-        where = say(admin, b"EXISTS k\r\nSELECT 9\r\nEXISTS k\r\n")
-        admin.close()
         client.close()
+        where = exchange_batches(own_redis.port, [b"EXISTS k\r\nSELECT 9\r\nEXISTS k\r\n"])[0]
         return refused, written, where
 
-    direct, through = both(server, proxy, scenario)
+    direct, through = both(own_redis, own_proxy, scenario)
     assert direct[0][0].startswith(b"-BUSY")
     assert direct[2][0] == b":1\r\n+OK\r\n:0\r\n"  # Redis: the client stayed in database 0
     assert through == direct
@@ -97,12 +88,12 @@ def test_refused_select_keeps_database(server, proxy):
 @pytest.mark.xfail(strict=True, reason="during a busy script every new upstream connection fails its start-up "
                                        "(SELECT refused with BUSY): MULTI, which Redis accepts then, gets BUSY "
                                        "and the client is disconnected")
-def test_multi_during_busy_script(server, proxy):
+def test_multi_during_busy_script(own_redis, own_proxy):
     def scenario(port):
         clients = [connect(port) for _ in range(3)]
         for client in clients:
             say(client, b"SELECT 9\r\nPING\r\n")
-        script = BusyScript(server)
+        script = BusyScript(own_redis)
         opened = [say(client, b"MULTI\r\n") for client in clients]
         script.kill()
         done = [say(client, b"EXEC\r\n") for client in clients]
@@ -110,29 +101,23 @@ def test_multi_during_busy_script(server, proxy):
             client.close()
         return opened, done
 
-    direct, through = both(server, proxy, scenario)
+    direct, through = both(own_redis, own_proxy, scenario)
     assert direct == ([(b"+OK\r\n", False)] * 3, [(b"*0\r\n", False)] * 3)
     assert through == direct
 
 
 @pytest.mark.xfail(strict=True, reason="the proxy answers CLIENT KILL with no argument with a syntax error, "
                                        "Redis with its arity error")
-def test_client_kill_without_arguments(server, proxy):
-    def scenario(port):
-        client = connect(port)
-        reply = say(client, b"CLIENT KILL\r\n")
-        client.close()
-        return reply
-
-    direct, through = both(server, proxy, scenario)
-    assert direct == (b"-ERR wrong number of arguments for 'client|kill' command\r\n", False)
+def test_client_kill_without_arguments(own_redis, own_proxy):
+    direct, through = both(own_redis, own_proxy, [b"CLIENT KILL\r\n"])
+    assert direct == [(b"-ERR wrong number of arguments for 'client|kill' command\r\n", False)]
     assert through == direct
 
 
 @pytest.mark.xfail(strict=True, reason="a command written to a connection with requests in flight waits for the "
                                        "end of the event-loop tick, one to an idle connection leaves at once: "
                                        "another client's PUBLISH overtakes an earlier PUNSUBSCRIBE")
-def test_publish_after_punsubscribe_is_not_delivered(server, proxy):
+def test_publish_after_punsubscribe_is_not_delivered(own_redis, own_proxy):
     """Redis's own 'PUBLISH/PSUBSCRIBE after PUNSUBSCRIBE without arguments' (unit/pubsub)."""
 
     def scenario(port):
@@ -149,14 +134,14 @@ def test_publish_after_punsubscribe_is_not_delivered(server, proxy):
         publisher.close()
         return delivered
 
-    direct, through = both(server, proxy, scenario)
+    direct, through = both(own_redis, own_proxy, scenario)
     assert direct == 0
     assert through == direct
 
 
 @pytest.mark.xfail(strict=True, reason="during CLIENT PAUSE WRITE a write held by Redis on a shared connection "
                                        "holds every other client's commands on that connection, reads included")
-def test_paused_write_does_not_hold_other_clients_reads(server, proxy):
+def test_paused_write_does_not_hold_other_clients_reads(own_redis, own_proxy):
     """Redis's own 'Test write commands are paused by RO' and three more of unit/pause hang so."""
 
     def scenario(port):
@@ -174,7 +159,7 @@ def test_paused_write_does_not_hold_other_clients_reads(server, proxy):
             sock.close()
         return read, written, waited < 1.0
 
-    direct, through = both(server, proxy, scenario)
+    direct, through = both(own_redis, own_proxy, scenario)
     assert direct == ((b"$-1\r\n", False), (b"+OK\r\n", False), True)
     assert through == direct
 
@@ -182,29 +167,16 @@ def test_paused_write_does_not_hold_other_clients_reads(server, proxy):
 @pytest.mark.xfail(strict=True, reason="a RESP3 client whose HELLO ... AUTH fails (wrong password, NOPROTO) is "
                                        "left on a new RESP2 connection: its later replies come in RESP2")
 @pytest.mark.parametrize("hello", [b"HELLO 3 AUTH nosuchuser pw", b"HELLO 4 AUTH default pw"])
-def test_failed_hello_auth_keeps_resp3(server, proxy, hello):
-    def scenario(port):
-        client = connect(port)
-        say(client, b"HELLO 3\r\n")
-        reply = say(client, hello + b"\r\nGET nokey\r\n")
-        client.close()
-        return reply
-
-    direct, through = both(server, proxy, scenario)
-    assert direct[0].endswith(b"\r\n_\r\n")  # RESP3's null: the client is still in RESP3
-    assert through == direct
+def test_failed_hello_auth_keeps_resp3(own_redis, own_proxy, hello):
+    direct, through = both(own_redis, own_proxy, [b"HELLO 3\r\n", hello + b"\r\nGET nokey\r\n"])
+    assert direct[1][0].endswith(b"\r\n_\r\n")  # RESP3's null: the client is still in RESP3
+    assert through[1] == direct[1]  # (HELLO's reply holds the connection id)
 
 
 @pytest.mark.xfail(strict=True, reason="UNSUBSCRIBE with N channels inside MULTI: Redis's EXEC counts one reply "
                                        "and sends N (redis/redis#12207); Redis goes on with a shifted stream, "
                                        "the proxy closes the client's connection")
-def test_multi_reply_command_in_transaction(server, proxy):
-    def scenario(port):
-        client = connect(port)
-        reply = say(client, b"MULTI\r\nUNSUBSCRIBE a b\r\nEXEC\r\nPING one\r\nPING two\r\n")
-        client.close()
-        return reply
-
-    direct, through = both(server, proxy, scenario)
-    assert direct[1] is False
+def test_multi_reply_command_in_transaction(own_redis, own_proxy):
+    direct, through = both(own_redis, own_proxy, [b"MULTI\r\nUNSUBSCRIBE a b\r\nEXEC\r\nPING one\r\nPING two\r\n"])
+    assert direct[0][1] is False
     assert through == direct
