@@ -20,6 +20,22 @@ def proxy(redis_server):
 
 
 @pytest.fixture
+def own_redis():
+    """A redis-server for one test (one that changes the server, or must start clean)."""
+    server = RedisServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_proxy(own_redis):
+    """The passthrough proxy in front of `own_redis`."""
+    process = ProxyProcess(own_redis.url)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
 def direct(redis_server):
     import redis
 

@@ -177,6 +177,23 @@ def parse_all(data: bytes) -> list:
     return found
 
 
+def exchange_batches(port: int, batches: list[bytes], settle: float = 0.3) -> list[tuple[bytes, bool]]:
+    """Each batch on one new connection, read until quiet after each: [(reply bytes, peer closed)]."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        replies = []
+        for batch in batches:
+            try:
+                sock.sendall(batch)
+            except OSError:
+                replies.append((b"", True))
+                continue
+            replies.append(read_until_quiet(sock, 3, settle))
+        return replies
+    finally:
+        sock.close()
+
+
 def exchange(port: int, payload: bytes, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
     """Send raw bytes on a new connection; (reply bytes, whether the peer closed)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)

@@ -12,20 +12,6 @@ import redis
 from tests.servers import ProxyProcess, RedisServer, exchange, wait_for
 
 
-@pytest.fixture
-def own_redis():
-    server = RedisServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def own_proxy(own_redis):
-    process = ProxyProcess(own_redis.url)
-    yield process
-    process.stop()
-
-
 def test_upstream_down_closes_the_client_promptly_then_recovers(own_redis, own_proxy):
     """While Redis is down a client's command ends its connection at once, as Redis going away
     would: client libraries see a connection error (not a command's error reply) and reconnect."""
