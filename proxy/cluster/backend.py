@@ -210,8 +210,10 @@ class ClusterBackend:
     def pin_deferred(self, session, hash_slot) -> bool:
         """The first key of a deferred transaction picks its node: lend a connection there and
         replay MULTI and the keyless commands answered so far."""
-        deferred, session.extra.deferred = session.extra.deferred, None
-        if not pin_transaction(session, hash_slot):
+        client = session.extra
+        deferred, client.deferred = client.deferred, None
+        name, client.deferred_name = client.deferred_name, None
+        if not pin_transaction(session, hash_slot, name):
             return False
         replay(session.own, deferred)
         return True

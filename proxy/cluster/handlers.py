@@ -96,14 +96,14 @@ def scan(session, batch, index: int) -> int:
 
 def queued_on_own(session, batch, index: int):
     """Inside MULTI, connection state Redis would queue and answer in EXEC's reply: sent to the
-    transaction's connection (which then holds state: closed, not given back), the client's
-    name first, so that the connection answers for the client. None outside MULTI."""
+    transaction's connection (which then holds state: closed, not given back) that carries the
+    client's name since it was lent (`pin_transaction`). None outside MULTI."""
     if not session.state.in_transaction:
         return None
     client = session.extra
+    if client.deferred is not None and client.deferred_name is None:
+        client.deferred_name = client.name or b""  # the name the connection takes (`pin_transaction`)
     client.tainted = True
-    if client.deferred is None and session.own is not None:
-        session.own.send_hidden([("CLIENT", "SETNAME", client.name or b"")])
     return forward_one(session, batch, index)
 
 
@@ -141,19 +141,24 @@ def client_setname(session, batch, index: int) -> int:
     session.extra.name = args[2] or None  # Redis checks the name when queueing; EXEC sets it
     if queued is not None:
         return queued
+    if session.own is not None:  # watching: the transaction's connection answers GETNAME in MULTI
+        name_connection(session, args[2])
     session._local(errors.OK)
     return index + 1
 
 
 def local_ok(session, batch, index: int) -> int:
-    """READONLY, READWRITE, ASKING: the proxy routes by slot itself."""
+    """READONLY, READWRITE, ASKING: the proxy routes by slot itself. Queued in a transaction
+    (on a master's connection they change nothing; EXEC's reply holds their +OK)."""
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
     args = batch.commands[index]
     name = args[0].lower().decode()
     if len(args) != 1:
         session._local(errors.resp_error(f"ERR wrong number of arguments for '{name}' command"))
         session.refused_in_transaction()
     else:
-        session._local(b"+QUEUED\r\n" if session.state.in_transaction else errors.OK)
+        session._local(errors.OK)
     return index + 1
 
 
@@ -235,7 +240,7 @@ def reset(session, batch, index: int) -> int:
         session.release_lease()
     client.name = None
     client.txn_slot = None
-    client.deferred = None
+    client.deferred = client.deferred_name = None
     session.protocol = 2
     session.policy_state = SessionState()
     session.after_exec = []
@@ -261,13 +266,23 @@ def _first_key_slot(session, commands, index: int):
     return None
 
 
-def pin_transaction(session, hash_slot) -> bool:
-    """A connection lent by the owner of the transaction's slot (any master for none)."""
+def name_connection(session, name: bytes) -> None:
+    """The lent connection answers CLIENT GETNAME queued in MULTI as the client's own would."""
+    session.own.send_hidden([("CLIENT", "SETNAME", name)])
+    session.extra.tainted = True
+
+
+def pin_transaction(session, hash_slot, name=None) -> bool:
+    """A connection lent by the owner of the transaction's slot (any master for none), named
+    as the client (`name`, else the client's name) before MULTI reaches it."""
     node = _node(session, hash_slot) or session.backend.seed
     conn = _lend(session, node, "lease")
     if conn is None:
         return False
     backend = session.backend
+    name = session.extra.name if name is None else name
+    if name:
+        name_connection(session, name)
     session.extra.txn_slot = hash_slot
     session.route = TxnRoute(conn, backend.routes, backend.router, backend.safe)
     session.bind()
@@ -343,7 +358,7 @@ def _end(session, batch, index: int, is_exec: bool) -> int:
         return forward_one(session, batch, index)  # EXEC/DISCARD without MULTI: Redis's error
     if client.deferred is not None:
         if not is_exec:
-            client.deferred = None
+            client.deferred = client.deferred_name = None
             session.policy_state.end_transaction()
             session.after_exec = []
             session.state.to("end")

@@ -77,7 +77,7 @@ class ClusterClient:
     """What the proxy keeps per client of a cluster: the connection state a server would hold
     for it, its transaction's slot and deferred commands, and its runs' places."""
 
-    __slots__ = ("session", "name", "id", "txn_slot", "deferred", "tainted")
+    __slots__ = ("session", "name", "id", "txn_slot", "deferred", "deferred_name", "tainted")
 
     def __init__(self, session, client_id: int):
         self.session = session
@@ -85,6 +85,7 @@ class ClusterClient:
         self.id = client_id  # CLIENT ID: numbered by the proxy
         self.txn_slot = None  # the hash slot the open transaction is pinned to
         self.deferred = None  # MULTI and keyless commands before the transaction's first key
+        self.deferred_name = None  # the name a deferred transaction's connection takes before its replay
         self.tainted = False  # the client's lent connection holds state: closed, not given back
 
     def split_run(self, conn, entry: RoutedPending) -> RoutedPending:

@@ -1,7 +1,8 @@
 """Proxy bugs in front of a Redis Cluster found by the randomized isolation test
 (test_isolation_random.py), each replayed by hand: the same requests through the proxy and to a
-one-node cluster owning every slot (what Redis answers in cluster mode). Each is a strict xfail
-until the proxy is fixed; the random test keeps their triggers out of its mix until then.
+one-node cluster owning every slot (what Redis answers in cluster mode). They stay as
+regression tests; the one strict xfail is a known limitation (README: differences from Redis),
+and the random test keeps its triggers out of its mix.
 """
 
 import pytest
@@ -36,8 +37,6 @@ def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, st
     assert b"MOVED" not in read[0], read
 
 
-@pytest.mark.xfail(strict=True, reason="a RESP3 client that WATCHes, sends a (un)subscribe command and UNWATCHes "
-                                       "gets no reply to anything after")
 def test_resp3_watch_then_unsubscribe(cluster_proxy, one_node_cluster):
     batches = [b"HELLO 3\r\n", b"WATCH {k}a\r\n", b"PUNSUBSCRIBE\r\n", b"UNWATCH\r\n", b"PING after\r\n"]
     expected = exchange_batches(one_node_cluster.port, batches)
@@ -45,8 +44,6 @@ def test_resp3_watch_then_unsubscribe(cluster_proxy, one_node_cluster):
     assert exchange_batches(cluster_proxy.port, batches)[1:] == expected[1:]  # (HELLO replies hold the id)
 
 
-@pytest.mark.xfail(strict=True, reason="HELLO 3 while WATCHing goes to the node (its reply says mode cluster) "
-                                       "and the proxy keeps the client in RESP2: after UNWATCH replies are RESP2")
 def test_hello_while_watching(cluster_proxy, one_node_cluster):
     batches = [b"WATCH {k}a\r\n", b"HELLO 3\r\n", b"UNWATCH\r\nGET {k}nokey\r\n"]
     expected = exchange_batches(one_node_cluster.port, batches)
@@ -54,8 +51,6 @@ def test_hello_while_watching(cluster_proxy, one_node_cluster):
     assert exchange_batches(cluster_proxy.port, batches)[-1] == expected[-1]
 
 
-@pytest.mark.xfail(strict=True, reason="CLIENT SETNAME/GETNAME in a transaction (WATCH or MULTI) go to the "
-                                       "transaction's node connection, past the name the proxy keeps")
 @pytest.mark.parametrize("batches", [
     [b"CLIENT SETNAME nm\r\n", b"WATCH {k}a\r\n", b"CLIENT GETNAME\r\n"],
     [b"CLIENT SETNAME nm\r\n", b"MULTI\r\nCLIENT GETNAME\r\nEXEC\r\n"],
@@ -67,8 +62,6 @@ def test_client_name_in_transaction(cluster_proxy, one_node_cluster, batches):
     assert exchange_batches(cluster_proxy.port, batches) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="the proxy keeps the SETNAME of a HELLO that Redis refuses for its "
-                                       "protocol version (NOPROTO)")
 def test_failed_hello_keeps_name(cluster_proxy, one_node_cluster):
     batches = [b"HELLO 4 SETNAME nm\r\n", b"CLIENT GETNAME\r\n"]
     expected = exchange_batches(one_node_cluster.port, batches)

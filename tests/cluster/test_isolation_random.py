@@ -48,13 +48,9 @@ def cluster_mode() -> Mode:
     behaviour = Behaviour(CommandTable.from_snapshot())
     not_compared = {**NOT_COMPARED, **{name: "the proxy refuses it by design (no connection of the client's own "
                                              "in a cluster)" for name in with_action(behaviour, REFUSE)}}
-    # Known bugs, each shown by a strict xfail in tests/cluster/test_isolation_findings.py.
+    # The known limitation, shown by a strict xfail in tests/cluster/test_isolation_findings.py.
     known = {name: "test_streaming_client_keeps_routing_by_slot" for name in with_action(behaviour, STREAM)}
-    known["watch"] = "test_resp3_watch_then_unsubscribe, test_hello_while_watching"
-    in_transaction = {name: "test_client_name_in_transaction" for name in ("client|setname", "client|getname", "hello")}
-    avoid = {"test_failed_hello_keeps_name": lambda args: args[0] == b"HELLO" and b"SETNAME" in args}
-    return Mode("cluster", left_out={**LEFT_OUT, **known}, not_compared=not_compared, avoid=avoid,
-                not_in_groups=in_transaction)
+    return Mode("cluster", left_out={**LEFT_OUT, **known}, not_compared=not_compared)
 
 
 @pytest.fixture(scope="module")
