@@ -21,8 +21,8 @@ import threading
 
 import hiredis
 
-from .config import (Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
-                     parse_upstream)
+from .config import (NO_POLICY, Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
+                     parse_policy, parse_switch, parse_upstream)
 
 log = logging.getLogger("redis_guard")
 
@@ -88,12 +88,14 @@ def _resolve_upstream(config):
 
 
 def build_engine(path, table):
-    """The policy engine for the file at path (None: no rules). Raises PolicyError."""
-    from .policy import Engine, load_policy
+    """The policy engine for the file at path (None: the built-in baseline; NO_POLICY: no rules,
+    None returned). Raises PolicyError."""
+    from .config import NO_POLICY
+    from .policy import Engine, load_builtin, load_policy
 
-    if path is None:
+    if path == NO_POLICY:
         return None
-    return Engine(load_policy(path), table)
+    return Engine(load_policy(path) if path is not None else load_builtin(), table)
 
 
 class PolicyWatcher:
@@ -171,7 +173,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
         watcher = None
-        if config.policy is not None:
+        if config.policy not in (None, NO_POLICY):  # the built-in baseline is no file to watch
             watcher = PolicyWatcher(proxy, config.policy, table)
             loop.add_signal_handler(signal.SIGHUP, watcher.reload, "SIGHUP")
             watcher.start(loop)
@@ -275,7 +277,9 @@ def cmd_serve(args) -> int:
                 raise ConfigError("--workers must be at least 1")
             config = config.replace(workers=args.workers)
         if args.policy:
-            config = config.replace(policy=os.path.abspath(args.policy))
+            config = config.replace(policy=parse_policy(args.policy))
+        if args.upstream_acl is not None:
+            config = config.replace(upstream_acl=parse_switch(args.upstream_acl, "--upstream-acl"))
         if args.metrics:
             config = config.replace(metrics=parse_address(args.metrics, 9121))
     except ConfigError as exc:
@@ -321,22 +325,34 @@ def cmd_serve(args) -> int:
 
 
 def _offline_engine(path):
+    """The engine of a policy file (None: the built-in baseline) over the snapshot's command table."""
     from .commands.table import CommandTable
-    from .policy import Engine, load_policy
 
-    return Engine(load_policy(path), CommandTable.from_snapshot())
+    return build_engine(path, CommandTable.from_snapshot())
+
+
+def _policy_file(args) -> str | None:
+    """The FILE argument, or None for --builtin; exits with a usage error when neither is given."""
+    if getattr(args, "builtin", False):
+        return None
+    if not args.file:
+        print(f"redis-guard policy {args.policy_command}: give a policy FILE or --builtin", file=sys.stderr)
+        raise SystemExit(2)
+    return args.file
 
 
 def cmd_policy_check(args) -> int:
-    from .policy import PolicyError
+    from .policy import BUILTIN, PolicyError
 
+    path = _policy_file(args)
     try:
-        engine = _offline_engine(args.file)
+        engine = _offline_engine(path)
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
         return 1
     policy = engine.policy
-    print(f"{args.file}: valid policy '{policy.name}'" + (f" (seed {policy.seed})" if policy.seed else ""))
+    shown = path if path is not None else f"built-in ({BUILTIN.name}, what serve runs without a policy)"
+    print(f"{shown}: valid policy '{policy.name}'" + (f" (seed {policy.seed})" if policy.seed else ""))
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
@@ -483,13 +499,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT[/DB] of the Redis server")
     serve.add_argument("--upstream-cluster", help="HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
-    serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
+    serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml), or none for no "
+                       "rules; default: the built-in baseline")
+    serve.add_argument("--upstream-acl", help="on|off: create the policy's ACL users on the upstream (default on)")
     serve.add_argument("--metrics", help="HOST:PORT to serve Prometheus metrics on")
     serve.set_defaults(func=cmd_serve)
     policy = commands.add_parser("policy", help="check or explain a policy file").add_subparsers(
         dest="policy_command", required=True)
     check = policy.add_parser("check", help="validate a policy file and print what it enforces")
-    check.add_argument("file")
+    check.add_argument("file", nargs="?")
+    check.add_argument("--builtin", action="store_true", help="the built-in baseline policy instead of a file")
     check.set_defaults(func=cmd_policy_check)
     explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
                                 "redis-guard policy explain FILE -- SET user:1 v")

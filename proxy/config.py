@@ -19,6 +19,9 @@ class ConfigError(Exception):
     pass
 
 
+NO_POLICY = "none"  # `policy: none` / `--policy none`: no rules at all (configs/passthrough.yaml)
+
+
 @dataclass(frozen=True, slots=True)
 class Address:
     host: str
@@ -61,11 +64,12 @@ class Config:
     connect_timeout: float = 2.0
     shutdown_timeout: float = 10.0
     workers: int = 1
-    policy: str | None = None  # path of the policy file; None: no rules
+    policy: str | None = None  # path of the policy file; None: the built-in baseline; NO_POLICY: no rules
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
     upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
     failover_timeout: float = 10.0  # how long a request waits for a cluster slot's new owner
     read_from_replicas: bool = False  # cluster: read-only commands go to a replica of the slot
+    upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -144,7 +148,28 @@ def _number(section: dict, key: str, default, kind, where: str):
 
 
 _TOP_KEYS = {"listen", "upstream", "upstream_cluster", "limits", "upstream_options", "shutdown_timeout", "workers",
-             "policy", "metrics"}
+             "policy", "metrics", "upstream_acl"}
+
+
+def parse_policy(value, base: str | None = None) -> str | None:
+    """`policy:` / `--policy`: a file (relative to `base`), or `none` for no rules at all."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"'policy' must be a policy file or none, got {value!r}")
+    if value.strip().lower() == NO_POLICY:
+        return NO_POLICY
+    return os.path.join(base, value) if base is not None else os.path.abspath(value)
+
+
+def parse_switch(value, name: str) -> bool:
+    """on/off (YAML reads a bare on/off as true/false), true/false."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes"):
+        return True
+    if text in ("off", "false", "no"):
+        return False
+    raise ConfigError(f"'{name}' must be on or off, got {value!r}")
 
 
 def load_config(path: str | None) -> Config:
@@ -176,7 +201,7 @@ def load_config(path: str | None) -> Config:
         raise ConfigError(f"{path}: give 'upstream' or 'upstream_cluster', not both")
     policy = data.get("policy")
     if policy is not None:
-        policy = os.path.join(os.path.dirname(os.path.abspath(path)), str(policy))
+        policy = parse_policy(policy, os.path.dirname(os.path.abspath(path)))
     return Config(
         policy=policy,
         metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
@@ -190,4 +215,5 @@ def load_config(path: str | None) -> Config:
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
         shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
         workers=_number(data, "workers", 1, int, path),
+        upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
     )

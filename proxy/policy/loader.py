@@ -14,6 +14,7 @@ a rule chain of its own, with its K7 checks (prefixes, read-only) compiled in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
@@ -49,6 +50,9 @@ class Policy:
 
 
 PASSTHROUGH = Policy("passthrough", ENFORCE, ())
+
+# The policy of a proxy given none (`redis-guard serve` without --policy or `policy:`).
+BUILTIN = Path(__file__).with_name("data") / "baseline.yaml"
 
 
 def _plain(node):
@@ -260,6 +264,11 @@ def _applications(top: dict, top_lines: dict, raw: dict, source):
         rules = _with_namespace(_build_rules(merged, source), name, prefixes, read_only)
         apps.append(Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides)))
     return auth, tuple(apps)
+
+
+def load_builtin() -> Policy:
+    """The built-in baseline policy (`BUILTIN`)."""
+    return load_policy(str(BUILTIN))
 
 
 def load_policy(path: str) -> Policy:

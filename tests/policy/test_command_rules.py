@@ -69,16 +69,48 @@ def policy_error(rules: str) -> PolicyError:
 # -- C2: denied commands ------------------------------------------------------------------------
 
 
-def test_c2_default_denies_flushall_and_flushdb_and_names_the_alternative():
+def test_c2_default_is_the_baseline_and_names_the_alternative():
     eng = engine("  C2: {}")
     for name in ("FLUSHALL", "flushdb", "FlushAll"):
         finding = rejection(eng, name)
         assert finding is not None and finding.rule == "C2"
     assert violation_text(rejection(eng, "FLUSHALL", "ASYNC")) == (
         "NOPERM command FLUSHALL breaks rule C2 (denied command): "
-        "delete keys by pattern with SCAN + UNLINK; this policy denies FLUSHALL")
-    assert decide(eng, "GET", "k") is None
-    assert decide(eng, "CONFIG", "SET", "x", "y") is None
+        "delete keys by pattern with SCAN + UNLINK; the baseline guard denies FLUSHALL")
+    assert violation_text(rejection(eng, "CONFIG", "SET", "x", "y")) == (
+        "NOPERM command CONFIG SET breaks rule C2 (denied command): "
+        "the baseline guard denies CONFIG SET; ask the operators if the application needs it")
+    assert decide(eng, "GET", "k") is None and decide(eng, "INFO") is None and decide(eng, "SORT", "k") is None
+    eng = engine("  C2: {baseline: false}")  # without the baseline: FLUSHALL and FLUSHDB only
+    assert rejection(eng, "FLUSHDB") is not None
+    assert decide(eng, "CONFIG", "SET", "x", "y") is None and decide(eng, "SWAPDB", "0", "1") is None
+
+
+# What the baseline denies beside @admin and @dangerous, by name (Redis's categories miss them).
+BASELINE_NAMED = {"move", "script|debug", "script|flush", "function|load", "function|delete", "function|flush",
+                  "function|restore"}
+BASELINE_ALLOWED = {"info", "role", "lastsave", "sort", "sort_ro"}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_c2_baseline_stays_under_any_deny_list(spec):
+    """applications.yaml denied [FLUSHALL, FLUSHDB, "@admin"] and let SWAPDB (@dangerous) through:
+    a deny list of one's own no longer replaces the baseline."""
+    eng = cached_engine('  C2: {deny: [FLUSHALL, FLUSHDB, "@admin"], allow: []}')
+    finding = rejection(eng, *command_args(spec))
+    risky = bool({"admin", "dangerous"} & spec.acl_categories) or spec.name in BASELINE_NAMED
+    denied = risky and spec.name not in BASELINE_ALLOWED and not spec.subcommands
+    assert (finding is not None and finding.rule == "C2") == denied
+
+
+def test_c2_baseline_is_reenabled_by_name_only():
+    eng = engine('  C2: {allow: ["@admin", "@dangerous", "@scripting"]}')  # categories tie with the baseline's
+    assert rejection(eng, "CONFIG", "GET", "x") is None and rejection(eng, "LATENCY", "LATEST") is None
+    for named in (("SWAPDB", "0", "1"), ("CONFIG", "SET", "x", "y"), ("FUNCTION", "FLUSH"), ("SCRIPT", "DEBUG", "YES")):
+        assert rejection(eng, *named) is not None, named
+    eng = engine('  C2: {allow: [SWAPDB, "CONFIG|SET", FLUSHDB]}')
+    assert rejection(eng, "SWAPDB", "0", "1") is None and rejection(eng, "CONFIG", "SET", "x", "y") is None
+    assert rejection(eng, "FLUSHDB") is None and rejection(eng, "FLUSHALL") is not None
 
 
 DANGEROUS_ALLOW = {"info", "client|list", "sort", "sort_ro"}
@@ -86,7 +118,7 @@ DANGEROUS_ALLOW = {"info", "client|list", "sort", "sort_ro"}
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_c2_dangerous_category_except_allowed(spec):
-    eng = cached_engine('  C2: {deny: ["@dangerous"], allow: [INFO, "CLIENT|LIST", SORT, SORT_RO]}')
+    eng = cached_engine('  C2: {baseline: false, deny: ["@dangerous"], allow: [INFO, "CLIENT|LIST", SORT, SORT_RO]}')
     finding = rejection(eng, *command_args(spec))
     container = spec.subcommands  # a container alone is resolved to nothing
     denied = "dangerous" in spec.acl_categories and spec.name not in DANGEROUS_ALLOW and not container
@@ -97,15 +129,15 @@ def test_c2_dangerous_category_except_allowed(spec):
 
 
 def test_c2_container_name_covers_its_subcommands_and_specific_entries_win():
-    eng = engine("  C2: {deny: [CONFIG, \"@admin\"], allow: [\"CONFIG|GET\", CLIENT]}")
+    eng = engine("  C2: {baseline: false, deny: [CONFIG, \"@admin\"], allow: [\"CONFIG|GET\", CLIENT]}")
     assert rejection(eng, "CONFIG", "SET", "maxmemory", "1") is not None
     assert rejection(eng, "config", "rewrite") is not None
     assert rejection(eng, "CONFIG", "GET", "maxmemory") is None      # subcommand name beats container
     assert rejection(eng, "CLIENT", "KILL", "ID", "1") is None       # container name beats @admin
     assert rejection(eng, "SHUTDOWN") is not None                    # @admin
-    eng = engine('  C2: {deny: ["CLIENT|KILL"], allow: ["@admin", "@connection"]}')
+    eng = engine('  C2: {baseline: false, deny: ["CLIENT|KILL"], allow: ["@admin", "@connection"]}')
     assert rejection(eng, "CLIENT", "KILL", "ID", "1") is not None   # own name beats a category
-    eng = engine('  C2: {deny: ["@all"], allow: ["@read", PING]}')
+    eng = engine('  C2: {baseline: false, deny: ["@all"], allow: ["@read", PING]}')
     assert rejection(eng, "SET", "k", "v") is not None
     assert rejection(eng, "GET", "k") is None and rejection(eng, "PING") is None
 
