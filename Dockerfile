@@ -3,8 +3,9 @@
 #   docker build -t redis-guard .
 #   docker run --rm -p 6380:6380 redis-guard --upstream redis://my-redis:6379
 #
-# The image listens on 0.0.0.0:6380 and uses /etc/redis-guard/config.yaml (a copy of
-# configs/passthrough.yaml: no rules). The presets are in /etc/redis-guard/policies/:
+# The image listens on 0.0.0.0:6380 and uses /etc/redis-guard/config.yaml (configs/passthrough.yaml
+# without its `policy: none`: the built-in baseline policy; `--policy none` for no rules at all).
+# The presets are in /etc/redis-guard/policies/:
 #   docker run --rm -p 6380:6380 redis-guard --upstream redis://my-redis:6379 \
 #       --policy /etc/redis-guard/policies/strict-dotted.yaml --metrics 0.0.0.0:9121
 # To use your own policy, mount it and name it with --policy (it reloads when the file changes).
@@ -21,7 +22,7 @@ COPY . .
 RUN pip install . \
     && mkdir -p /etc/redis-guard \
     && cp -r configs/. /etc/redis-guard/ \
-    && cp configs/passthrough.yaml /etc/redis-guard/config.yaml \
+    && grep -v '^policy: none' configs/passthrough.yaml > /etc/redis-guard/config.yaml \
     && rm -rf /src \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin redis-guard
 
