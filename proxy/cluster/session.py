@@ -286,6 +286,11 @@ class ClusterSession(ClientSession):
                             self._send_stretch(batch, runs, start, index, run_conn, run_slot)
                             runs = []
                         run_conn = None
+                        if verdict.reject is None and action.action == SCAN and self.txn_conn is None \
+                                and self.txn_deferred is None:  # K7 scoped the SCAN (issue 14)
+                            self._scan(verdict.commands[0])
+                            start = index = index + 1
+                            continue
                         routed = routes.decide(args, router.slotmap.master_for_slot)
                         self.route_slot = routed if type(routed) is int else None
                         if self.txn_deferred is not None and verdict.reject is None:

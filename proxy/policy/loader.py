@@ -22,7 +22,7 @@ from . import rules as _rules  # noqa: F401  (registers every rule)
 from .applications import Application
 from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
 from .passwords import HashFormatError, PasswordHash
-from .rules.k7_namespaces import Prefixes, ReadOnly
+from .rules.k7_namespaces import OwnKeysOnly, Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
 
 ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8", "K9", "K10",
@@ -182,10 +182,12 @@ def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_onl
     checks = []
     if app is not None:
         checks.append(Prefixes(namespace.mode, app, tuple(prefixes)))
+        checks.append(OwnKeysOnly(namespace.mode, app, tuple(prefixes)))
         if read_only:
             checks.append(ReadOnly(namespace.mode, app))
     elif namespace.anonymous == "reject":
         checks.append(Prefixes(namespace.mode, None, ()))
+        checks.append(OwnKeysOnly(namespace.mode, None, ()))
     at = rules.index(namespace) + 1
     return rules[:at] + tuple(checks) + rules[at:]
 

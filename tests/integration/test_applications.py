@@ -287,3 +287,56 @@ def test_many_connections_authenticating_at_once(shop):
     for good, sock in sockets:
         assert read_until_quiet(sock, 10, 1.0) == (expected[good], False)
         sock.close()
+
+
+# -- what an application reaches beside the keys it names (issue 14) ---------------------------
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_scan_lists_only_the_applications_keys(shop, admin, protocol):
+    admin.flushdb()
+    mine = {f"shop:order:{i}".encode() for i in range(40)} | {b"shop:cart:1"}
+    others = {f"other:{i}".encode() for i in range(40)} | {b"shop:product:1", b"shop:orders:x"}
+    for key in mine | others:
+        admin.set(key, "v")
+    checkout = as_app(shop[1].port, "checkout", protocol)
+    found = set(checkout.scan_iter(match="shop:order:*", count=7)) | set(checkout.scan_iter(match="shop:cart:*"))
+    assert found == mine
+    for call in (lambda: list(checkout.scan_iter()), lambda: checkout.scan(0, match="shop:*"),
+                 lambda: checkout.scan(0, match="*")):
+        with pytest.raises(redis.exceptions.NoPermissionError, match="rule K7 .*one SCAN per prefix|MATCH must"):
+            call()
+    # One prefix: the proxy adds MATCH <prefix>*, and the reply keeps SCAN's shape (cursor, keys).
+    reports = as_app(shop[1].port, "rep", protocol)
+    cursor, keys = reports.scan(0, count=1000)
+    assert isinstance(keys, list) and set(keys) <= mine | {b"shop:product:1", b"shop:orders:x"}
+    assert set(reports.scan_iter(count=5)) == mine | {b"shop:product:1", b"shop:orders:x"}
+    raw, _ = exchange(shop[1].port, b"AUTH rep reports-pw\r\nSCAN 0 COUNT 1000\r\n")
+    assert raw.startswith(b"+OK\r\n*2\r\n$1\r\n0\r\n*") and b"other:" not in raw, raw
+    admin.flushdb()
+
+
+@pytest.mark.parametrize("command", [["RANDOMKEY"], ["SWAPDB", "0", "1"], ["MOVE", "shop:order:1", "1"],
+                                     ["SELECT", "1"]])
+def test_commands_that_reach_other_keys_are_refused(shop, admin, command):
+    admin.flushdb()
+    admin.set("shop:order:1", "mine")
+    admin.set("other:1", "theirs")
+    client = as_app(shop[1].port, "checkout")
+    with pytest.raises(redis.exceptions.NoPermissionError, match=r"breaks rule (K7|C2)"):
+        client.execute_command(*command)
+    assert admin.get("shop:order:1") == b"mine" and admin.get("other:1") == b"theirs"
+    assert admin.dbsize() == 2
+    admin.flushdb()
+
+
+def test_sort_patterns_stay_under_the_prefixes(shop, admin):
+    admin.flushdb()
+    admin.rpush("shop:order:ids", "1", "2")
+    admin.set("shop:order:w:1", "2")
+    admin.set("shop:order:w:2", "1")
+    admin.set("shop:product:secret:1", "s1")
+    client = as_app(shop[1].port, "checkout")
+    assert client.sort("shop:order:ids", by="shop:order:w:*") == [b"2", b"1"]
+    with pytest.raises(redis.exceptions.NoPermissionError, match="pattern 'shop:product:secret:\\*' breaks rule K7"):
+        client.sort("shop:order:ids", get="shop:product:secret:*")
+    admin.flushdb()
