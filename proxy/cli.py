@@ -124,6 +124,7 @@ class PolicyWatcher:
     def reload(self, reason: str) -> None:
         from . import metrics
         from .policy import PolicyError
+        from .policy.acl import compile_users
 
         self.stamp = self._stamp()
         try:
@@ -134,8 +135,15 @@ class PolicyWatcher:
                       reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
             return
         self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
+        self.proxy.acl_users = compile_users(engine, self.proxy.config.upstream.password)
         metrics.POLICY_RELOADS.labels("applied").inc()
         log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
+        asyncio.ensure_future(self._apply_acl(self.proxy.acl_users))
+
+    async def _apply_acl(self, users) -> None:
+        from .upstream_acl import apply_for
+
+        log.info("policy reloaded: %s", (await apply_for(self.proxy.config, users)).line())
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -156,7 +164,8 @@ class PolicyWatcher:
                     return
 
 
-def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None) -> int:
+def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None,
+               acl_users=None) -> int:
     from .server import Proxy
 
     async def main() -> int:
@@ -167,6 +176,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             proxy = ClusterProxy(loop, config, table, engine=engine)
         else:
             proxy = Proxy(loop, config, table, databases, engine=engine)
+        proxy.acl_users = acl_users  # policy/acl.py: credentials_for(app) for the upstream connections
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -194,7 +204,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         return runner.run(main())
 
 
-def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
+def _ready_line(config, address, source: str, workers: int, engine=None, acl=None) -> str:
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     policy = (f"policy '{engine.policy.name}' ({engine.policy.mode}, {len(engine.policy.rules)} rules)"
@@ -203,6 +213,7 @@ def _ready_line(config, address, source: str, workers: int, engine=None) -> str:
         f"redis-guard ready: listening on {listen}, upstream "
         f"{'cluster ' + ','.join(str(seed.address) for seed in config.upstream_cluster) if config.upstream_cluster else config.upstream.url()}, {policy}, "
         f"command table from {source}, {workers} worker{'s' if workers != 1 else ''}"
+        + (f", {acl.line()}" if acl is not None else "")
     )
 
 
@@ -216,7 +227,7 @@ def _reserve(listen: Address) -> socket.socket:
     return sock
 
 
-def _serve_workers(config, table, databases, source, engine=None) -> int:
+def _serve_workers(config, table, databases, source, engine=None, acl_users=None, acl=None) -> int:
     reserved = _reserve(config.listen)
     address = reserved.getsockname()
     config = config.replace(listen=Address(config.listen.host, address[1]))
@@ -230,7 +241,7 @@ def _serve_workers(config, table, databases, source, engine=None) -> int:
             code = 1
             try:
                 code = run_worker(
-                    config, table, databases, reuse_port=True, engine=engine,
+                    config, table, databases, reuse_port=True, engine=engine, acl_users=acl_users,
                     on_ready=lambda proxy: os.write(ready_w, b"."),
                 )
             finally:
@@ -246,7 +257,7 @@ def _serve_workers(config, table, databases, source, engine=None) -> int:
             break
         received += chunk
     if len(received) == len(children):
-        print(_ready_line(config, address, source, len(children), engine), file=sys.stderr, flush=True)
+        print(_ready_line(config, address, source, len(children), engine, acl), file=sys.stderr, flush=True)
     status = 0
     for pid in children:
         while True:
@@ -303,17 +314,18 @@ def cmd_serve(args) -> int:
         except PolicyError as exc:
             print(f"redis-guard: {exc}", file=sys.stderr)
             return 2
+        acl_users, acl = _upstream_acl(config, engine)
         if config.metrics is not None:
             from . import metrics
 
             metrics.serve(config.metrics)
             log.info("metrics on http://%s/metrics", config.metrics)
         if config.workers > 1:
-            return _serve_workers(config, table, databases, source, engine)
+            return _serve_workers(config, table, databases, source, engine, acl_users, acl)
         return run_worker(
-            config, table, databases, engine=engine,
+            config, table, databases, engine=engine, acl_users=acl_users,
             on_ready=lambda proxy: print(
-                _ready_line(config, proxy.bound_address, source, 1, engine), file=sys.stderr, flush=True
+                _ready_line(config, proxy.bound_address, source, 1, engine, acl), file=sys.stderr, flush=True
             ),
         )
     except OSError as exc:
@@ -322,6 +334,19 @@ def cmd_serve(args) -> int:
     finally:
         if local is not None:
             local.stop()
+
+
+def _upstream_acl(config, engine):
+    """(the policy's ACL users, the outcome of applying them upstream) at start (policy/acl.py)."""
+    from .policy.acl import compile_users
+    from .upstream_acl import apply_for
+
+    users = compile_users(engine, config.upstream.password) if engine is not None else None
+    runner = asyncio.Runner(loop_factory=_new_loop)
+    try:
+        return users, runner.run(apply_for(config, users))
+    finally:
+        runner.close()
 
 
 def _offline_engine(path):
@@ -473,6 +498,28 @@ def _explain_schema(engine, command) -> None:
             print(f"key '{shown}': schema pattern '{pattern.pattern}' ({pattern.type})")
 
 
+def cmd_policy_acl(args) -> int:
+    """The policy's ACL users (policy/acl.py), for operators who manage Redis users themselves:
+    ACL SETUSER lines (redis-cli reads them on stdin), or an ACL file's `user` lines."""
+    from .policy import PolicyError
+    from .policy.acl import compile_users
+
+    path = _policy_file(args)
+    try:
+        engine = _offline_engine(path)
+        upstream = parse_upstream(args.upstream) if args.upstream else None
+    except (PolicyError, ConfigError) as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    users = compile_users(engine, upstream.password if upstream is not None else None)
+    for user in users.users:
+        print(user.line() if args.format == "file" else " ".join(user.setuser()))
+    whose = "the upstream URL's password" if upstream is not None and upstream.password else "no upstream password"
+    print(f"{len(users.users)} users of policy '{users.policy_name}'; passwords derived from {whose} "
+          "(docs/policy.md, \"The second wall\")", file=sys.stderr)
+    return 0
+
+
 def cmd_schema_docs(args) -> int:
     from .policy import PolicyError, load_policy
     from .policy.schemadoc import markdown
@@ -516,6 +563,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--app", help="decide as this application of the policy's applications: section")
     explain.add_argument("command", nargs=argparse.REMAINDER)
     explain.set_defaults(func=cmd_policy_explain)
+    acl = policy.add_parser("acl", help="print the ACL users the policy compiles to (ACL SETUSER lines, or an "
+                            "ACL file with --format file)")
+    acl.add_argument("file", nargs="?")
+    acl.add_argument("--builtin", action="store_true", help="the built-in baseline policy instead of a file")
+    acl.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT: the password the proxy's users' passwords "
+                     "derive from (the proxy's own upstream URL)")
+    acl.add_argument("--format", choices=("setuser", "file"), default="setuser")
+    acl.set_defaults(func=cmd_policy_acl)
     schema = commands.add_parser("schema", help="the key schema of a policy file").add_subparsers(
         dest="schema_command", required=True)
     docs = schema.add_parser("docs", help="print the schema as a Markdown table")

@@ -398,7 +398,7 @@ class ClientSession(asyncio.Protocol):
             return index + 1
         first, *extra = verdict.commands
         self._forward(hiredis.pack_command(tuple(first)), 1,
-                      observe=args if first[0] in (b"EVAL", b"EVALSHA") else None)
+                      observe=args if first[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") else None)
         if extra:
             if self.policy_state.in_multi:
                 self.after_exec.extend(extra)  # extra replies would change what EXEC returns

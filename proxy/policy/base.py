@@ -144,10 +144,19 @@ NO_ARGUMENTS = 1 << 30
 
 class CommandRule(Rule):
     """A rule on a whole command. `applies_to(spec)` decides, at policy load, the commands it
-    is compiled into; `check(call)` runs for those only."""
+    is compiled into; `check(call)` runs for those only. For the ACL compiler (`policy/acl.py`):
+    `denies(spec)` says the rule refuses every call of the command whatever its arguments, and
+    `server_commands` names what the rule sends upstream on a client's behalf."""
+
+    server_commands: ClassVar[frozenset[str]] = frozenset()
 
     def applies_to(self, spec) -> bool:
         raise NotImplementedError
+
+    def denies(self, spec) -> bool:
+        """Does this rule refuse every call of `spec`, whatever its arguments (what Redis's ACL
+        can refuse too)? False leaves the command to the proxy."""
+        return False
 
     def reads_from(self, spec) -> int | None:
         """For the engine's memo of commands that passed (`engine.Plan`): the first argument

@@ -410,7 +410,7 @@ def test_c3_rewrites_data_dependent_reads_into_the_size_checking_script():
     [command] = rewritten(eng, "HGETALL", "user:1")
     error = (b"NOPERM command HGETALL breaks rule C3 (O(N) reads on small collections only): key 'user:1' "
              b"holds more than 100 elements; read it incrementally with HSCAN key <cursor> COUNT 100")
-    assert command == [b"EVAL", SCRIPTS[2], b"1", b"user:1", b"100", error, b"0", b"-1", b"1",
+    assert command == [b"EVAL_RO", SCRIPTS[2], b"1", b"user:1", b"100", error, b"0", b"-1", b"1",
                        b"HGETALL", b"user:1"]
     [command] = rewritten(eng, "hgetall", "user:1", protocol=3)
     assert command[1] == SCRIPTS[3] and SCRIPTS[3].startswith(b"redis.setresp(3)\n")

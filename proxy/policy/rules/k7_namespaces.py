@@ -89,6 +89,9 @@ class ReadOnly(CommandRule):
         return "write" in spec.acl_categories or any(
             not WRITE_KEY_FLAGS.isdisjoint(key_spec.flags) for key_spec in spec.key_specs)
 
+    def denies(self, spec) -> bool:
+        return self.applies_to(spec)
+
     def check(self, call):
         return self.finding(f"command {command_words(call.name)}",
                             f"application '{self.app}' is read-only; ask the operators for write access")
@@ -124,6 +127,9 @@ class OwnKeysOnly(RewriteRule):
 
     def applies_to(self, spec) -> bool:
         return spec.name in ELSEWHERE or spec.name in ("scan", "sort", "sort_ro")
+
+    def denies(self, spec) -> bool:
+        return spec.name in ELSEWHERE
 
     def _owns(self, literal_start: bytes) -> bool:
         return any(literal_start.startswith(prefix) for prefix in self.prefixes)

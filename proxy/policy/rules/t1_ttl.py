@@ -458,6 +458,8 @@ def _writes_string(call) -> bool:
 class InjectTtl(_TtlCommon, RewriteRule):
     """`action: inject`."""
 
+    server_commands = frozenset({"expire"})  # the hidden EXPIRE key ttl NX
+
     def applies_to(self, spec) -> bool:
         return may_create(spec) or spec.name in ("persist", "getex")
 

@@ -56,6 +56,7 @@ VALUES = {
 class StringSize(RewriteRule):
     id = "V1"
     title = "string size"
+    server_commands = frozenset({"eval", "strlen"})  # APPEND_SCRIPT
 
     def __init__(self, settings):
         super().__init__(settings)

@@ -198,6 +198,7 @@ ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, wh
 class CollectionCap(RewriteRule):
     id = "V2"
     title = "collection size"
+    server_commands = frozenset({"eval", "hlen", "llen", "scard", "zcard", "lpos", "sismember", "hexists", "zscore"})
 
     def __init__(self, settings):
         super().__init__(settings)
