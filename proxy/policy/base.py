@@ -192,6 +192,18 @@ class RewriteRule(CommandRule):
         raise NotImplementedError
 
 
+def current_commands(call) -> list:
+    """What the rewrite chain sends so far: the earlier rewrite rules' output (with the engine's
+    `Call.commands`, see the report), else just this command."""
+    return getattr(call, "commands", None) or [call.args]
+
+
+def same_command(call, args) -> bool:
+    """Is `args` still the command the plan was made for (not already turned into an EVAL)?"""
+    name = call.name.partition("|")[0]
+    return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()
+
+
 REGISTRY: dict[str, type[Rule]] = {}
 
 

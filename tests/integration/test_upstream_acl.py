@@ -177,15 +177,22 @@ SENT_BY_THE_PROXY = [
     ("checkout", "HGETALL shop:cart:1"),  # C3's measuring script
     ("checkout", "SET shop:order:9 v"),  # T1 inject: SET ... EX
     ("checkout", "SADD shop:order:set a b c"),
-    ("reports", "HGETALL shop:cart:1"),  # read-only, and C3's script is an EVAL
+    ("reports", "HGETALL shop:cart:1"),  # read-only, and C3's script is an EVAL_RO
+    ("checkout", "SUNIONSTORE shop:cart:u shop:cart:a shop:cart:b"),  # _write_check: counted by SUNION
+    ("checkout", "COPY shop:cart:1 shop:cart:c"),  # measured first
+    ("checkout", "PFADD shop:cart:h x y"),  # run, measured, undone when too big
+    ("checkout", "XADD shop:cart:s * f v"),
 ]
 
 
 @pytest.mark.parametrize("app, command", SENT_BY_THE_PROXY)
 def test_the_proxys_own_scripts_run_as_the_applications_user(upstream, app, command):
     _, _, admin, engine, _, _ = upstream
-    admin.delete("shop:cart:1", "shop:cart:s", "shop:order:9", "shop:order:set")
+    admin.delete("shop:cart:1", "shop:cart:s", "shop:order:9", "shop:order:set", "shop:cart:c", "shop:cart:u",
+                 "shop:cart:h", "shop:cart:a", "shop:cart:b")
     admin.hset("shop:cart:1", "x", "1")
+    admin.sadd("shop:cart:a", "1")
+    admin.sadd("shop:cart:b", "2")
     app_engine = engine.tenants.engine(app)
     args = [word.encode() for word in command.split()]
     verdict = app_engine.decide(app_engine.plan_for(args), args, (), SessionState())

@@ -484,22 +484,61 @@ def test_k6_type_word_must_match_the_writing_command(command, rest, writes, word
         assert f"{command} writes a {writes} but the key's type word '{word}' says {word}" in finding.advice
 
 
+GENERIC_WRITES = {"copy", "rename", "renamenx", "sort", "restore", "restore-asking"}
+
+
 def test_k6_applies_to_write_commands_of_a_type_group_with_written_keys():
     rule = load_policy_text("rules: {K6: {}}").rule("K6")
     applied = {spec.name for spec in SPECS if rule.applies_to(spec)}
     for spec in SPECS:
-        if spec.name in applied:
+        if spec.name in applied and spec.name not in GENERIC_WRITES:
             assert "write" in spec.flags and spec.group not in ("generic", None)
     assert {"hset", "lpush", "sadd", "zadd", "set", "xadd", "geoadd", "pfmerge", "bitop",
-            "sinterstore", "zrangestore", "lmove", "smove"} <= applied
-    assert not applied & {"del", "unlink", "expire", "rename", "copy", "sort", "restore", "get",
-                          "hgetall", "lpop", "spop", "getdel", "hdel", "srem", "lrem", "ltrim"}
+            "sinterstore", "zrangestore", "lmove", "smove"} | GENERIC_WRITES <= applied
+    assert not applied & {"del", "unlink", "expire", "get", "move", "hgetall", "lpop", "spop", "getdel", "hdel",
+                          "srem", "lrem", "ltrim"}
+
+
+@pytest.mark.parametrize("command, outcome", [
+    # (command, K6 refuses it / None / "server": sent as the server-side check)
+    ("RENAME x:hash y:string", "K6"),  # the source's own word says what it holds
+    ("COPY x:list y:hash", "K6"),
+    ("RENAMENX x:list y:list", None),
+    ("RENAME x:hash y:plain", None),  # no type word on the destination
+    ("RENAME x y:hash", "server"),  # only the server knows what x holds
+    ("COPY x y:zset DB 1 REPLACE", "server"),
+    ("SORT l STORE d:hash", "K6"),  # SORT ... STORE writes a list
+    ("SORT l BY w:* LIMIT 0 5 STORE d:list", None),
+    ("SORT x:hash", None),  # no STORE: a read
+    ("RESTORE k:hash 0 \x0e", "K6"),  # a quicklist payload: a list
+    ("RESTORE k:list 0 \x0e", None),
+    ("RESTORE k:zset 0 \x11", None),  # a listpack sorted set
+    ("RESTORE k:string 0 \x11", "K6"),
+    ("RESTORE k:hash 0 \x06", None),  # a module's value: Redis decides
+])
+def test_k6_generic_writes(command, outcome):
+    eng = engine("  K6: {}")
+    args = [word.encode().decode("unicode_escape").encode("latin-1") for word in command.split()]
+    verdict = decide(eng, *args)
+    if outcome == "server":
+        assert verdict.reject is None and verdict.commands[0][0] == b"EVAL", verdict.findings
+        assert args[2].split(b":")[-1] in verdict.commands[0]  # the type the destination may hold
+    elif outcome is None:
+        assert verdict is None or (verdict.reject is None and verdict.commands is None), verdict.findings
+    else:
+        assert verdict.reject is not None and verdict.reject.rule == "K6", verdict
+
+
+def test_k6_required_on_a_carried_value():
+    eng = engine("  K6: {required: true}")
+    assert "must name its type" in rejection(eng, "RENAME", "x", "y").advice
+    assert rejection(eng, "RENAME", "x:list", "y:list") is None
 
 
 def test_k6_ignores_generic_and_read_commands_and_removed_keys():
     eng = engine("  K6: {}")
-    for call in (["DEL", "x:hash"], ["EXPIRE", "x:hash", "10"], ["RENAME", "x:hash", "y:string"],
-                 ["COPY", "x:hash", "y:list"], ["GET", "x:hash"], ["HGETALL", "x:string"],
+    for call in (["DEL", "x:hash"], ["EXPIRE", "x:hash", "10"], ["MOVE", "x:hash", "1"],
+                 ["GET", "x:hash"], ["HGETALL", "x:string"],
                  ["LPOP", "x:hash"], ["HDEL", "x:string", "f"]):
         assert rejection(eng, *call) is None, call
     # LMOVE's source is only read and removed from; its destination is written

@@ -20,10 +20,9 @@ cursor over the masters stays its own); anything else is refused with the SCAN t
 
 from __future__ import annotations
 
-from ..base import CommandRule, KeyRule, RewriteRule, Rule, register
+from ..base import CommandRule, KeyRule, RewriteRule, Rule, current_commands, register, same_command
 from ._keyshape import fullmatcher, glob_escape, glob_literal_prefix, key_bytes, literal, subject
 from .c2_deny import command_words
-from .t1_ttl import current_commands, same_command
 
 WRITE_KEY_FLAGS = frozenset({"INSERT", "UPDATE", "DELETE", "OW", "RM"})
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, register
+from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, current_commands, register, same_command
 from ._ttl_certain import DELETED, TTL, later_gives_ttl, ttl_outcome
 from .k6_type_words import GROUP_TYPES
 
@@ -484,15 +484,3 @@ class InjectTtl(_TtlCommon, RewriteRule):
         if first is args and not extras:
             return None
         return [first, *commands[1:], *extras]
-
-
-def current_commands(call) -> list:
-    """What the rewrite chain sends so far: the earlier rewrite rules' output (with the engine's
-    `Call.commands`, see the report), else just this command."""
-    return getattr(call, "commands", None) or [call.args]
-
-
-def same_command(call, args) -> bool:
-    """Is `args` still the command the plan was made for (not already turned into an EVAL)?"""
-    name = call.name.partition("|")[0]
-    return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()
