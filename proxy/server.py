@@ -30,6 +30,7 @@ from .policy.base import AUDIT, Finding
 from .policy.engine import SessionState, Verdict
 from .resp.reader import ParseLimits, RequestReader
 from .slots import HiddenCommand, LaterCommands, ReplacingSink, ScriptVerdictSink, Slot, keep
+from .throttle import THROTTLE
 from .upstream.connection import CLOSED, HiddenSlot, SharedPool, open_connection, startup_commands
 
 log = logging.getLogger("redis_guard.server")
@@ -322,8 +323,8 @@ class ClientSession(asyncio.Protocol):
         self._pause_reading("auth")
         # Connections of one client pool arrive together with the same credentials: one check.
         future = proxy.checks.get(tag)
-        if future is None:
-            future = proxy.checks[tag] = self.loop.run_in_executor(None, tenants.check, login.user, login.password)
+        if future is None:  # after this address's turn: failed attempts slow down (issue 14)
+            future = proxy.checks[tag] = THROTTLE.check(self.loop, self.peer, tenants.check, login.user, login.password)
             future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
         future.add_done_callback(functools.partial(self._checked, args))
         return HELD

@@ -3,12 +3,15 @@ its own: the proxy authenticates clients itself, and their credentials never rea
 
 import asyncio
 import signal
+import time
 import socket
 import urllib.request
 
 import pytest
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from proxy.policy.passwords import hash_password
 from tests.servers import ProxyProcess, RedisServer, exchange, free_port, read_until_quiet, wait_for
@@ -94,7 +97,8 @@ def test_before_auth_the_replies_are_those_of_redis_with_a_password(shop):
 def test_wrong_password_and_unknown_user(shop):
     for user, password in (("checkout", "wrong"), ("nobody", PASSWORDS["checkout"]),
                            ("default", UPSTREAM_PASSWORD)):  # the upstream's password is not a client's
-        client = redis.Redis(port=shop[1].port, username=user, password=password)
+        # No retries: redis-py retries a refused AUTH, and each failure slows this address down
+        client = redis.Redis(port=shop[1].port, username=user, password=password, retry=Retry(NoBackoff(), 0))
         with pytest.raises(redis.exceptions.AuthenticationError, match="invalid username-password"):
             client.ping()
     refusals = []
@@ -340,3 +344,33 @@ def test_sort_patterns_stay_under_the_prefixes(shop, admin):
     with pytest.raises(redis.exceptions.NoPermissionError, match="pattern 'shop:product:secret:\\*' breaks rule K7"):
         client.sort("shop:order:ids", get="shop:product:secret:*")
     admin.flushdb()
+
+
+def test_wrong_passwords_slow_down_per_address(tmp_path, hashes):
+    """Guesses sent together over many connections are checked one after the other, each waiting
+    twice as long as the one before (0.05, 0.1, 0.2 ... s); counted and logged (issue 14)."""
+    server = RedisServer()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(policy_text(False, hashes))
+    metrics_port = free_port()
+    process = ProxyProcess(server.url, "configs/passthrough.yaml", "--policy", str(policy),
+                           "--metrics", f"127.0.0.1:{metrics_port}")
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", process.port), timeout=15) for _ in range(6)]
+        started = time.monotonic()
+        for index, sock in enumerate(sockets):
+            sock.sendall(b"AUTH rep guess-%d\r\n" % index)
+        for sock in sockets:
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                reply += sock.recv(1024)
+            assert reply == b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+            sock.close()
+        assert time.monotonic() - started >= 0.05 + 0.1 + 0.2 + 0.4 + 0.8  # the sixth guess's turn
+        page = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        assert "redis_guard_auth_failures_total 6.0" in page
+        wait_for(lambda: "failed AUTH attempt" in process.log, 5, "the log line")
+        assert as_app(process.port, "rep").get("shop:x") is None  # the right password still works
+    finally:
+        process.stop()
+        server.close()
