@@ -13,7 +13,6 @@ an `AclStatus` for the start-up line and the log.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 
@@ -72,7 +71,7 @@ async def _apply_one(users, node, setusers, timeout) -> str | None:
                 return f"removing {', '.join(stale)}: {deleted}"
             log.info("upstream %s: ACL users of applications no longer in the policy removed: %s",
                      node.address, ", ".join(stale))
-    except (OSError, asyncio.TimeoutError, ConnectionError) as exc:  # PermissionError: the proxy's own AUTH
+    except (TimeoutError, OSError, ConnectionError) as exc:  # PermissionError: the proxy's own AUTH
         return f"unreachable: {exc}"
     return None
 
@@ -104,7 +103,7 @@ async def apply_for(config, users) -> AclStatus:
         return AclStatus(off="none (the policy is in audit mode: a dry run enforces nothing)")
     try:
         nodes = await cluster_nodes(config.upstream_cluster[0]) if config.upstream_cluster else [config.upstream]
-    except (OSError, asyncio.TimeoutError, ConnectionError, ValueError) as exc:
+    except (TimeoutError, OSError, ConnectionError, ValueError) as exc:
         return AclStatus(refused=[f"cluster nodes unknown: {exc}"])
     status = await apply(users, nodes)
     if status.refused:

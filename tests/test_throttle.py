@@ -48,7 +48,7 @@ def test_a_client_that_waits_on_its_own_is_not_delayed_twice():
 
 def test_attempts_sent_together_are_checked_one_after_the_other():
     """Fifty connections guessing at once from one address: the n-th waits for all before it."""
-    t, clock = throttle(base=0.1, cap=1.0)
+    t, _ = throttle(base=0.1, cap=1.0)
     waits = [t.delay(("10.0.0.1", port)) for port in range(50)]  # the same host, other ports
     assert waits[:5] == pytest.approx([0.0, 0.1, 0.3, 0.7, 1.5])
     assert waits[-1] == pytest.approx(waits[-2] + 1.0)  # capped steps: one guess a second
@@ -80,7 +80,7 @@ def test_memory_is_bounded():
 
 
 def test_failures_are_counted():
-    t, clock = throttle()
+    t, _ = throttle()
     before = metrics.AUTH_FAILURES._value.get()
     t.delay(A)
     t.failed(A)

@@ -24,8 +24,8 @@ from __future__ import annotations
 from ... import errors
 from ..base import NO_ARGUMENTS, CommandRule, KeyRule, PolicyError, register
 from ._keyshape import key_bytes, subject
-from .k6_type_words import GROUP_TYPES
 from ._write_check import RESTORES, payload_type
+from .k6_type_words import GROUP_TYPES
 from .t1_ttl import CREATION, text
 
 WRITE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})

@@ -305,7 +305,7 @@ class CollectionCap(RewriteRule):
                                 f"script): use {BLOCKING_MOVES[call.name]}, and wait in the application")
         if call.name in SERVER_CHECKED:
             return None  # rewrite() has the server count it
-        how, candidates, at, _ = GROWING[call.name]
+        how, _, at, _ = GROWING[call.name]
         if len(args) > MAX_SCRIPT_ARGS:
             return self.finding(f"key '{text(args[at])}'", self._too_long_advice())
         if how != "push" or len(args) <= at:
