@@ -51,10 +51,8 @@ class LoginThrottle:
         """The wait between an attempt and the one after it, `attempts` failed or in flight."""
         return 0.0 if attempts <= 0 else min(self.cap, self.base * 2 ** (attempts - 1))
 
-    def delay(self, address) -> float:
-        """Seconds the attempt about to be checked must wait; reserves its turn."""
-        now = self.clock()
-        host = _host(address)
+    def _entry(self, host: str, now: float) -> list:
+        """The host's record, the most recently seen now (a new one drops the least recent)."""
         entry = self.entries.get(host)
         if entry is None:
             entry = self.entries[host] = [0, 0, now, now]
@@ -63,7 +61,13 @@ class LoginThrottle:
         else:
             self.entries.move_to_end(host)
             if entry[1] == 0 and now - entry[3] > self.forget_after:
-                entry[0] = 0
+                entry[0] = 0  # forgiven
+        return entry
+
+    def delay(self, address) -> float:
+        """Seconds the attempt about to be checked must wait; reserves its turn."""
+        now = self.clock()
+        entry = self._entry(_host(address), now)
         start = max(now, entry[2])
         entry[2] = start + self.step(entry[0] + entry[1] + 1)
         entry[1] += 1
@@ -88,11 +92,7 @@ class LoginThrottle:
     def failed(self, address) -> None:
         now = self.clock()
         host = _host(address)
-        entry = self.entries.get(host)
-        if entry is None:
-            entry = self.entries[host] = [0, 1, now, now]
-            if len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+        entry = self._entry(host, now)
         entry[1] = max(0, entry[1] - 1)
         entry[0] += 1
         entry[3] = now

@@ -19,7 +19,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.servers import ProxyProcess, RedisServer
+from tests.servers import RedisServer, policy_proxy
 
 POLICY = """\
 name: t1-property
@@ -69,10 +69,7 @@ pipelines = st.lists(st.one_of(writes, ttl_commands, ttl_commands, others), min_
 @pytest.fixture(scope="module")
 def t1_proxy(tmp_path_factory):
     server = RedisServer()
-    folder = tmp_path_factory.mktemp("t1")
-    (folder / "policy.yaml").write_text(POLICY)
-    (folder / "config.yaml").write_text("policy: policy.yaml\nupstream_acl: off\n")
-    process = ProxyProcess(server.url, str(folder / "config.yaml"))
+    process = policy_proxy(tmp_path_factory.mktemp("t1"), POLICY, server.url, config="upstream_acl: off\n")
     direct = [redis.Redis(port=server.port, db=db) for db in (0, 1)]
     yield process, direct
     for client in direct:

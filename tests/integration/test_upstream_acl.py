@@ -16,7 +16,7 @@ from proxy.policy import Engine, SessionState, load_policy
 from proxy.policy.acl import compile_users
 from proxy.policy.passwords import hash_password
 from proxy.upstream_acl import apply
-from tests.servers import ProxyProcess, RedisServer, wait_for
+from tests.servers import ProxyProcess, RedisServer, policy_proxy, wait_for
 
 UPSTREAM_PASSWORD = "up-secret"
 HASH = hash_password(b"pw", log_n=4)
@@ -60,9 +60,7 @@ def upstream(tmp_path_factory):
     server = RedisServer(None, "--requirepass", UPSTREAM_PASSWORD)
     folder = tmp_path_factory.mktemp("acl")
     policy = folder / "policy.yaml"
-    policy.write_text(policy_text())
-    (folder / "config.yaml").write_text("policy: policy.yaml\n")
-    process = ProxyProcess(f"redis://:{UPSTREAM_PASSWORD}@127.0.0.1:{server.port}", str(folder / "config.yaml"))
+    process = policy_proxy(folder, policy_text(), f"redis://:{UPSTREAM_PASSWORD}@127.0.0.1:{server.port}")
     admin = redis.Redis(port=server.port, password=UPSTREAM_PASSWORD)
     admin.function_load(FUNCTIONS)
     engine = Engine(load_policy(str(policy)), CommandTable.from_snapshot())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer
+from tests.servers import RedisServer, policy_proxy
 
 POLICY = """
 name: writers
@@ -22,10 +22,7 @@ rules:
 @pytest.fixture(scope="module")
 def writers(tmp_path_factory):
     server = RedisServer()
-    folder = tmp_path_factory.mktemp("writers")
-    (folder / "policy.yaml").write_text(POLICY)
-    (folder / "config.yaml").write_text("policy: policy.yaml\n")
-    process = ProxyProcess(server.url, str(folder / "config.yaml"))
+    process = policy_proxy(tmp_path_factory.mktemp("writers"), POLICY, server.url)
     admin = redis.Redis(port=server.port)
     client = redis.Redis(port=process.port)
     yield client, admin
