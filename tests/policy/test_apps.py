@@ -218,6 +218,8 @@ def test_namespace(app, command, rule):
     ("reports", "SORT_RO shop:l BY weight", None),  # no `*`: no key read (no sort)
     ("checkout", "SORT shop:cart:l LIMIT 0 10 BY shop:cart:w:* STORE shop:cart:d", None),
     ("checkout", "SORT shop:cart:l ALPHA GET shop:product:*", "K7"),
+    ("checkout", "KEYS shop:order:*", None),  # a policy without C2 (and its baseline) allows KEYS...
+    ("checkout", "KEYS *", "K7"),  # ...of the application's keys
 ])
 def test_own_keys_only(app, command, outcome):
     """What an application reaches beside the keys it names: SCAN, RANDOMKEY, SWAPDB, MOVE,
@@ -230,6 +232,16 @@ def test_own_keys_only(app, command, outcome):
         assert verdict is not None and verdict.reject is not None and verdict.reject.rule == "K7", verdict
     else:
         assert verdict.reject is None and verdict.commands == [outcome.encode().split()]
+
+
+@pytest.mark.parametrize("command, refused", [("KEYS shop:order:*", False), ("KEYS *", True),
+                                              ("KEYS shop:*", True), ("KEYS shop:cart:[ab]*", False)])
+def test_keys_allowed_to_an_application_lists_its_own(command, refused):
+    """An application's own C2 (with the baseline) that allows KEYS by name: scoped like SCAN's MATCH."""
+    text = POLICY.replace("K2: {style: lowercase}", "K2: off").replace(
+        "      T3: {max_ttl: 60}", "      T3: {max_ttl: 60}\n      C2: {allow: [KEYS]}")
+    verdict = decide("checkout", command, text)
+    assert (verdict is not None and verdict.reject is not None and verdict.reject.rule == "K7") == refused
 
 
 def test_own_keys_only_advice():

@@ -125,7 +125,7 @@ class OwnKeysOnly(RewriteRule):
                                  for p in self.prefixes)
 
     def applies_to(self, spec) -> bool:
-        return spec.name in ELSEWHERE or spec.name in ("scan", "sort", "sort_ro")
+        return spec.name in ELSEWHERE or spec.name in ("scan", "keys", "sort", "sort_ro")
 
     def denies(self, spec) -> bool:
         return spec.name in ELSEWHERE
@@ -146,18 +146,24 @@ class OwnKeysOnly(RewriteRule):
             return self.finding(f"command {command_words(name)}", f"{self._whose()}; {ELSEWHERE[name]}")
         if name == "scan":
             return self._check_scan(call.args)
+        if name == "keys":  # denied by the baseline guard; an application allowed it lists its own
+            return self._check_pattern("KEYS", call.args[1] if len(call.args) > 1 else None)
         return self._check_sort(call.args)
 
     def _check_scan(self, args):
         match = _scan_match(args)
-        if match is not None and self._owns(glob_literal_prefix(match)):
-            return None
         if match is None and len(self.prefixes) == 1:
             return None  # rewrite() adds the MATCH
-        subject = "command SCAN" if match is None else f"pattern '{match.decode('utf-8', 'backslashreplace')}'"
+        return self._check_pattern("SCAN", match)
+
+    def _check_pattern(self, command: str, pattern: bytes | None):
+        """A glob listing key names (SCAN's MATCH, KEYS'): its literal start under a prefix."""
+        if pattern is not None and self._owns(glob_literal_prefix(pattern)):
+            return None
+        subject = f"command {command}" if pattern is None else f"pattern '{pattern.decode('utf-8', 'backslashreplace')}'"
         if not self.prefixes:
             return self.finding(subject, self._whose())
-        how = "one SCAN per prefix" if match is None else "MATCH must start with an owned prefix"
+        how = "one SCAN per prefix" if pattern is None else "the pattern must start with an owned prefix"
         return self.finding(subject, f"{self._whose()}: {how}: {self.scans}")
 
     def _check_sort(self, args):
