@@ -135,15 +135,16 @@ class PolicyWatcher:
                       reason, self.proxy.engine.policy.name if self.proxy.engine else "none", exc)
             return
         self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
-        self.proxy.acl_users = compile_users(engine, self.proxy.config.upstream.password)
         metrics.POLICY_RELOADS.labels("applied").inc()
         log.info("policy reloaded (%s): '%s', %d rules", reason, engine.policy.name, len(engine.policy.rules))
-        asyncio.ensure_future(self._apply_acl(self.proxy.acl_users))
+        asyncio.ensure_future(self._apply_acl(compile_users(engine, self.proxy.config.upstream.password)))
 
     async def _apply_acl(self, users) -> None:
         from .upstream_acl import apply_for
 
-        log.info("policy reloaded: %s", (await apply_for(self.proxy.config, users)).line())
+        status = await apply_for(self.proxy.config, users)
+        self.proxy.acl_users = users if status.usable else None  # the users upstream connections may log in as
+        log.info("policy reloaded: %s", status.line())
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -176,7 +177,8 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             proxy = ClusterProxy(loop, config, table, engine=engine)
         else:
             proxy = Proxy(loop, config, table, databases, engine=engine)
-        proxy.acl_users = acl_users  # policy/acl.py: credentials_for(app) for the upstream connections
+        # policy/acl.py: credentials_for(app) for the upstream connections; None: not applied upstream
+        proxy.acl_users = acl_users
         await proxy.start(sock=sock, reuse_port=reuse_port)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -337,16 +339,18 @@ def cmd_serve(args) -> int:
 
 
 def _upstream_acl(config, engine):
-    """(the policy's ACL users, the outcome of applying them upstream) at start (policy/acl.py)."""
+    """(the policy's ACL users when they are applied upstream, else None; the outcome of applying
+    them) at start (policy/acl.py)."""
     from .policy.acl import compile_users
     from .upstream_acl import apply_for
 
     users = compile_users(engine, config.upstream.password) if engine is not None else None
     runner = asyncio.Runner(loop_factory=_new_loop)
     try:
-        return users, runner.run(apply_for(config, users))
+        status = runner.run(apply_for(config, users))
     finally:
         runner.close()
+    return (users if status.usable else None), status
 
 
 def _offline_engine(path):

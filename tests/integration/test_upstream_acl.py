@@ -226,27 +226,48 @@ def test_reload_removes_the_user_of_a_removed_application(upstream):
 
 
 def test_without_acl_setuser_the_proxy_warns_and_serves(upstream, tmp_path):
-    server, _, admin, _, _, policy = upstream
+    server, _, admin, engine, users, policy = upstream
     admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">limited-pw", "~*", "&*", "+@all", "-@admin")
-    process = ProxyProcess(f"redis://limited:limited-pw@127.0.0.1:{server.port}", str(policy.parent / "config.yaml"))
-    try:
-        assert "upstream ACL users: not applied" in process.log and "not permitted" in process.log
+    url = f"redis://limited:limited-pw@127.0.0.1:{server.port}"
+    node = Upstream(Address("127.0.0.1", server.port), None, UPSTREAM_PASSWORD)
+    process = ProxyProcess(url, str(policy.parent / "config.yaml"))
+    try:  # the users upstream have passwords derived from another upstream password: no login
+        assert "upstream ACL users: not applied (127.0.0.1" in process.log and "not permitted" in process.log
+        assert "found upstream" not in process.log
         client = redis.Redis(port=process.port, username="checkout", password="pw")
         assert client.set("shop:order:2", "v", ex=60) is True
         client.close()
     finally:
         process.stop()
+    # An operator made them for this proxy (redis-guard policy acl --upstream its URL): they are used.
+    assert asyncio.run(apply(compile_users(engine, "limited-pw"), [node])).ok
+    process = ProxyProcess(url, str(policy.parent / "config.yaml"))
+    try:
+        assert "not permitted); the 4 users found upstream are used" in process.log
+    finally:
+        process.stop()
         admin.execute_command("ACL", "DELUSER", "limited")
+        assert asyncio.run(apply(users, [node])).ok
 
 
 def test_upstream_acl_off(upstream):
-    server, _, _, _, _, policy = upstream
-    process = ProxyProcess(f"redis://:{UPSTREAM_PASSWORD}@127.0.0.1:{server.port}", str(policy.parent / "config.yaml"),
-                           "--upstream-acl", "off")
+    """Off: nothing is created, and the users made upstream by operators are used when they log in."""
+    server, _, admin, _, users, policy = upstream
+    url = f"redis://:{UPSTREAM_PASSWORD}@127.0.0.1:{server.port}"
+    process = ProxyProcess(url, str(policy.parent / "config.yaml"), "--upstream-acl", "off")
     try:
-        assert "upstream ACL users: off" in process.log
+        assert "upstream ACL users: off (upstream_acl: off); the 4 users found upstream are used" in process.log
     finally:
         process.stop()
+    admin.execute_command("ACL", "DELUSER", users.users[1].name)
+    process = ProxyProcess(url, str(policy.parent / "config.yaml"), "--upstream-acl", "off")
+    try:
+        assert "upstream ACL users: off (upstream_acl: off)" in process.log
+        assert "found upstream" not in process.log  # one missing: none used
+    finally:
+        process.stop()
+        node = Upstream(Address("127.0.0.1", server.port), None, UPSTREAM_PASSWORD)
+        assert asyncio.run(apply(users, [node])).ok
 
 
 def test_passthrough_creates_no_user(redis_server):
