@@ -4,8 +4,9 @@
 #   docker run --rm -p 6380:6380 -p 9121:9121 redis-guard --upstream redis://my-redis:6379
 #
 # The image listens on 0.0.0.0:6380, serves /metrics, /healthz and /ready on 0.0.0.0:9121, and
-# uses /etc/redis-guard/config.yaml (a copy of configs/passthrough.yaml: no rules). The presets
-# are in /etc/redis-guard/policies/:
+# uses /etc/redis-guard/config.yaml (configs/passthrough.yaml without its `policy: none`: the
+# built-in baseline policy; `--policy none` for no rules at all). The presets are in
+# /etc/redis-guard/policies/:
 #   docker run --rm -p 6380:6380 redis-guard --upstream redis://my-redis:6379 \
 #       --policy /etc/redis-guard/policies/strict-dotted.yaml
 # To use your own policy, mount its directory and name the file with --policy (it reloads when
@@ -30,8 +31,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 COPY --from=build /opt/redis-guard /opt/redis-guard
 COPY configs/ /etc/redis-guard/
-COPY configs/passthrough.yaml /etc/redis-guard/config.yaml
-RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin redis-guard
+RUN grep -v '^policy: none' /etc/redis-guard/passthrough.yaml > /etc/redis-guard/config.yaml \
+    && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin redis-guard
 
 USER 10001
 WORKDIR /

@@ -21,8 +21,8 @@ import threading
 
 import hiredis
 
-from .config import (Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
-                     parse_sentinel, parse_upstream)
+from .config import (NO_POLICY, Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
+                     parse_policy, parse_sentinel, parse_switch, parse_upstream)
 
 log = logging.getLogger("redis_guard")
 
@@ -89,12 +89,14 @@ def _resolve_upstream(config):
 
 
 def build_engine(path, table):
-    """The policy engine for the file at path (None: no rules). Raises PolicyError."""
-    from .policy import Engine, load_policy
+    """The policy engine for the file at path (None: the built-in baseline; NO_POLICY: no rules,
+    None returned). Raises PolicyError."""
+    from .config import NO_POLICY
+    from .policy import Engine, load_builtin, load_policy
 
-    if path is None:
+    if path == NO_POLICY:
         return None
-    return Engine(load_policy(path, table), table)
+    return Engine(load_policy(path, table) if path is not None else load_builtin(table), table)
 
 
 class PolicyWatcher:
@@ -133,6 +135,7 @@ class PolicyWatcher:
         from . import metrics
         from .monitor import snapshot
         from .policy import PolicyError
+        from .policy.acl import compile_users
 
         self.stamp = self._stamp()
         try:
@@ -148,9 +151,17 @@ class PolicyWatcher:
         else:
             self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
             snapshot.policy_loaded(self.path, engine)
+            asyncio.ensure_future(self._apply_acl(compile_users(engine, self.proxy.config.upstream.password)))
         metrics.POLICY_RELOADS.labels("applied", self.role).inc()
         log.info("%s policy reloaded (%s): '%s', %d rules", self.role, reason, engine.policy.name,
                  len(engine.policy.rules))
+
+    async def _apply_acl(self, users) -> None:
+        from .upstream_acl import apply_for
+
+        status = await apply_for(self.proxy.config, users)
+        self.proxy.acl_users = users if status.usable else None  # the users upstream connections may log in as
+        log.info("policy reloaded: %s", status.line())
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -172,8 +183,9 @@ class PolicyWatcher:
 
 
 def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None,
-               shadow=None, monitor=(None, None)) -> int:
-    """One process serving clients; `monitor` is (the HTTP server, the workers' snapshot directory)."""
+               shadow=None, monitor=(None, None), acl_users=None) -> int:
+    """One process serving clients; `monitor` is (the HTTP server, the workers' snapshot directory);
+    `acl_users` the policy's users the upstream connections run as (None: not applied upstream)."""
     from .monitor import service
     from .server import Proxy
 
@@ -181,6 +193,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         loop = asyncio.get_running_loop()
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
+        proxy.acl_users = acl_users
         try:
             await proxy.start(sock=sock, reuse_port=reuse_port)
         except ConnectionError:  # no cluster node answered: not an address problem
@@ -193,7 +206,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
         watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
-                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True)) if path is not None]
+                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True)) if path not in (None, NO_POLICY)]
         if watchers:
             loop.add_signal_handler(signal.SIGHUP, lambda: [watcher.reload("SIGHUP") for watcher in watchers])
         for watcher in watchers:
@@ -241,7 +254,7 @@ def _find_sentinel_master(config):
     return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db))
 
 
-def _log_ready(config, address, source: str, workers: int, engine=None, shadow=None) -> None:
+def _log_ready(config, address, source: str, workers: int, engine=None, shadow=None, acl=None) -> None:
     """The line saying clients can connect, formatted like every other line."""
     host, port = address[0], address[1]
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -253,10 +266,12 @@ def _log_ready(config, address, source: str, workers: int, engine=None, shadow=N
     fields = {"event": "ready", "listen": listen, "upstream": upstream, "workers": workers, "command_table": source,
               "policy": engine.policy.name if engine is not None else None,
               "shadow_policy": shadow.name if shadow is not None else None,
+              "upstream_acl": acl.line() if acl is not None else None,
               "metrics": str(config.metrics) if config.metrics is not None else None}
     logging.getLogger("redis_guard.ready").info(  # written at any --log-level
-        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s",
-        listen, upstream, policy, source, workers, "s" if workers != 1 else "", extra={"fields": fields})
+        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s%s",
+        listen, upstream, policy, source, workers, "s" if workers != 1 else "",
+        f", {acl.line()}" if acl is not None else "", extra={"fields": fields})
 
 
 def _reserve(listen: Address) -> socket.socket:
@@ -269,7 +284,8 @@ def _reserve(listen: Address) -> socket.socket:
     return sock
 
 
-def _serve_workers(config, table, databases, source, engine=None, shadow=None, monitor=(None, None)) -> int:
+def _serve_workers(config, table, databases, source, engine=None, shadow=None, monitor=(None, None), acl_users=None,
+                   acl=None) -> int:
     from .monitor import service
 
     try:
@@ -288,7 +304,7 @@ def _serve_workers(config, table, databases, source, engine=None, shadow=None, m
             code = 1
             try:
                 code = run_worker(
-                    config, table, databases, reuse_port=True, engine=engine, shadow=shadow,
+                    config, table, databases, reuse_port=True, engine=engine, shadow=shadow, acl_users=acl_users,
                     on_ready=lambda proxy: os.write(ready_w, b"."), monitor=(None, monitor[1]),
                 )
             finally:
@@ -312,7 +328,7 @@ def _serve_workers(config, table, databases, source, engine=None, shadow=None, m
             break
         received += chunk
     if len(received) == len(children):
-        _log_ready(config, address, source, len(children), engine, shadow)
+        _log_ready(config, address, source, len(children), engine, shadow, acl)
     status = 0
     for pid in children:
         while True:
@@ -349,9 +365,11 @@ def cmd_serve(args) -> int:
                 raise ConfigError("--workers must be at least 1")
             config = config.replace(workers=args.workers)
         if args.policy:
-            config = config.replace(policy=os.path.abspath(args.policy))
+            config = config.replace(policy=parse_policy(args.policy))
         if args.shadow_policy:
             config = config.replace(shadow_policy=os.path.abspath(args.shadow_policy))
+        if args.upstream_acl is not None:
+            config = config.replace(upstream_acl=parse_switch(args.upstream_acl, "--upstream-acl"))
         if args.metrics:
             config = config.replace(metrics=parse_address(args.metrics, 9121))
     except ConfigError as exc:
@@ -380,6 +398,7 @@ def cmd_serve(args) -> int:
             return 2
         from .monitor import service
 
+        acl_users, acl = _upstream_acl(config, engine)
         service.prepare(table, config.policy, engine)
         monitor = service.bind(config)
         if monitor[0] is not None:
@@ -387,12 +406,12 @@ def cmd_serve(args) -> int:
                      "/debug/slowlog)", config.metrics)
         try:
             if config.workers > 1:
-                return _serve_workers(config, table, databases, source, engine, shadow, monitor)
+                return _serve_workers(config, table, databases, source, engine, shadow, monitor, acl_users, acl)
             if monitor[0] is not None:
                 monitor[0].start()
             return run_worker(
-                config, table, databases, engine=engine, shadow=shadow, monitor=monitor,
-                on_ready=lambda proxy: _log_ready(config, proxy.bound_address, source, 1, engine, shadow),
+                config, table, databases, engine=engine, shadow=shadow, monitor=monitor, acl_users=acl_users,
+                on_ready=lambda proxy: _log_ready(config, proxy.bound_address, source, 1, engine, shadow, acl),
             )
         finally:
             service.release(monitor)
@@ -404,25 +423,52 @@ def cmd_serve(args) -> int:
             local.stop()
 
 
-def _offline_engine(path):
-    from .commands.table import CommandTable
-    from .policy import Engine, load_policy
+def _upstream_acl(config, engine):
+    """(the policy's ACL users when they are applied upstream, else None; the outcome of applying
+    them) at start (policy/acl.py)."""
+    from .policy.acl import compile_users
+    from .upstream_acl import apply_for
 
-    return Engine(load_policy(path), CommandTable.from_snapshot())
+    users = compile_users(engine, config.upstream.password) if engine is not None else None
+    runner = asyncio.Runner(loop_factory=_new_loop)
+    try:
+        status = runner.run(apply_for(config, users))
+    finally:
+        runner.close()
+    return (users if status.usable else None), status
+
+
+def _offline_engine(path):
+    """The engine of a policy file (None: the built-in baseline) over the snapshot's command table."""
+    from .commands.table import CommandTable
+
+    return build_engine(path, CommandTable.from_snapshot())
+
+
+def _policy_file(args) -> str | None:
+    """The FILE argument, or None for --builtin; exits with a usage error when neither is given."""
+    if getattr(args, "builtin", False):
+        return None
+    if not args.file:
+        print(f"redis-guard policy {args.policy_command}: give a policy FILE or --builtin", file=sys.stderr)
+        raise SystemExit(2)
+    return args.file
 
 
 def cmd_policy_check(args) -> int:
-    from .policy import PolicyError
+    from .policy import BUILTIN, PolicyError
 
+    path = _policy_file(args)
     try:
-        engine = _offline_engine(args.file)
+        engine = _offline_engine(path)
     except PolicyError as exc:
         print(f"{exc}", file=sys.stderr)
         if len(exc.errors) > 1:
             print(f"{len(exc.errors)} mistakes", file=sys.stderr)
         return 1
     policy = engine.policy
-    print(f"{args.file}: valid policy '{policy.name}'" + (f" (convention {policy.seed}, docs/conventions.md)" if policy.seed else ""))
+    shown = path if path is not None else f"built-in ({BUILTIN.name}, what serve runs without a policy)"
+    print(f"{shown}: valid policy '{policy.name}'" + (f" (convention {policy.seed}, docs/conventions.md)" if policy.seed else ""))
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
@@ -556,6 +602,28 @@ def cmd_policy_schema(args) -> int:
     return 0
 
 
+def cmd_policy_acl(args) -> int:
+    """The policy's ACL users (policy/acl.py), for operators who manage Redis users themselves:
+    ACL SETUSER lines (redis-cli reads them on stdin), or an ACL file's `user` lines."""
+    from .policy import PolicyError
+    from .policy.acl import compile_users
+
+    path = _policy_file(args)
+    try:
+        engine = _offline_engine(path)
+        upstream = parse_upstream(args.upstream) if args.upstream else None
+    except (PolicyError, ConfigError) as exc:
+        print(f"{exc}", file=sys.stderr)
+        return 1
+    users = compile_users(engine, upstream.password if upstream is not None else None)
+    for user in users.users:
+        print(user.line() if args.format == "file" else " ".join(user.setuser()))
+    whose = "the upstream URL's password" if upstream is not None and upstream.password else "no upstream password"
+    print(f"{len(users.users)} users of policy '{users.policy_name}'; passwords derived from {whose} "
+          "(docs/policy.md, \"The second wall\")", file=sys.stderr)
+    return 0
+
+
 def cmd_schema_docs(args) -> int:
     from .policy import PolicyError, load_policy
     from .policy.schemadoc import markdown
@@ -597,15 +665,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream-sentinel", help="MASTER@HOST:PORT[,HOST:PORT...]: a master managed by Redis "
                        "Sentinel, and the sentinels to ask for it")
     serve.add_argument("--workers", type=int, help="processes sharing the port (SO_REUSEPORT)")
-    serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml)")
+    serve.add_argument("--policy", help="policy file (e.g. configs/policies/strict-dotted.yaml), or none for no "
+                       "rules; default: the built-in baseline")
     serve.add_argument("--shadow-policy", metavar="FILE", help="a candidate policy decided on live traffic "
                        "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
+    serve.add_argument("--upstream-acl", help="on|off: create the policy's ACL users on the upstream (default on)")
     serve.add_argument("--metrics", help="HOST:PORT or PORT (127.0.0.1) to serve /metrics, /healthz, /ready on")
     serve.set_defaults(func=cmd_serve)
     policy = commands.add_parser("policy", help="check, explain or test a policy file").add_subparsers(
         dest="policy_command", required=True)
     check = policy.add_parser("check", help="validate a policy file and print what it enforces")
-    check.add_argument("file")
+    check.add_argument("file", nargs="?")
+    check.add_argument("--builtin", action="store_true", help="the built-in baseline policy instead of a file")
     check.set_defaults(func=cmd_policy_check)
     explain = policy.add_parser("explain", help="the decision for one command, without Redis: "
                                 "redis-guard policy explain FILE -- SET user:1 v (exit 1 when rejected)")
@@ -621,6 +692,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(docs/policy.schema.json), generated from the rules")
     schema_json.add_argument("-o", "--output", metavar="FILE", help="write it to FILE instead")
     schema_json.set_defaults(func=cmd_policy_schema)
+    acl = policy.add_parser("acl", help="print the ACL users the policy compiles to (ACL SETUSER lines, or an "
+                            "ACL file with --format file)")
+    acl.add_argument("file", nargs="?")
+    acl.add_argument("--builtin", action="store_true", help="the built-in baseline policy instead of a file")
+    acl.add_argument("--upstream", help="redis://[user:pass@]HOST:PORT: the password the proxy's users' passwords "
+                     "derive from (the proxy's own upstream URL)")
+    acl.add_argument("--format", choices=("setuser", "file"), default="setuser")
+    acl.set_defaults(func=cmd_policy_acl)
     schema = commands.add_parser("schema", help="the key schema of a policy file").add_subparsers(
         dest="schema_command", required=True)
     docs = schema.add_parser("docs", help="print the schema as a Markdown table")

@@ -19,6 +19,9 @@ class ConfigError(Exception):
     pass
 
 
+NO_POLICY = "none"  # `policy: none` / `--policy none`: no rules at all (configs/passthrough.yaml)
+
+
 @dataclass(frozen=True, slots=True)
 class Address:
     host: str
@@ -75,7 +78,7 @@ class Config:
     connect_timeout: float = 2.0
     shutdown_timeout: float = 10.0
     workers: int = 1
-    policy: str | None = None  # path of the policy file; None: no rules
+    policy: str | None = None  # path of the policy file; None: the built-in baseline; NO_POLICY: no rules
     shadow_policy: str | None = None  # a candidate policy decided next to it, changing nothing
     metrics: Address | None = None  # HTTP address of the Prometheus metrics
     upstream_cluster: tuple[Upstream, ...] = ()  # seed nodes of a Redis Cluster upstream
@@ -83,6 +86,7 @@ class Config:
     read_from_replicas: bool = False  # cluster, sentinel: read-only commands go to a replica
     warm_spares: int = 1  # idle connections kept ready per (database, protocol) for clients that move to their own
     upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
+    upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -205,7 +209,28 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
 
 
 _TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options",
-             "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics"}
+             "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics", "upstream_acl"}
+
+
+def parse_policy(value, base: str | None = None) -> str | None:
+    """`policy:` / `--policy`: a file (relative to `base`), or `none` for no rules at all."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"'policy' must be a policy file or none, got {value!r}")
+    if value.strip().lower() == NO_POLICY:
+        return NO_POLICY
+    return os.path.join(base, value) if base is not None else os.path.abspath(value)
+
+
+def parse_switch(value, name: str) -> bool:
+    """on/off (YAML reads a bare on/off as true/false), true/false."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("on", "true", "yes"):
+        return True
+    if text in ("off", "false", "no"):
+        return False
+    raise ConfigError(f"'{name}' must be on or off, got {value!r}")
 
 
 def load_config(path: str | None) -> Config:
@@ -240,8 +265,12 @@ def load_config(path: str | None) -> Config:
     def beside(file):  # a file named in the configuration is relative to it
         return None if file is None else os.path.join(os.path.dirname(os.path.abspath(path)), str(file))
 
+    policy = data.get("policy")
+    if policy is not None:
+        policy = parse_policy(policy, os.path.dirname(os.path.abspath(path)))
+
     return Config(
-        policy=beside(data.get("policy")),
+        policy=policy,
         shadow_policy=beside(data.get("shadow_policy")),
         metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
@@ -256,4 +285,5 @@ def load_config(path: str | None) -> Config:
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
         shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
         workers=_number(data, "workers", 1, int, path),
+        upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
     )

@@ -35,6 +35,11 @@ POLICY_RELOADS = Counter(
 UPSTREAM_ERRORS = Counter(
     "redis_guard_upstream_errors", "Upstream connections failed or refused", registry=REGISTRY,
 )
+AUTH_FAILURES = Counter(
+    "redis_guard_auth_failures",
+    "AUTH / HELLO AUTH attempts with wrong credentials (each address slows down: proxy/throttle.py)",
+    registry=REGISTRY,
+)
 HIDDEN_FAILED = Counter(
     "redis_guard_hidden_commands_failed",
     "Commands the policy added (T1's EXPIRE ... NX) that failed or were lost", registry=REGISTRY,

@@ -64,6 +64,18 @@ class Proxy:
     def upstream_label(self) -> str:
         return self.backend.label
 
+    @property
+    def acl_users(self):
+        """The policy's ACL users the upstream connections run as (`policy/acl.py`), or None:
+        every connection runs as the upstream URL's user."""
+        return self.backend.acl_users
+
+    @acl_users.setter
+    def acl_users(self, users) -> None:
+        self.backend.acl_users = users
+        for session in self.sessions:
+            self.backend.identity_changed(session)
+
     def set_engine(self, engine) -> None:
         """Use a (new) policy from the next command of every connection on. A client that
         authenticated as an application keeps it when the new policy has one of that name."""

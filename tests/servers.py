@@ -149,6 +149,14 @@ class ProxyProcess:
         return self.process.returncode
 
 
+def policy_proxy(folder, policy: str, upstream: str | None, *extra: str, config: str = "") -> ProxyProcess:
+    """The proxy with `policy` (YAML text) written to folder/policy.yaml, and a configuration
+    naming it (plus the `config` lines) in folder/config.yaml."""
+    (folder / "policy.yaml").write_text(policy)
+    (folder / "config.yaml").write_text("policy: policy.yaml\n" + config)
+    return ProxyProcess(upstream, str(folder / "config.yaml"), *extra)
+
+
 def read_until_quiet(sock: socket.socket, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
     """Read until the peer closes or sends nothing for `settle` seconds: (bytes, closed)."""
     sock.settimeout(settle)

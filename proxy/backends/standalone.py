@@ -101,6 +101,7 @@ class StandaloneBackend:
         self.spares: dict[tuple, SparePool] = {}
         self.routes: dict[tuple, SharedRoute] = {}
         self.control = ControlConnection(self._opener(self.default_identity, 0, 2))
+        self.acl_users = None  # set by the Proxy: the policy's ACL users, applied upstream
 
     # -- connections ------------------------------------------------------------------------
 
@@ -116,8 +117,12 @@ class StandaloneBackend:
         return (self.upstream.username, self.upstream.password)
 
     def identity(self, session) -> tuple:
-        """The upstream user and password the session's connections run as."""
-        return self.default_identity
+        """The upstream user and password the session's connections run as: its application's
+        ACL user when the policy's users are applied upstream (`policy/acl.py`)."""
+        users = self.acl_users
+        if users is None:
+            return self.default_identity
+        return users.credentials_for(session.app)
 
     def upstream_as(self, identity) -> Upstream:
         return Upstream(self.address, identity[0], identity[1], self.default_db)
@@ -139,8 +144,9 @@ class StandaloneBackend:
 
     async def start(self) -> None:
         """Warm spares for the default database in both protocols, and the control connection."""
+        identity = self.default_identity if self.acl_users is None else self.acl_users.credentials_for(None)
         for protocol in (2, 3):
-            self.spare_pool((self.default_identity, self.default_db, protocol)).refill()
+            self.spare_pool((identity, self.default_db, protocol)).refill()
         self.control.get()
 
     def shared_route(self, session) -> SharedRoute:
@@ -198,8 +204,18 @@ class StandaloneBackend:
         return self._opener(*self._key(session))
 
     def identity_changed(self, session) -> None:
+        """The session's application changed (AUTH, RESET, a reload): its shared route, or its
+        own connection logged in again as the new identity."""
         if not session.state.own:
             session.route = self.shared_route(session)
+            return
+        conn = session.own
+        if conn is None or conn.upstream is None:
+            return  # a connection the client authenticated itself: it runs as the client's user
+        identity = self.identity(session)
+        if identity != (conn.upstream.username, conn.upstream.password):
+            conn.upstream = self.upstream_as(identity)
+            conn.send_hidden([("AUTH", identity[0] or "default", identity[1] or "")])
 
     def connections(self) -> list:
         """(role, connection) of every live connection the backend holds."""

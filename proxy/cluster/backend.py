@@ -85,6 +85,7 @@ class ClusterBackend:
     def __init__(self, loop, config, table):
         self.loop = loop
         self.config = config
+        self.acl_users = None  # the policy's ACL users; the cluster's connections run as the seed URL's user
         seeds = config.upstream_cluster
         self.seed = seeds[0].address
         self.label = "cluster " + ",".join(str(seed.address) for seed in seeds)

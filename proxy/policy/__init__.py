@@ -2,7 +2,7 @@
 
 from .base import AUDIT, ENFORCE, OFF, Finding, PolicyError
 from .engine import Engine, SessionState, Verdict
-from .loader import PASSTHROUGH, Policy, load_policy, load_policy_text
+from .loader import BUILTIN, PASSTHROUGH, Policy, load_builtin, load_policy, load_policy_text
 
-__all__ = ["AUDIT", "ENFORCE", "OFF", "Engine", "Finding", "PASSTHROUGH", "Policy", "PolicyError",
-           "SessionState", "Verdict", "load_policy", "load_policy_text"]
+__all__ = ["AUDIT", "BUILTIN", "ENFORCE", "OFF", "Engine", "Finding", "PASSTHROUGH", "Policy", "PolicyError",
+           "SessionState", "Verdict", "load_builtin", "load_policy", "load_policy_text"]

@@ -187,10 +187,19 @@ NO_ARGUMENTS = 1 << 30
 
 class CommandRule(Rule):
     """A rule on a whole command. `applies_to(spec)` decides, at policy load, the commands it
-    is compiled into; `check(call)` runs for those only."""
+    is compiled into; `check(call)` runs for those only. For the ACL compiler (`policy/acl.py`):
+    `denies(spec)` says the rule refuses every call of the command whatever its arguments, and
+    `server_commands` names what the rule sends upstream on a client's behalf."""
+
+    server_commands: ClassVar[frozenset[str]] = frozenset()
 
     def applies_to(self, spec) -> bool:
         raise NotImplementedError
+
+    def denies(self, spec) -> bool:
+        """Does this rule refuse every call of `spec`, whatever its arguments (what Redis's ACL
+        can refuse too)? False leaves the command to the proxy."""
+        return False
 
     def reads_from(self, spec) -> int | None:
         """For the engine's memo of commands that passed (`engine.Plan`): the first argument
@@ -240,6 +249,18 @@ class RewriteRule(CommandRule):
 def _shown(arg: bytes, limit: int = 40) -> str:
     text = bytes(arg).decode("utf-8", "backslashreplace")
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def current_commands(call) -> list:
+    """What the rewrite chain sends so far: the earlier rewrite rules' output (with the engine's
+    `Call.commands`, see the report), else just this command."""
+    return getattr(call, "commands", None) or [call.args]
+
+
+def same_command(call, args) -> bool:
+    """Is `args` still the command the plan was made for (not already turned into an EVAL)?"""
+    name = call.name.partition("|")[0]
+    return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()
 
 
 REGISTRY: dict[str, type[Rule]] = {}

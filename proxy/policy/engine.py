@@ -34,9 +34,9 @@ from .loader import PASSTHROUGH, Policy
 class Call:
     """One command under decision, with what rules may need to know around it."""
 
-    __slots__ = ("args", "spec", "name", "keys", "_later", "state", "commands", "memo", "volatile")
+    __slots__ = ("args", "spec", "name", "keys", "_later", "state", "commands", "memo", "volatile", "engine")
 
-    def __init__(self, args, spec, name, keys, later, state, commands=None):
+    def __init__(self, args, spec, name, keys, later, state, commands=None, engine=None):
         self.memo = None  # the TTL arguments, worked out once for the TTL rules (t1_ttl.call_ttl_args)
         self.args = args
         self.spec = spec
@@ -46,6 +46,7 @@ class Call:
         self.state = state  # the session's SessionState (transactions, protocol)
         self.commands = commands  # in a rewrite chain: all the earlier rules send (args is [0])
         self.volatile = False  # the verdict depends on more than the arguments: not memoized
+        self.engine = engine  # the engine deciding: rules ask it about later commands (T1)
 
     @property
     def later(self):
@@ -61,7 +62,7 @@ class Call:
 class SessionState:
     """What the engine remembers per client connection."""
 
-    __slots__ = ("in_multi", "protocol", "expiring", "owed", "shadow")
+    __slots__ = ("in_multi", "protocol", "expiring", "owed", "settled", "shadow")
 
     def __init__(self):
         self.in_multi = False
@@ -69,15 +70,29 @@ class SessionState:
         self.shadow = None  # the shadow policy's own state for this connection (`shadow.ShadowState`)
         self.expiring: set[bytes] = set()  # keys given a TTL earlier in the open transaction
         self.owed: dict[bytes, object] = {}  # key -> finding, for writes still owing a TTL at EXEC
+        self.settled: list = []  # findings no later command of the transaction can meet
 
     def unmet(self) -> list:
         """Findings for keys written in the transaction and still without a TTL."""
-        return [finding for key, finding in self.owed.items() if key not in self.expiring]
+        return self.settled + [finding for key, finding in self.owed.items() if key not in self.expiring]
+
+    def forget(self, key: bytes) -> None:
+        """The key is gone (deleted, moved): neither its TTL nor what it owed counts any more."""
+        self.expiring.discard(key)
+        self.owed.pop(key, None)
+
+    def settle(self) -> None:
+        """The transaction changes database (SELECT, SWAPDB, FLUSH*): what is owed stays owed,
+        and what the next commands do to a key of the same name is another key's business."""
+        self.settled = self.unmet()
+        self.owed.clear()
+        self.expiring.clear()
 
     def end_transaction(self) -> None:
         self.in_multi = False
         self.expiring.clear()
         self.owed.clear()
+        self.settled = []
 
 
 class Verdict:
@@ -282,7 +297,7 @@ class Engine:
                 keys = plan.first_key
             else:
                 keys = find_keys(spec, args) if spec.has_keys else []
-            call = Call(args, spec, spec.name, keys, later, state or SessionState())
+            call = Call(args, spec, spec.name, keys, later, state or SessionState(), None, self)
             for rule in plan.command_rules:
                 found = rule.check(call)
                 if found is not None:
@@ -291,7 +306,7 @@ class Engine:
         rewriters = ()
         if plan.rewrite_rules:
             if call is None:
-                call = Call(args, spec, spec.name, find_keys(spec, args), later, state or SessionState())
+                call = Call(args, spec, spec.name, find_keys(spec, args), later, state or SessionState(), None, self)
             elif call.keys is None:
                 call.keys = find_keys(spec, args)
             for rule in plan.rewrite_rules:
@@ -308,7 +323,7 @@ class Engine:
                 if rewritten is not None:
                     commands = rewritten
                     rewriters += (rule,)
-                    call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state, rewritten)
+                    call = Call(rewritten[0], spec, spec.name, call.keys, later, call.state, rewritten, self)
         if findings is None and commands is None:
             if plan.memo is not None and (call is None or not call.volatile):
                 self._remember(plan, args, state)
@@ -360,6 +375,17 @@ class Engine:
                 if rule.pattern and re.fullmatch(rule.pattern.encode(), key, re.S) is None:
                     found.append(rule.finding(f"key '{text}'", rule.describe()))
         return found
+
+    def passes(self, args: list[bytes], protocol: int = 2) -> bool:
+        """Would this command, sent alone, be forwarded rather than rejected? For rules that pass
+        a command on the strength of a later one (T1): the later one must pass too."""
+        plan = self.plan_for(args)
+        if plan is None:
+            return True
+        state = SessionState()
+        state.protocol = protocol
+        verdict = self.decide(plan, args, (), state)
+        return verdict is None or verdict.reject is None
 
     def plan_for(self, args: list[bytes]) -> Plan | None:
         name = args[0]

@@ -14,6 +14,7 @@ a rule chain of its own, with its K7 checks (prefixes, read-only) compiled in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
@@ -22,7 +23,7 @@ from .applications import Application
 from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
 from .passwords import HashFormatError, PasswordHash
 from .problems import Problems, did_you_mean, shorthand, yaml_error
-from .rules.k7_namespaces import Prefixes, ReadOnly
+from .rules.k7_namespaces import OwnKeysOnly, Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
 
 ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8", "K9", "K10",
@@ -50,6 +51,9 @@ class Policy:
 
 
 PASSTHROUGH = Policy("passthrough", ENFORCE, ())
+
+# The policy of a proxy given none (`redis-guard serve` without --policy or `policy:`).
+BUILTIN = Path(__file__).with_name("data") / "baseline.yaml"
 
 
 def _plain(node):
@@ -204,10 +208,12 @@ def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_onl
     checks = []
     if app is not None:
         checks.append(Prefixes(namespace.mode, app, tuple(prefixes)))
+        checks.append(OwnKeysOnly(namespace.mode, app, tuple(prefixes)))
         if read_only:
             checks.append(ReadOnly(namespace.mode, app))
     elif namespace.anonymous == "reject":
         checks.append(Prefixes(namespace.mode, None, ()))
+        checks.append(OwnKeysOnly(namespace.mode, None, ()))
     at = rules.index(namespace) + 1
     return rules[:at] + tuple(checks) + rules[at:]
 
@@ -293,6 +299,11 @@ def _application(name: str, node, line: int, raw: dict, users: dict, problems: P
         merged[rule_id] = ({**base_values, **values}, {**base_lines, **value_lines}, rule_line)
     rules = _with_namespace(_build_rules(merged, problems, table), name, prefixes, read_only)
     return Application(name, user, password, tuple(prefixes), read_only, rules, tuple(overrides))
+
+
+def load_builtin(table=None) -> Policy:
+    """The built-in baseline policy (`BUILTIN`)."""
+    return load_policy(str(BUILTIN), table)
 
 
 def load_policy(path: str, table=None) -> Policy:

@@ -14,6 +14,7 @@ import functools
 
 from .. import errors
 from ..login import parse_auth, parse_hello
+from ..throttle import THROTTLE
 from .states import HELD, PASSWORD, WAITING
 
 
@@ -62,8 +63,9 @@ def check(session, batch, index: int, parsed):
     # Connections of one client pool arrive together with the same credentials: one check.
     future = proxy.checks.get(tag)
     if future is None:
-        future = proxy.checks[tag] = session.loop.run_in_executor(None, tenants.check, parsed.user,
-                                                                  parsed.password)
+        # After this address's turn: failed attempts slow down (`throttle.py`).
+        future = proxy.checks[tag] = THROTTLE.check(session.loop, session.peer, tenants.check, parsed.user,
+                                                    parsed.password)
         future.add_done_callback(functools.partial(proxy.checked, tenants, tag))
     future.add_done_callback(functools.partial(checked, session, args))
     return session.wait(batch, index, PASSWORD)

@@ -208,9 +208,13 @@ class Session(asyncio.Protocol):
                     if verdict is not None:
                         if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
                             shadow.observe(commands, index, state, self.app, self.peer)
-                        next_index = self._apply_verdict(verdict, batch, start, index)
+                        next_index = self._apply_verdict(verdict, batch, start, index, action.action)
+                        if next_index == HELD:
+                            return
                         if next_index is not None:
                             start = index = next_index
+                            if self.state.life is not OPEN:
+                                return
                             continue
                 action = action.action
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
@@ -373,8 +377,8 @@ class Session(asyncio.Protocol):
     def _decide(self, plan, commands, index: int):
         return verdicts.decide(self, plan, commands, index)
 
-    def _apply_verdict(self, verdict, batch, start: int, index: int):
-        return verdicts.apply(self, verdict, batch, start, index)
+    def _apply_verdict(self, verdict, batch, start: int, index: int, action: int = PASS):
+        return verdicts.apply(self, verdict, batch, start, index, action)
 
     def refused_in_transaction(self) -> None:
         """Redis, too, aborts EXEC after a command it refused to queue."""

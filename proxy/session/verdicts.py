@@ -20,7 +20,9 @@ from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
-from .states import DOOMED
+from ..resp.reader import Batch
+from .behaviour import PASS
+from .states import DOOMED, HELD
 
 log = logging.getLogger("redis_guard.server")
 
@@ -44,9 +46,10 @@ def record(session, findings, args) -> None:
                        app=session.app)
 
 
-def apply(session, verdict, batch, start: int, index: int):
-    """Apply the engine's verdict on commands[index]. Returns where to continue, or None when
-    the command goes on as usual (findings in audit mode only)."""
+def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
+    """Apply the engine's verdict on commands[index] (whose action, had it passed, is `action`).
+    Returns where to continue, or None when the command goes on as usual (findings in audit
+    mode only)."""
     args = batch.commands[index]
     record(session, verdict.findings, args)
     if verdict.reject is None:
@@ -63,13 +66,27 @@ def apply(session, verdict, batch, start: int, index: int):
         session.refused_in_transaction()
         return index + 1
     first, *extra = verdict.commands
-    receiver = ScriptVerdictSink(session, args) if first[0] in (b"EVAL", b"EVALSHA") else session
+    if action != PASS and not extra and first[0] == args[0]:
+        return handled_as(session, action, first, batch, index)
+    receiver = ScriptVerdictSink(session, args) if first[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") else session
     route.send(session, args, hiredis.pack_command(tuple(first)), 1, receiver)
     if extra:
         if session.state.in_transaction:
             session.after_exec.extend(extra)  # extra replies would change what EXEC returns
         else:
             route.hidden(session, args, extra)
+    return index + 1
+
+
+def handled_as(session, action: int, rewritten, batch, index: int) -> int:
+    """A rewrite of a command the backend handles itself (a cluster's SCAN, which K7 scoped to
+    the application's prefix): the handler takes the rewritten command as a batch of one. When
+    it waits, the client's own command is dispatched again (and rewritten again) afterwards."""
+    data = hiredis.pack_command(tuple(rewritten))
+    next_index = session.handlers[action](session, Batch([rewritten], data, [len(data)]), 0)
+    if next_index == HELD:
+        session.resume_at = (batch, index)
+        return HELD
     return index + 1
 
 

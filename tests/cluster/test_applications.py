@@ -2,6 +2,7 @@
 reaches a node, whose shared connections carry the proxy's own identity."""
 
 import pytest
+import redis
 
 from proxy.policy.passwords import hash_password
 from tests.cluster.start import proxy_for
@@ -14,6 +15,10 @@ applications:
   checkout:
     password_hash: "{hash}"
     prefixes: ["shop:order:"]
+  reports:
+    password_hash: "{hash}"
+    prefixes: ["shop:order:", "shop:cart:"]
+    read_only: true
 rules:
   K7: {{}}
 """
@@ -46,3 +51,31 @@ def test_after_auth_the_application_reaches_its_keys(shop_proxy, redis_cluster):
     reply, _ = exchange(shop_proxy.port, payload, timeout=5, settle=0.5)
     assert reply.startswith(b"+OK\r\n+OK\r\n$1\r\nv\r\n-ERR unknown command"), reply
     assert redis_cluster.client(redis_cluster.master_for_key("shop:order:7")).get("shop:order:7") == b"v"
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_scan_over_every_master_lists_only_the_applications_keys(shop_proxy, redis_cluster, protocol):
+    """SCAN with the MATCH the proxy adds still walks every master with the proxy's own cursors
+    (issue 14); an application of two prefixes names one per SCAN."""
+    mine = [f"shop:order:{i}" for i in range(60)]
+    others = [f"other:{i}" for i in range(30)] + [f"shop:product:{i}" for i in range(10)]
+    for key in mine + others:
+        redis_cluster.client(redis_cluster.master_for_key(key)).set(key, "v")
+    assert len({redis_cluster.master_for_key(key).port for key in mine}) == 3  # on every master
+    client = redis.Redis(port=shop_proxy.port, username="checkout", password="checkout-pw", protocol=protocol)
+    try:
+        assert sorted(k.decode() for k in client.scan_iter(count=7)) == sorted(mine)
+        assert sorted(k.decode() for k in client.scan_iter(match="shop:order:1*")) == sorted(
+            k for k in mine if k.startswith("shop:order:1"))
+    finally:
+        client.close()
+    reports = redis.Redis(port=shop_proxy.port, username="reports", password="checkout-pw", protocol=protocol)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError, match="one SCAN per prefix"):
+            reports.scan(0)
+        with pytest.raises(redis.exceptions.NoPermissionError, match="RANDOMKEY"):
+            reports.randomkey()
+        assert sorted(k.decode() for k in reports.scan_iter(match="shop:order:*")) == sorted(mine)
+    finally:
+        reports.close()
+

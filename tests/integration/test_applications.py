@@ -4,11 +4,14 @@ its own: the proxy authenticates clients itself, and their credentials never rea
 import asyncio
 import signal
 import socket
+import time
 import urllib.request
 
 import pytest
 import redis
 import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from proxy.policy.passwords import hash_password
 from tests.servers import ProxyProcess, RedisServer, exchange, free_port, read_until_quiet, wait_for
@@ -94,7 +97,8 @@ def test_before_auth_the_replies_are_those_of_redis_with_a_password(shop):
 def test_wrong_password_and_unknown_user(shop):
     for user, password in (("checkout", "wrong"), ("nobody", PASSWORDS["checkout"]),
                            ("default", UPSTREAM_PASSWORD)):  # the upstream's password is not a client's
-        client = redis.Redis(port=shop[1].port, username=user, password=password)
+        # No retries: redis-py retries a refused AUTH, and each failure slows this address down
+        client = redis.Redis(port=shop[1].port, username=user, password=password, retry=Retry(NoBackoff(), 0))
         with pytest.raises(redis.exceptions.AuthenticationError, match="invalid username-password"):
             client.ping()
     refusals = []
@@ -287,3 +291,91 @@ def test_many_connections_authenticating_at_once(shop):
     for good, sock in sockets:
         assert read_until_quiet(sock, 10, 1.0) == (expected[good], False)
         sock.close()
+
+
+# -- what an application reaches beside the keys it names (issue 14) ---------------------------
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_scan_lists_only_the_applications_keys(shop, admin, protocol):
+    admin.flushdb()
+    mine = {f"shop:order:{i}".encode() for i in range(40)} | {b"shop:cart:1"}
+    others = {f"other:{i}".encode() for i in range(40)} | {b"shop:product:1", b"shop:orders:x"}
+    for key in mine | others:
+        admin.set(key, "v")
+    checkout = as_app(shop[1].port, "checkout", protocol)
+    found = set(checkout.scan_iter(match="shop:order:*", count=7)) | set(checkout.scan_iter(match="shop:cart:*"))
+    assert found == mine
+    for call in (lambda: list(checkout.scan_iter()), lambda: checkout.scan(0, match="shop:*"),
+                 lambda: checkout.scan(0, match="*")):
+        with pytest.raises(redis.exceptions.NoPermissionError,
+                           match="rule K7 .*(one SCAN per prefix|the pattern must start with an owned prefix)"):
+            call()
+    # One prefix: the proxy adds MATCH <prefix>*, and the reply keeps SCAN's shape (cursor, keys).
+    reports = as_app(shop[1].port, "rep", protocol)
+    _, keys = reports.scan(0, count=1000)
+    assert isinstance(keys, list) and set(keys) <= mine | {b"shop:product:1", b"shop:orders:x"}
+    assert set(reports.scan_iter(count=5)) == mine | {b"shop:product:1", b"shop:orders:x"}
+    raw, _ = exchange(shop[1].port, b"AUTH rep reports-pw\r\nSCAN 0 COUNT 1000\r\n")
+    assert raw.startswith(b"+OK\r\n*2\r\n$1\r\n0\r\n*") and b"other:" not in raw, raw
+    admin.flushdb()
+
+
+@pytest.mark.parametrize("command", [["RANDOMKEY"], ["SWAPDB", "0", "1"], ["MOVE", "shop:order:1", "1"],
+                                     ["SELECT", "1"]])
+def test_commands_that_reach_other_keys_are_refused(shop, admin, command):
+    admin.flushdb()
+    admin.set("shop:order:1", "mine")
+    admin.set("other:1", "theirs")
+    client = as_app(shop[1].port, "checkout")
+    with pytest.raises(redis.exceptions.NoPermissionError, match=r"breaks rule (K7|C2)"):
+        client.execute_command(*command)
+    assert admin.get("shop:order:1") == b"mine" and admin.get("other:1") == b"theirs"
+    assert admin.dbsize() == 2
+    admin.flushdb()
+
+
+def test_sort_patterns_stay_under_the_prefixes(shop, admin):
+    admin.flushdb()
+    admin.rpush("shop:order:ids", "1", "2")
+    admin.set("shop:order:w:1", "2")
+    admin.set("shop:order:w:2", "1")
+    admin.set("shop:product:secret:1", "s1")
+    client = as_app(shop[1].port, "checkout")
+    # Past K7, Redis's ACL (the application's upstream user, limited to its prefixes) refuses
+    # SORT BY/GET patterns whatever they name.
+    with pytest.raises(redis.exceptions.ResponseError, match="BY option of SORT denied due to insufficient ACL"):
+        client.sort("shop:order:ids", by="shop:order:w:*")
+    assert client.sort("shop:order:ids") == [b"1", b"2"]
+    with pytest.raises(redis.exceptions.NoPermissionError, match="pattern 'shop:product:secret:\\*' breaks rule K7"):
+        client.sort("shop:order:ids", get="shop:product:secret:*")
+    admin.flushdb()
+
+
+def test_wrong_passwords_slow_down_per_address(tmp_path, hashes):
+    """Guesses sent together over many connections are checked one after the other, each waiting
+    twice as long as the one before (0.05, 0.1, 0.2 ... s); counted and logged (issue 14)."""
+    server = RedisServer()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(policy_text(False, hashes))
+    metrics_port = free_port()
+    process = ProxyProcess(server.url, "configs/passthrough.yaml", "--policy", str(policy),
+                           "--metrics", f"127.0.0.1:{metrics_port}")
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", process.port), timeout=15) for _ in range(6)]
+        started = time.monotonic()
+        for index, sock in enumerate(sockets):
+            sock.sendall(b"AUTH rep guess-%d\r\n" % index)
+        for sock in sockets:
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                reply += sock.recv(1024)
+            assert reply == b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+            sock.close()
+        assert time.monotonic() - started >= 0.05 + 0.1 + 0.2 + 0.4 + 0.8  # the sixth guess's turn
+        page = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        assert "redis_guard_auth_failures_total 6.0" in page
+        wait_for(lambda: "failed AUTH attempt" in process.log, 5, "the log line")
+        assert as_app(process.port, "rep").get("shop:x") is None  # the right password still works
+    finally:
+        process.stop()
+        server.close()

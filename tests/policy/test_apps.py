@@ -10,7 +10,7 @@ import pytest
 from proxy.commands.table import CommandTable
 from proxy.policy import AUDIT, ENFORCE, Engine, load_policy_text
 from proxy.policy.passwords import HashFormatError, PasswordHash, Verified, hash_password
-from proxy.policy.rules.k7_namespaces import WRITE_KEY_FLAGS
+from proxy.policy.rules.k7_namespaces import WRITE_KEY_FLAGS, ReadOnly
 from tests.policy.helpers import load_error
 from tests.servers import REPO
 
@@ -187,6 +187,75 @@ def test_namespace(app, command, rule):
     assert fired == rule, verdict and verdict.findings
 
 
+@pytest.mark.parametrize("app, command, outcome", [
+    # (application, command, "K7" refused / None passes / the command sent instead)
+    ("checkout", "SCAN 0", "K7"),  # two prefixes: one SCAN each
+    ("checkout", "SCAN 0 MATCH shop:order:*", None),
+    ("checkout", "SCAN 0 MATCH shop:order:1?", None),
+    ("checkout", "SCAN 0 COUNT 10 MATCH shop:cart:* TYPE hash", None),
+    ("checkout", "SCAN 0 MATCH shop:*", "K7"),  # would list shop:product: keys too
+    ("checkout", "SCAN 0 MATCH shop:ord*", "K7"),
+    ("checkout", "SCAN 0 MATCH shop:order[:]*", "K7"),  # a glob class: not a literal start
+    ("checkout", "SCAN 0 MATCH shop:order:* MATCH *", "K7"),  # the last MATCH is Redis's
+    ("checkout", "SCAN 0 MATCH \\shop:order:*", None),  # an escaped letter is that letter
+    ("reports", "SCAN 0", "SCAN 0 MATCH shop:*"),  # one prefix: added
+    ("reports", "SCAN 7 COUNT 100", "SCAN 7 COUNT 100 MATCH shop:*"),
+    ("reports", "SCAN 0 MATCH shop:product:*", None),
+    ("reports", "SCAN 0 MATCH other:*", "K7"),
+    ("idle", "SCAN 0 MATCH x*", "K7"),  # applied for nothing
+    (None, "SCAN 0", "K7"),
+    ("checkout", "RANDOMKEY", "K7"),
+    ("checkout", "SELECT 1", "K7"),
+    ("checkout", "SELECT 0", "K7"),
+    ("checkout", "SWAPDB 0 1", "K7"),
+    ("checkout", "MOVE shop:order:1 1", "K7"),
+    ("reports", "RANDOMKEY", "K7"),
+    (None, "RANDOMKEY", "K7"),
+    ("reports", "SORT_RO shop:l BY shop:w:*", None),
+    ("reports", "SORT_RO shop:l BY nosort GET # GET shop:o:*->name", None),
+    ("reports", "SORT_RO shop:l BY other:*", "K7"),  # reads other:<element>
+    ("reports", "SORT_RO shop:l GET # GET other:*->f", "K7"),
+    ("reports", "SORT_RO shop:l BY weight", None),  # no `*`: no key read (no sort)
+    ("checkout", "SORT shop:cart:l LIMIT 0 10 BY shop:cart:w:* STORE shop:cart:d", None),
+    ("checkout", "SORT shop:cart:l ALPHA GET shop:product:*", "K7"),
+    ("checkout", "KEYS shop:order:*", None),  # a policy without C2 (and its baseline) allows KEYS...
+    ("checkout", "KEYS *", "K7"),  # ...of the application's keys
+])
+def test_own_keys_only(app, command, outcome):
+    """What an application reaches beside the keys it names: SCAN, RANDOMKEY, SWAPDB, MOVE,
+    SELECT, SORT's BY/GET patterns (issue 14)."""
+    text = POLICY.replace("K2: {style: lowercase}", "K2: off")
+    verdict = decide(app, command, text)
+    if outcome is None:
+        assert verdict is None or (verdict.reject is None and verdict.commands is None), verdict.findings
+    elif outcome == "K7":
+        assert verdict is not None and verdict.reject is not None and verdict.reject.rule == "K7", verdict
+    else:
+        assert verdict.reject is None and verdict.commands == [outcome.encode().split()]
+
+
+@pytest.mark.parametrize("command, refused", [("KEYS shop:order:*", False), ("KEYS *", True),
+                                              ("KEYS shop:*", True), ("KEYS shop:cart:[ab]*", False)])
+def test_keys_allowed_to_an_application_lists_its_own(command, refused):
+    """An application's own C2 (with the baseline) that allows KEYS by name: scoped like SCAN's MATCH."""
+    text = POLICY.replace("K2: {style: lowercase}", "K2: off").replace(
+        "      T3: {max_ttl: 60}", "      T3: {max_ttl: 60}\n      C2: {allow: [KEYS]}")
+    verdict = decide("checkout", command, text)
+    assert (verdict is not None and verdict.reject is not None and verdict.reject.rule == "K7") == refused
+
+
+def test_own_keys_only_advice():
+    assert decide("checkout", "SCAN 0").reject.advice == (
+        "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only: one SCAN per prefix: "
+        "SCAN <cursor> MATCH shop:order:* or SCAN <cursor> MATCH shop:cart:*")
+    assert decide("checkout", "RANDOMKEY").reject.advice.endswith(
+        "RANDOMKEY returns any key of the database: SCAN with MATCH <prefix>* instead")
+    assert decide(None, "SCAN 0").reject.advice.startswith("a client that is no application owns no key")
+    escaped = engine(POLICY.replace('prefixes: "shop:"', 'prefixes: "sh*p["')).tenants.engine("reports")
+    args = [b"SCAN", b"0"]
+    assert escaped.decide(escaped.plan_for(args), args).commands == [[b"SCAN", b"0", b"MATCH", b"sh\\*p\\[*"]]
+
+
 def test_advice_names_the_application_and_its_prefixes():
     assert decide("checkout", "GET shop:x:1").reject.advice == (
         "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only; apply for a new "
@@ -206,9 +275,9 @@ def test_read_only_follows_the_command_table(spec):
     """Every command with keys: a read-only application may run it exactly when the command
     table says it does not write (the @write category, or a key spec that changes keys)."""
     rules = engine().tenants.engine("reports").plan_for([spec.name.encode()]).command_rules or ()
-    assert any(rule.id == "K7" for rule in rules) == _writes(spec)
+    assert any(isinstance(rule, ReadOnly) for rule in rules) == _writes(spec)
     if "read" in spec.acl_categories and not _writes(spec):
-        assert not any(rule.id == "K7" for rule in rules)
+        assert not any(isinstance(rule, ReadOnly) for rule in rules)
 
 
 def test_anonymous_allow_leaves_clients_that_are_no_application_alone():

@@ -69,16 +69,48 @@ def policy_error(rules: str) -> PolicyError:
 # -- C2: denied commands ------------------------------------------------------------------------
 
 
-def test_c2_default_denies_flushall_and_flushdb_and_names_the_alternative():
+def test_c2_default_is_the_baseline_and_names_the_alternative():
     eng = engine("  C2: {}")
     for name in ("FLUSHALL", "flushdb", "FlushAll"):
         finding = rejection(eng, name)
         assert finding is not None and finding.rule == "C2"
     assert violation_text(rejection(eng, "FLUSHALL", "ASYNC")) == (
         "NOPERM command FLUSHALL breaks rule C2 (denied command): "
-        "delete keys by pattern with SCAN + UNLINK; this policy denies FLUSHALL")
-    assert decide(eng, "GET", "k") is None
-    assert decide(eng, "CONFIG", "SET", "x", "y") is None
+        "delete keys by pattern with SCAN + UNLINK; the baseline guard denies FLUSHALL")
+    assert violation_text(rejection(eng, "CONFIG", "SET", "x", "y")) == (
+        "NOPERM command CONFIG SET breaks rule C2 (denied command): "
+        "the baseline guard denies CONFIG SET; ask the operators if the application needs it")
+    assert decide(eng, "GET", "k") is None and decide(eng, "INFO") is None and decide(eng, "SORT", "k") is None
+    eng = engine("  C2: {baseline: false}")  # without the baseline: FLUSHALL and FLUSHDB only
+    assert rejection(eng, "FLUSHDB") is not None
+    assert decide(eng, "CONFIG", "SET", "x", "y") is None and decide(eng, "SWAPDB", "0", "1") is None
+
+
+# What the baseline denies beside @admin and @dangerous, by name (Redis's categories miss them).
+BASELINE_NAMED = {"move", "script|debug", "script|flush", "function|load", "function|delete", "function|flush",
+                  "function|restore"}
+BASELINE_ALLOWED = {"info", "role", "lastsave", "sort", "sort_ro"}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+def test_c2_baseline_stays_under_any_deny_list(spec):
+    """applications.yaml denied [FLUSHALL, FLUSHDB, "@admin"] and let SWAPDB (@dangerous) through:
+    a deny list of one's own no longer replaces the baseline."""
+    eng = cached_engine('  C2: {deny: [FLUSHALL, FLUSHDB, "@admin"], allow: []}')
+    finding = rejection(eng, *command_args(spec))
+    risky = bool({"admin", "dangerous"} & spec.acl_categories) or spec.name in BASELINE_NAMED
+    denied = risky and spec.name not in BASELINE_ALLOWED and not spec.subcommands
+    assert (finding is not None and finding.rule == "C2") == denied
+
+
+def test_c2_baseline_is_reenabled_by_name_only():
+    eng = engine('  C2: {allow: ["@admin", "@dangerous", "@scripting"]}')  # categories tie with the baseline's
+    assert rejection(eng, "CONFIG", "GET", "x") is None and rejection(eng, "LATENCY", "LATEST") is None
+    for named in (("SWAPDB", "0", "1"), ("CONFIG", "SET", "x", "y"), ("FUNCTION", "FLUSH"), ("SCRIPT", "DEBUG", "YES")):
+        assert rejection(eng, *named) is not None, named
+    eng = engine('  C2: {allow: [SWAPDB, "CONFIG|SET", FLUSHDB]}')
+    assert rejection(eng, "SWAPDB", "0", "1") is None and rejection(eng, "CONFIG", "SET", "x", "y") is None
+    assert rejection(eng, "FLUSHDB") is None and rejection(eng, "FLUSHALL") is not None
 
 
 DANGEROUS_ALLOW = {"info", "client|list", "sort", "sort_ro"}
@@ -86,7 +118,7 @@ DANGEROUS_ALLOW = {"info", "client|list", "sort", "sort_ro"}
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_c2_dangerous_category_except_allowed(spec):
-    eng = cached_engine('  C2: {deny: ["@dangerous"], allow: [INFO, "CLIENT|LIST", SORT, SORT_RO]}')
+    eng = cached_engine('  C2: {baseline: false, deny: ["@dangerous"], allow: [INFO, "CLIENT|LIST", SORT, SORT_RO]}')
     finding = rejection(eng, *command_args(spec))
     container = spec.subcommands  # a container alone is resolved to nothing
     denied = "dangerous" in spec.acl_categories and spec.name not in DANGEROUS_ALLOW and not container
@@ -97,15 +129,15 @@ def test_c2_dangerous_category_except_allowed(spec):
 
 
 def test_c2_container_name_covers_its_subcommands_and_specific_entries_win():
-    eng = engine("  C2: {deny: [CONFIG, \"@admin\"], allow: [\"CONFIG|GET\", CLIENT]}")
+    eng = engine("  C2: {baseline: false, deny: [CONFIG, \"@admin\"], allow: [\"CONFIG|GET\", CLIENT]}")
     assert rejection(eng, "CONFIG", "SET", "maxmemory", "1") is not None
     assert rejection(eng, "config", "rewrite") is not None
     assert rejection(eng, "CONFIG", "GET", "maxmemory") is None      # subcommand name beats container
     assert rejection(eng, "CLIENT", "KILL", "ID", "1") is None       # container name beats @admin
     assert rejection(eng, "SHUTDOWN") is not None                    # @admin
-    eng = engine('  C2: {deny: ["CLIENT|KILL"], allow: ["@admin", "@connection"]}')
+    eng = engine('  C2: {baseline: false, deny: ["CLIENT|KILL"], allow: ["@admin", "@connection"]}')
     assert rejection(eng, "CLIENT", "KILL", "ID", "1") is not None   # own name beats a category
-    eng = engine('  C2: {deny: ["@all"], allow: ["@read", PING]}')
+    eng = engine('  C2: {baseline: false, deny: ["@all"], allow: ["@read", PING]}')
     assert rejection(eng, "SET", "k", "v") is not None
     assert rejection(eng, "GET", "k") is None and rejection(eng, "PING") is None
 
@@ -381,7 +413,7 @@ def test_c3_rewrites_data_dependent_reads_into_the_size_checking_script():
     [command] = rewritten(eng, "HGETALL", "user:1")
     error = (b"NOPERM command HGETALL breaks rule C3 (O(N) reads on small collections only): key 'user:1' "
              b"holds more than 100 elements; read it incrementally with HSCAN key <cursor> COUNT 100")
-    assert command == [b"EVAL", SCRIPTS[2], b"1", b"user:1", b"100", error, b"0", b"-1", b"1",
+    assert command == [b"EVAL_RO", SCRIPTS[2], b"1", b"user:1", b"100", error, b"0", b"-1", b"1",
                        b"HGETALL", b"user:1"]
     [command] = rewritten(eng, "hgetall", "user:1", protocol=3)
     assert command[1] == SCRIPTS[3] and SCRIPTS[3].startswith(b"redis.setresp(3)\n")
@@ -455,22 +487,61 @@ def test_k6_type_word_must_match_the_writing_command(command, rest, writes, word
         assert f"{command} writes a {writes} but the key's type word '{word}' says {word}" in finding.advice
 
 
+GENERIC_WRITES = {"copy", "rename", "renamenx", "sort", "restore", "restore-asking"}
+
+
 def test_k6_applies_to_write_commands_of_a_type_group_with_written_keys():
     rule = load_policy_text("rules: {K6: {}}").rule("K6")
     applied = {spec.name for spec in SPECS if rule.applies_to(spec)}
     for spec in SPECS:
-        if spec.name in applied:
+        if spec.name in applied and spec.name not in GENERIC_WRITES:
             assert "write" in spec.flags and spec.group not in ("generic", None)
     assert {"hset", "lpush", "sadd", "zadd", "set", "xadd", "geoadd", "pfmerge", "bitop",
-            "sinterstore", "zrangestore", "lmove", "smove"} <= applied
-    assert not applied & {"del", "unlink", "expire", "rename", "copy", "sort", "restore", "get",
-                          "hgetall", "lpop", "spop", "getdel", "hdel", "srem", "lrem", "ltrim"}
+            "sinterstore", "zrangestore", "lmove", "smove"} | GENERIC_WRITES <= applied
+    assert not applied & {"del", "unlink", "expire", "get", "move", "hgetall", "lpop", "spop", "getdel", "hdel",
+                          "srem", "lrem", "ltrim"}
+
+
+@pytest.mark.parametrize("command, outcome", [
+    # (command, K6 refuses it / None / "server": sent as the server-side check)
+    ("RENAME x:hash y:string", "K6"),  # the source's own word says what it holds
+    ("COPY x:list y:hash", "K6"),
+    ("RENAMENX x:list y:list", None),
+    ("RENAME x:hash y:plain", None),  # no type word on the destination
+    ("RENAME x y:hash", "server"),  # only the server knows what x holds
+    ("COPY x y:zset DB 1 REPLACE", "server"),
+    ("SORT l STORE d:hash", "K6"),  # SORT ... STORE writes a list
+    ("SORT l BY w:* LIMIT 0 5 STORE d:list", None),
+    ("SORT x:hash", None),  # no STORE: a read
+    ("RESTORE k:hash 0 \x0e", "K6"),  # a quicklist payload: a list
+    ("RESTORE k:list 0 \x0e", None),
+    ("RESTORE k:zset 0 \x11", None),  # a listpack sorted set
+    ("RESTORE k:string 0 \x11", "K6"),
+    ("RESTORE k:hash 0 \x06", None),  # a module's value: Redis decides
+])
+def test_k6_generic_writes(command, outcome):
+    eng = engine("  K6: {}")
+    args = [word.encode().decode("unicode_escape").encode("latin-1") for word in command.split()]
+    verdict = decide(eng, *args)
+    if outcome == "server":
+        assert verdict.reject is None and verdict.commands[0][0] == b"EVAL", verdict.findings
+        assert args[2].split(b":")[-1] in verdict.commands[0]  # the type the destination may hold
+    elif outcome is None:
+        assert verdict is None or (verdict.reject is None and verdict.commands is None), verdict.findings
+    else:
+        assert verdict.reject is not None and verdict.reject.rule == "K6", verdict
+
+
+def test_k6_required_on_a_carried_value():
+    eng = engine("  K6: {required: true}")
+    assert "must name its type" in rejection(eng, "RENAME", "x", "y").advice
+    assert rejection(eng, "RENAME", "x:list", "y:list") is None
 
 
 def test_k6_ignores_generic_and_read_commands_and_removed_keys():
     eng = engine("  K6: {}")
-    for call in (["DEL", "x:hash"], ["EXPIRE", "x:hash", "10"], ["RENAME", "x:hash", "y:string"],
-                 ["COPY", "x:hash", "y:list"], ["GET", "x:hash"], ["HGETALL", "x:string"],
+    for call in (["DEL", "x:hash"], ["EXPIRE", "x:hash", "10"], ["MOVE", "x:hash", "1"],
+                 ["GET", "x:hash"], ["HGETALL", "x:string"],
                  ["LPOP", "x:hash"], ["HDEL", "x:string", "f"]):
         assert rejection(eng, *call) is None, call
     # LMOVE's source is only read and removed from; its destination is written

@@ -120,7 +120,8 @@ TABLES = {
         allow("SET app:users:1000:profile v EX 60", "17 (或 app:users:1000:profile)"),
         allow("SET order:2024:1001 v", "25 (order:2024:1001: a year is not a timestamp)"),
         allow("SET o:2024:1001 v", "25 (o:2024:1001, when the team agrees)"),
-        allow("KEYS users:profile:*", "20 (可以使用 KEYS users:profile:*或SCAN命令)"),
+        reject("KEYS users:profile:*", ("C2",), "20 (可以使用 KEYS users:profile:*或SCAN命令: for debugging, "
+               "from an operator's session; through the proxy the baseline guard denies it)"),
         allow(["HSET", "users:1000", "name", "犬小哈", "age", "35"], "43 (HSET users:1000 name \"犬小哈\" age 35)"),
         allow("HINCRBY users:1000 age 1", "43 (HINCRBY users:1000 age 1)"),
         allow("LPUSH weibo:timeline post", "48 (LPUSH weibo:timeline ...)"),
@@ -331,6 +332,35 @@ def test_preset_loads(name):
     assert policy.mode == "enforce"
     assert {rule.id for rule in policy.rules} == set(_raw(name)["rules"])
     assert all(rule.mode == "enforce" for rule in policy.rules)
+
+
+# The baseline guard (docs/policy.md): denied by every preset and by the built-in policy, for
+# clients of no application and for every application alike.
+BASELINE = ["KEYS *", "FLUSHALL", "FLUSHDB ASYNC", "SWAPDB 0 1", "MOVE k 1", "CONFIG SET maxmemory 1",
+            "CLIENT KILL TYPE normal", "CLIENT PAUSE 1000 ALL", "SCRIPT DEBUG YES", "FUNCTION FLUSH",
+            "FUNCTION LOAD x", "DEBUG SLEEP 1", "SHUTDOWN NOSAVE", "REPLICAOF 127.0.0.1 1", "MONITOR",
+            "RESTORE k 0 x"]
+
+
+@pytest.mark.parametrize("name", [*sorted(SEEDS), "applications", "built-in"])
+def test_preset_denies_the_baseline(name):
+    from proxy.policy import load_builtin
+
+    if name == "built-in":
+        engine = Engine(load_builtin(), _table())
+    else:
+        engine = Engine(load_policy(os.path.join(PRESETS_DIR, f"{name}.yaml")), _table())
+    engines = [engine, *(engine.tenants.engines.values() if engine.tenants else ())]
+    for each in engines:
+        for command in BASELINE:
+            args = _args(command)
+            verdict = each.decide(each.plan_for(args), args)
+            assert verdict is not None and verdict.reject is not None, f"{name}: {command} passes"
+            assert {"C1", "C2"} & {finding.rule for finding in verdict.findings}, (command, verdict.findings)
+    with open(os.path.join(PRESETS_DIR, f"{name}.yaml") if name != "built-in" else
+              os.path.join(REPO, "proxy", "policy", "data", "baseline.yaml"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert "baseline guard" in text, "the preset says that it denies the baseline, next to its C2"
 
 
 # ---------------------------------------------------------------------------------------------

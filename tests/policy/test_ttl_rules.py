@@ -186,6 +186,117 @@ T1_REJECT_ROWS = [
 ]
 
 
+# A later command counts only when it is certain to apply (issue 14: each of these left a key
+# without a TTL): Redis's own syntax and overflow checks, the whole policy, same database, no
+# transaction, nothing between that blocks or carries the key away.
+T1_LATER_ROWS = [
+    ("SET k v", ["EXPIRE k abc"], True),  # not an integer
+    ("SET k v", ["EXPIRE k +10"], True),  # Redis's string2ll takes no sign
+    ("SET k v", ["EXPIRE k 010"], True),  # nor a leading zero
+    ("SET k v", ["EXPIRE k 60 FOO"], True),  # Unsupported option
+    ("SET k v", ["EXPIRE k 60 NX XX"], True),  # NX and XX, GT or LT: not compatible
+    ("SET k v", ["EXPIRE k 60 GT LT"], True),
+    ("SET k v", ["EXPIRE k 60 LT"], False),  # LT applies to a key without a TTL
+    ("SET k v", ["EXPIRE k 60 nx"], False),
+    ("SET k v", ["EXPIRE k 60 XX", "EXPIRE k 60"], False),  # the second one does it
+    ("SET k v", ["EXPIRE k 9223372036854776"], True),  # seconds * 1000 overflows
+    ("SET k v", ["PEXPIRE k 9223372036854775807"], True),  # + now overflows
+    ("SET k v", ["EXPIREAT k 9223372036854776"], True),
+    ("SET k v", ["EXPIREAT k 9223372036854775"], False),
+    ("SET k v", ["PEXPIREAT k 9223372036854775807"], False),  # absolute: no base to add
+    ("SET k v", ["EXPIRE k 0"], False),  # deletes the key: nothing left without a TTL
+    ("SET k v", ["SET k w KEEPTTL EX 5"], True),  # syntax error: nothing set
+    ("SET k v", ["SET k w EX 5 KEEPTTL"], True),
+    ("SET k v", ["SET k w EX 5 PX 5000"], True),
+    ("SET k v", ["SET k w EX 0"], True),  # invalid expire time
+    ("SET k v", ["SET k w EX x"], True),
+    ("SET k v", ["SET k w NX EX 5"], True),  # k exists: NX sets nothing
+    ("SET k v", ["SET k w XX EX 5"], False),
+    ("SET k v", ["SET k w GET EX 5"], False),
+    ("HSET h f v", ["SET h w GET EX 5"], True),  # GET on a hash: WRONGTYPE, nothing set
+    ("HSET h f v", ["SET h w EX 5"], False),
+    ("SET k v", ["SETEX k 0 w"], True),
+    ("SET k v", ["SETEX k -1 w"], True),
+    ("SET k v", ["SETEX k 5"], True),
+    ("SET k v", ["PSETEX k 5000 w"], False),
+    ("SET k v", ["GETEX k EX 5 PERSIST"], True),
+    ("SET k v", ["GETEX k PERSIST EX 5"], True),
+    ("SET k v", ["GETEX k EX 5 EX 6"], False),  # the last EX wins, as in Redis
+    ("SET k v", ["GETEX k EX 5 PX 6"], True),
+    ("HSET h f v", ["GETEX h EX 5"], True),  # WRONGTYPE
+    ("INCR c", ["GETEX c PX 5000"], False),
+    ("SET k v", ["SELECT 1", "EXPIRE k 60"], True),  # another database's k
+    ("SET k v", ["MULTI", "EXPIRE k 60", "DISCARD"], True),
+    ("SET k v", ["MULTI", "EXPIRE k 60", "EXEC"], True),  # a WATCH may abort it
+    ("SET k v", ["RESET", "EXPIRE k 60"], True),
+    ("SET k v", ["QUIT", "EXPIRE k 60"], True),
+    ("SET k v", ["BLPOP q 0", "EXPIRE k 60"], True),  # may never return
+    ("SET k v", ["RENAME k k2", "EXPIRE k 60"], True),  # k2 keeps no TTL
+    ("SET k v", ["COPY k k2", "EXPIRE k 60"], True),
+    ("SET k v", ["MOVE k 1", "EXPIRE k 60"], True),
+    ("SET k v", ["RENAME other k", "EXPIRE k 60"], False),  # k replaced, then given a TTL
+    ("SET k v", ["DEL k", "EXPIRE k 60"], False),
+]
+WITH_BOUNDS = "rules: {T1: {action: reject}, T3: {min_ttl: 10, max_ttl: 3600}}"
+
+
+@pytest.mark.parametrize("command,later,rejected", T1_LATER_ROWS)
+def test_t1_later_command_certain_to_apply(command, later, rejected):
+    assert (rejected_by(decide(REJECT, command, later)) == "T1") is rejected
+
+
+@pytest.mark.parametrize("later,rejected", [
+    (["EXPIRE k 60"], False),
+    (["EXPIRE k 7200"], True),  # T3 refuses it: it never runs
+    (["EXPIRE k 0"], True),
+    (["EXPIRE k 7200", "EXPIRE k 60"], False),
+    (["SET k w EX 5"], True),
+    (["SETEX k 100 w"], False),
+])
+def test_t1_later_command_passes_the_whole_policy(later, rejected):
+    assert (rejected_by(decide(WITH_BOUNDS, "SET k v", later)) == "T1") is rejected
+
+
+def test_t1_in_transaction_a_ttl_counts_while_the_key_lives():
+    """EXPIRE gives a TTL only to a key that exists; a key deleted, moved or renamed away, or a
+    change of database, ends what the transaction knew about it."""
+    def run(*commands):
+        state = SessionState()
+        state.in_multi = True
+        for command in commands:
+            verdict = decide(REJECT, command, state=state)
+            assert verdict is None or verdict.reject is None, (command, verdict.reject)
+        return [f.subject for f in state.unmet()]
+
+    assert run("EXPIRE h 60", "HSET h f v") == ["key 'h'"]  # h did not exist at the EXPIRE
+    assert run("HSET h f v", "EXPIRE h 60") == []
+    assert run("SET k v EX 60", "INCR k") == []
+    assert run("SET k v EX 60 XX", "INCR k") == ["key 'k'"]  # XX: maybe nothing set
+    assert run("SET k v EX 60", "DEL k", "INCR k") == ["key 'k'"]
+    assert run("SET k v EX 60", "LPOP k", "INCR k") == ["key 'k'"]
+    assert run("SET k v EX 60", "RENAME k k2", "INCR k") == ["key 'k'"]
+    assert run("SET k v EX 60", "MOVE k 1", "INCR k") == ["key 'k'"]
+    assert run("SET k v EX 60", "EXPIRE k 0", "INCR k") == ["key 'k'"]  # deleted by the EXPIRE
+    assert run("SET k v EXAT 1", "INCR k") == ["key 'k'"]  # a time past: deleted at once
+    assert run("HSET h f v", "DEL h", "EXPIRE h 60", "HSET h f v") == ["key 'h'"]
+    assert run("SET k v EX 60", "SELECT 1", "INCR k") == ["key 'k'"]  # another database's k
+    assert run("SET k v", "SELECT 1", "EXPIRE k 60") == ["key 'k'"]  # owed in database 0 still
+    assert run("HSET h f v", "DEL h") == []  # gone: nothing owed
+
+
+def test_t1_in_transaction_counts_only_certain_ttls():
+    state = SessionState()
+    state.in_multi = True
+    assert decide(REJECT, "SET c 0 EX abc", state=state) is None  # Redis refuses it at EXEC
+    assert b"c" not in state.expiring
+    assert decide(REJECT, "EXPIRE c 60 XX", state=state) is None
+    assert b"c" not in state.expiring
+    assert decide(REJECT, "INCR c", state=state) is None
+    assert [f.subject for f in state.unmet()] == ["key 'c'"]
+    assert decide(REJECT, "EXPIRE c 60", state=state) is None
+    assert state.unmet() == []
+
+
 @pytest.mark.parametrize("command,later,rejected", T1_REJECT_ROWS)
 def test_t1_reject(command, later, rejected):
     verdict = decide(REJECT, command, later)

@@ -178,7 +178,7 @@ def test_v2_table_matches_the_command_table():
     """Every command of GROWING writes a collection according to Redis's own COMMAND DOCS."""
     for name in GROWING:
         spec = table()[name]
-        assert "write" in spec.flags and spec.group in ("hash", "list", "set", "sorted-set", "geo"), name
+        assert "write" in spec.flags and spec.group in ("hash", "list", "set", "sorted-set", "geo", "stream"), name
 
 
 @pytest.mark.parametrize("command,parsed", [
@@ -234,7 +234,7 @@ def test_v3(command, what):
     ("rules:\n  V1:\n    max_bytes: 10KB\n", 3, "'max_bytes' must be a whole number"),
     ("rules:\n  V1:\n    max_size: 10\n", 3, "unknown setting(s): max_size"),
     ("rules:\n  V2:\n    max_elements: 1.5\n", 3, "'max_elements' must be a whole number"),
-    ("rules:\n  V2:\n    max_elements: 10\n    per_type: {stream: 5}\n", 4, "'per_type' names unknown type 'stream'"),
+    ("rules:\n  V2:\n    max_elements: 10\n    per_type: {string: 5}\n", 4, "'per_type' names unknown type 'string'"),
     ("rules:\n  V2:\n    per_type: {hash: 0}\n", 3, "'per_type': hash must be a whole number of at least 1"),
     ("rules:\n  V2:\n    per_type: [hash]\n", 3, "'per_type' must be a mapping"),
     ("rules:\n  V3:\n    max_element_bytes: -1\n", 3, "'max_element_bytes' must be at least 1"),
@@ -249,6 +249,6 @@ def test_settings_errors(text, line, message):
 def test_defaults():
     v1, v2, v3 = load_policy_text("rules: {V1: {}, V2: {}, V3: {}}").rules
     assert v1.max_bytes == 10240
-    assert (v2.max_elements, v2.caps) == (5000, {"hash": 100, "list": 5000, "set": 5000, "zset": 5000})
+    assert (v2.max_elements, v2.caps) == (5000, {"hash": 100, "list": 5000, "set": 5000, "zset": 5000, "stream": 5000})
     assert v3.max_element_bytes == 1024
     assert load_policy_text("rules: {V2: {per_type: {}}}").rules[0].caps["hash"] == 5000

@@ -92,3 +92,30 @@ def delimiter_setting(settings, name: str = "delimiter", default: str = ":") -> 
         raise settings.error(name, f"'{name}' must be one punctuation character such as ':', '/' or '.', "
                                    f"got {value!r}")
     return value
+
+
+GLOB_SPECIAL = b"*?[]\\"
+
+
+def glob_escape(text: bytes) -> bytes:
+    """Bytes as a Redis glob (SCAN MATCH, ACL key patterns) that matches exactly them."""
+    return b"".join(b"\\" + bytes((c,)) if c in GLOB_SPECIAL else bytes((c,)) for c in text)
+
+
+def glob_literal_prefix(pattern: bytes) -> bytes:
+    """What every key a Redis glob (stringmatchlen) matches starts with: its bytes up to the
+    first `*`, `?` or `[`, escapes resolved."""
+    out = bytearray()
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == 0x5C and i + 1 < len(pattern):  # backslash: the next byte is literal
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if c in b"*?[":
+            break
+        out.append(c)
+        i += 1
+    return bytes(out)
+

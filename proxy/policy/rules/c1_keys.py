@@ -22,6 +22,9 @@ class NoKeysCommand(CommandRule):
     def applies_to(self, spec) -> bool:
         return spec.name in self.commands
 
+    def denies(self, spec) -> bool:
+        return spec.name in self.commands
+
     def check(self, call):
         return self.finding(f"command {call.name.upper()}", f"use {self.suggest}")
 

@@ -327,6 +327,12 @@ class SmallReads(RewriteRule):
 
     # -- compiled per command --------------------------------------------------------------
 
+    server_commands = frozenset({"eval", "eval_ro", "type", "hlen", "scard", "zcard", "llen", "xlen"})  # the script
+
+    def denies(self, spec) -> bool:
+        entry = self.entries.get(spec.name)
+        return entry is not None and entry[0] == "reject"
+
     def applies_to(self, spec) -> bool:
         entry = self.entries.get(spec.name)
         if entry is None or entry[0] == "allow":
@@ -398,7 +404,9 @@ class SmallReads(RewriteRule):
         error = script_error(self.finding(f"command {call.name.upper()}", f"{what}; {c.advice}"))
         script = SCRIPTS[3] if getattr(call.state, "protocol", 2) == 3 else SCRIPTS[2]
         start, stop = size
-        return [[b"EVAL", script, str(len(measured) + len(others)).encode(), *measured, *others,
+        # EVAL_RO for a read: a read-only application's ACL user (`%R~`) may run it, and so may a replica
+        evaluate = b"EVAL" if "write" in call.spec.flags else b"EVAL_RO"
+        return [[evaluate, script, str(len(measured) + len(others)).encode(), *measured, *others,
                  str(c.max).encode(), error, str(start).encode(), str(stop).encode(),
                  str(len(measured)).encode(), *args]]
 

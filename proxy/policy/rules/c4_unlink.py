@@ -10,6 +10,7 @@ from ..base import RewriteRule, register
 class UnlinkInsteadOfDel(RewriteRule):
     id = "C4"
     title = "UNLINK instead of DEL"
+    server_commands = frozenset({"unlink"})
 
     def applies_to(self, spec) -> bool:
         return spec.name == "del"

@@ -25,6 +25,9 @@ class NoQueues(CommandRule):
     def applies_to(self, spec) -> bool:
         return self.deny.level(spec) > 0
 
+    def denies(self, spec) -> bool:
+        return self.deny.level(spec) > 0
+
     def check(self, call):
         return self.finding(f"command {command_words(call.name)}",
                             f"{ADVICE}; this policy denies {self.deny.why(call.spec)}")

@@ -36,6 +36,9 @@ class ScriptsWithinTheRules(CommandRule):
     def applies_to(self, spec) -> bool:
         return self.scripts == "deny" and "scripting" in spec.acl_categories
 
+    def denies(self, spec) -> bool:
+        return self.applies_to(spec)
+
     def check(self, call):
         return self.finding(f"command {command_words(call.name)}", ADVICE)
 

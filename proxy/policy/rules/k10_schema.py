@@ -12,7 +12,8 @@ the rule (`use_schema`). K10 is both a key rule and a command rule:
   pattern would be a WRONGTYPE error; `SET` on it would replace the hash). Generic commands (DEL,
   EXPIRE, TTL, TYPE, SCAN...) are type-neutral, with the exceptions in `GENERIC_TYPED`: SORT reads
   a list, set or sorted set and STORE writes a list; COPY/RENAME/RENAMENX carry the source's type
-  (T1's `CREATION` table) to a destination that must be declared of the same type. The sorted-set
+  (T1's `CREATION` table) to a destination that must be declared of the same type; RESTORE writes
+  the type its payload's first byte names (the RDB type). The sorted-set
   commands in `SET_OR_ZSET_SOURCES` read plain sets too (Redis counts each member with score 1).
 
 With `strict: false` undeclared keys pass; the type of declared ones is still checked.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from ... import errors
 from ..base import NO_ARGUMENTS, CommandRule, KeyRule, PolicyError, register
 from ._keyshape import key_bytes, subject
+from ._write_check import RESTORES, payload_type
 from .k6_type_words import GROUP_TYPES
 from .t1_ttl import CREATION, text
 
@@ -67,9 +69,11 @@ class KeySchema(KeyRule, CommandRule):
 
     def applies_to(self, spec) -> bool:
         return spec.has_keys and (spec.group in GROUP_TYPES or spec.name in GENERIC_TYPED
-                                  or CREATION.get(spec.name) == "carries")
+                                  or CREATION.get(spec.name) == "carries" or spec.name in RESTORES)
 
-    def reads_from(self, spec) -> int:
+    def reads_from(self, spec) -> int | None:
+        if spec.name in RESTORES:
+            return None  # the payload's first byte: decided every time
         return NO_ARGUMENTS  # the keys' patterns and the command's group only
 
     def check(self, call):
@@ -77,6 +81,8 @@ class KeySchema(KeyRule, CommandRule):
         args = call.args
         match = self.schema.match
         keys = call.keys
+        if spec.name in RESTORES:
+            return self._restored(call, keys)
         if spec.group not in GROUP_TYPES and spec.name not in GENERIC_TYPED:
             return self._carried(call, keys)
         for index, ks in keys:
@@ -110,6 +116,15 @@ class KeySchema(KeyRule, CommandRule):
             return None
         return self.finding(f"key '{text(args[keys[1][0]])}'",
                             errors.schema_carried_type(call.name.upper(), source, target))
+
+    def _restored(self, call, keys):
+        """RESTORE key ttl payload: the payload's type against the key's pattern."""
+        args = call.args
+        restored = payload_type(args[3]) if len(args) > 3 else None
+        pattern = self.schema.match(args[1]) if restored is not None else None
+        if pattern is None or pattern.type == restored:
+            return None
+        return self.finding(f"key '{text(args[1])}'", errors.schema_wrong_type("RESTORE", restored, pattern))
 
     def describe(self) -> str:
         count = len(self.schema) if self.schema is not None else 0

@@ -4,7 +4,13 @@ must be written by a command of that type: `HSET` on `...:string` is rejected.
 The check needs the command, so K6 is a command rule. It applies to the commands Redis flags
 `write`, and within them to the keys whose key-spec flags say the value is written (`OW`,
 `INSERT`, `UPDATE`); what type the command writes comes from its COMMAND DOCS group. Generic
-commands (DEL, EXPIRE, RENAME, COPY, SORT ... STORE) have group 'generic' and are not checked.
+commands (group 'generic') say no type, except these: `SORT ... STORE` writes a list; RESTORE
+writes the type its payload's first byte names (the RDB type); COPY, RENAME and RENAMENX give
+the destination the source's value, whose type only the server knows: when the destination names
+a type, K6 is also a RewriteRule that sends the write as the server-side check of `_write_check`,
+which compares the source's TYPE first (a source whose own type word names another type is
+refused at once). In audit mode that server check is not made. Expiry and deletion (EXPIRE, DEL,
+MOVE's same name in another database) write no type.
 
 Settings: `words` (value type -> the word, or list of words, that names it in a key; it replaces
 the default mapping), `position` (`any` segment, or only the `last` one, is a type word),
@@ -18,7 +24,8 @@ from __future__ import annotations
 import re
 
 from ...commands.keyspecs import find_keys
-from ..base import NO_ARGUMENTS, CommandRule, register
+from ..base import NO_ARGUMENTS, RewriteRule, register
+from ._write_check import SCRIPT_COMMANDS, checked_write, payload_type, with_check
 
 # COMMAND DOCS group -> the value type (TYPE's answer) that the group's write commands create.
 # Bitmaps and HyperLogLogs are strings, geo sets are sorted sets.
@@ -30,12 +37,15 @@ GROUP_TYPES = {
 TYPES = ("string", "list", "hash", "set", "zset", "stream")
 DEFAULT_WORDS = {"string": "string", "list": "list", "hash": "hash", "set": "set", "zset": "zset"}
 WRITE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})  # key-spec flags of a key whose value is written
+CARRIES = frozenset({"copy", "rename", "renamenx"})  # source -> destination: the server knows the type
+GENERIC_WRITES = CARRIES | {"sort", "restore", "restore-asking"}
 
 
 @register
-class TypeWords(CommandRule):
+class TypeWords(RewriteRule):
     id = "K6"
     title = "type word matches the value"
+    server_commands = SCRIPT_COMMANDS  # COPY/RENAME/RENAMENX checked by _write_check.SCRIPT
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -68,10 +78,13 @@ class TypeWords(CommandRule):
         self.split = self.delimiter.encode()
 
     def applies_to(self, spec) -> bool:
-        return ("write" in spec.flags and spec.group in GROUP_TYPES
-                and any(not ks.flags.isdisjoint(WRITE_FLAGS) for ks in spec.key_specs))
+        return spec.name in GENERIC_WRITES or (
+            "write" in spec.flags and spec.group in GROUP_TYPES
+            and any(not ks.flags.isdisjoint(WRITE_FLAGS) for ks in spec.key_specs))
 
-    def reads_from(self, spec) -> int:
+    def reads_from(self, spec) -> int | None:
+        if spec.name in GENERIC_WRITES:
+            return None  # SORT's options, RESTORE's payload, a server-side check: decided every time
         return NO_ARGUMENTS  # the keys and the command's group only
 
     def key_patterns(self, spec):
@@ -83,7 +96,30 @@ class TypeWords(CommandRule):
 
     def check(self, call):
         keys = call.keys if call.keys is not None else find_keys(call.spec, call.args)
-        writes = GROUP_TYPES[call.spec.group]
+        if call.name in GENERIC_WRITES:
+            return self._check_generic(call, keys)
+        return self._check_keys(call, keys, GROUP_TYPES[call.spec.group])
+
+    def _check_generic(self, call, keys):
+        args = call.args
+        if call.name in CARRIES:
+            if len(keys) < 2:
+                return None
+            source, target = args[keys[0][0]], args[keys[1][0]]
+            named = self.named_type(source)
+            if named is not None:  # the source says what it holds: the destination must agree
+                return self._check_keys(call, keys[1:], named)
+            if self.required and not self.names_type(target):
+                return self.finding(f"key '{target.decode('utf-8', 'backslashreplace')}'",
+                                    f"{call.name.upper()} writes the value of '{source.decode('utf-8', 'backslashreplace')}'"
+                                    f": the key must name its type {self._where()}")
+            return None  # a type word on the destination: rewrite() has the server compare
+        if call.name == "sort":
+            return self._check_keys(call, [(i, ks) for i, ks in keys if not ks.flags.isdisjoint(WRITE_FLAGS)], "list")
+        restored = payload_type(args[3]) if len(args) > 3 else None
+        return self._check_keys(call, keys, restored) if restored is not None else None
+
+    def _check_keys(self, call, keys, writes: str):
         for index, ks in keys:
             if ks.flags.isdisjoint(WRITE_FLAGS):
                 continue
@@ -94,6 +130,39 @@ class TypeWords(CommandRule):
             if self.required and writes in self.word_for and not self.names_type(key):
                 return self._missing(call, key, writes)
         return None
+
+    def rewrite(self, call):
+        if call.name not in CARRIES:
+            return None
+        args = call.args
+        keys = call.keys or ()
+        if len(keys) < 2 or self.named_type(args[keys[0][0]]) is not None:
+            return None  # decided in check()
+        target = args[keys[1][0]]
+        named = self.named_type(target)
+        if named is None:
+            return None
+        check = checked_write(call)
+        if check is None:
+            return None
+        shown = target.decode("utf-8", "backslashreplace")
+        word = next(s for s in self._words(target) if s.lower() in self.types).decode("utf-8", "backslashreplace")
+        check.allow_types([named], self.finding(
+            f"key '{shown}'", f"{call.name.upper()} gives it the value of "
+            f"'{args[keys[0][0]].decode('utf-8', 'backslashreplace')}', but its type word '{word}' says {named}: "
+            f"give it a name with its value's type word"))
+        return with_check(call, check)
+
+    def named_type(self, key: bytes) -> str | None:
+        """The type the first type word of `key` names, or None."""
+        for segment in self._words(key):
+            named = self.types.get(segment.lower())
+            if named is not None:
+                return named
+        return None
+
+    def _where(self) -> str:
+        return "as its last segment" if self.position == "last" else "as a segment"
 
     def _words(self, key: bytes) -> list[bytes]:
         segments = key.split(self.split)

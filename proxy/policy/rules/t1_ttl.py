@@ -12,11 +12,14 @@ existing list; and COPY/RENAME, whose destination takes the source's TTL).
 
 `action: reject` (a CommandRule, `RequireTtl`) is static: the proxy does not ask the server
 whether the key exists. A write that can create a key passes when it sets a TTL itself (`SET ...
-EX`, SETEX, PSETEX, RESTORE with a TTL), when a later command of the same pipeline gives the key
-one (EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT without XX/GT, `SET k ... EX`, SETEX, PSETEX, `GETEX k EX`;
-the first `LATER_SCAN` commands are looked at), or, inside MULTI, when an earlier command of the
-open transaction gave the key a TTL and this one keeps it (`SET k v EX 60` then `INCR k`; the
-session clears `state.expiring` at EXEC/DISCARD, this rule fills it). So every write of a
+EX`, SETEX, PSETEX, RESTORE with a TTL: when that TTL is invalid Redis writes nothing), when a
+later command of the same pipeline is certain to give the key one (`_ttl_certain`: EXPIRE and
+its kin with valid options, never XX or GT, a TTL Redis accepts; `SET k ... EX` without NX;
+SETEX, PSETEX; `GETEX k EX` after a string write; that later command passes the whole policy
+itself, and nothing between them changes the database, ends the run or carries the key away; the
+first `LATER_SCAN` commands are looked at), or, inside MULTI, when an earlier command of the open
+transaction certainly gave the key a TTL and this one keeps it (`SET k v EX 60` then `INCR k`;
+the session clears `state.expiring` at EXEC/DISCARD, this rule fills it). So every write of a
 counter or a hash field carries its EXPIRE; that is what "TTL mandatory" means without a
 round trip. `SET ... KEEPTTL` counts as no TTL (a new key has none) unless something above gives
 one. `PERSIST k` and `GETEX k PERSIST` are rejected. A transaction sent one command at a time
@@ -43,7 +46,9 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, register
+from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, current_commands, register, same_command
+from ._ttl_certain import DELETED, TTL, later_gives_ttl, ttl_outcome
+from .k6_type_words import GROUP_TYPES
 
 # -- the one table of TTL arguments (T1, T2, T3) ------------------------------------------------
 
@@ -202,19 +207,6 @@ def _has_option(name: str, args, word: bytes) -> bool:
     return any(arg.lower() == word for arg in args[3:])
 
 
-def gives_ttl(args, key: bytes) -> bool:
-    """Does this (later) command leave `key` with a TTL, whether it exists yet or not?"""
-    if len(args) < 3 or args[1] != key:
-        return False
-    name = command_name(args)
-    if name in EXPIRE_FAMILY:
-        return not any(arg.lower() in NO_TTL_YET_FAILS for arg in args[3:])
-    if name in ("setex", "psetex", "set", "getex"):
-        found = ttl_args(name, args)
-        return bool(found.ttls)
-    return False
-
-
 class InjectedTtl(bytes):
     """A TTL argument the proxy wrote (T2 jitters these whatever its `client_ttls`)."""
 
@@ -349,16 +341,42 @@ class _TtlCommon(PersistentKeys):
             yield index, key, clears, how
 
 
+# Inside MULTI, what makes the keys given a TTL earlier in the transaction count no more: a
+# change of database (every key), a key moved away (MOVE); and every command whose key specs
+# delete (DELETE, RM: DEL, GETDEL, LPOP, RENAME's source...).
+SETTLES = frozenset({"select", "swapdb", "flushdb", "flushall"})
+MOVES_AWAY = frozenset({"move"})
+
+
+def forgets(spec) -> bool:
+    """Can this command (in a transaction) end the TTL bookkeeping of a key?"""
+    return spec.name in SETTLES or spec.name in MOVES_AWAY or any(
+        "DELETE" in ks.flags or "RM" in ks.flags for ks in spec.key_specs)
+
+
 class RequireTtl(_TtlCommon, CommandRule):
     """`action: reject`."""
 
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.forgetting: set[str] = set()  # commands that end a key's bookkeeping in MULTI (`forgets`)
+        self.writing: set[str] = set()  # commands that may create a key or change its TTL
+
     def applies_to(self, spec) -> bool:
-        return may_create(spec) or spec.name in TTL_TABLE
+        if forgets(spec):
+            self.forgetting.add(spec.name)  # RENAME, LMOVE, SMOVE also write: both apply
+        if may_create(spec) or spec.name in TTL_TABLE:
+            self.writing.add(spec.name)
+        return spec.name in self.writing or spec.name in self.forgetting
 
     def reads_from(self, spec) -> int:
         return ttl_reads_from(spec)  # and `call.later`, which makes a call volatile
 
     def check(self, call):
+        if call.name in self.forgetting and call.state.in_multi:
+            self._forget(call)
+        if call.name not in self.writing:
+            return None
         info = call_ttl_args(call)
         found = self._persist_finding(call, info)
         if found is not None:
@@ -373,7 +391,7 @@ class RequireTtl(_TtlCommon, CommandRule):
                 continue
             if state.in_multi and not clears and key in state.expiring:
                 continue
-            if not _later_gives_ttl(call.later, key):
+            if not later_gives_ttl(call.later, key, _writes_string(call), call.engine, LATER_SCAN):
                 finding = self.finding(f"key '{text(key)}'", self._advice(call, key, info))
                 if not state.in_multi:
                     return finding
@@ -396,32 +414,51 @@ class RequireTtl(_TtlCommon, CommandRule):
 
     @staticmethod
     def _track(call, info, cleared) -> None:
-        """Inside MULTI: remember the keys this command leaves with a TTL (for the next ones)."""
-        expiring = call.state.expiring
+        """Inside MULTI: remember the keys this command certainly leaves with a TTL (for the next
+        ones). EXPIRE and its kin give one only to a key that exists: one written earlier in the
+        transaction; SET without XX, SETEX and PSETEX write the key themselves."""
+        state = call.state
+        expiring = state.expiring
         args = call.args
         if info is not None and len(args) > 1:
+            key = args[1]
             if info.clear:
-                expiring.discard(args[1])
-            elif gives_ttl(args, args[1]):
-                expiring.add(args[1])
-                return
+                expiring.discard(key)
+            else:
+                outcome = ttl_outcome(args, key, False)
+                if outcome == DELETED:
+                    state.forget(key)
+                    return
+                writes = call.name in ("setex", "psetex") or (
+                    call.name == "set" and b"xx" not in (arg.lower() for arg in args[3:]))
+                if outcome == TTL and (writes or key in state.owed or key in expiring):
+                    expiring.add(key)
+                    return
         for key in cleared or ():
             expiring.discard(key)  # replaced: the TTL it had is gone (the later EXPIRE gives one)
 
+    @staticmethod
+    def _forget(call) -> None:
+        """Inside MULTI: a change of database, or keys deleted or moved away."""
+        state = call.state
+        if call.name in SETTLES:
+            state.settle()
+            return
+        args = call.args
+        for index, ks in call.keys or ():
+            if call.name in MOVES_AWAY or "DELETE" in ks.flags or "RM" in ks.flags:
+                state.forget(args[index])
 
-def _later_gives_ttl(later, key: bytes) -> bool:
-    if not later:
-        return False
-    for count, args in enumerate(later):
-        if count >= LATER_SCAN:
-            return False
-        if gives_ttl(args, key):
-            return True
-    return False
+
+def _writes_string(call) -> bool:
+    """Does the write leave a string (so that a later GETEX or SET ... GET applies to it)?"""
+    return GROUP_TYPES.get(call.spec.group) == "string"
 
 
 class InjectTtl(_TtlCommon, RewriteRule):
     """`action: inject`."""
+
+    server_commands = frozenset({"expire"})  # the hidden EXPIRE key ttl NX
 
     def applies_to(self, spec) -> bool:
         return may_create(spec) or spec.name in ("persist", "getex")
@@ -447,15 +484,3 @@ class InjectTtl(_TtlCommon, RewriteRule):
         if first is args and not extras:
             return None
         return [first, *commands[1:], *extras]
-
-
-def current_commands(call) -> list:
-    """What the rewrite chain sends so far: the earlier rewrite rules' output (with the engine's
-    `Call.commands`, see the report), else just this command."""
-    return getattr(call, "commands", None) or [call.args]
-
-
-def same_command(call, args) -> bool:
-    """Is `args` still the command the plan was made for (not already turned into an EVAL)?"""
-    name = call.name.partition("|")[0]
-    return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()

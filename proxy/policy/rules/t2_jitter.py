@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 import time
 
-from ..base import RewriteRule, register
-from .t1_ttl import TTL_TABLE, InjectedTtl, command_name, current_commands, may_create, ttl_args
+from ..base import RewriteRule, current_commands, register
+from .t1_ttl import TTL_TABLE, InjectedTtl, command_name, may_create, ttl_args
 
 
 @register

@@ -24,9 +24,13 @@ the rule's (`use_schema`).
 
 `GROWING` is the one table of argument semantics (which arguments are fields or members); the
 type family (and so the size command and the `per_type` cap) comes from the command's COMMAND
-DOCS group. Commands the table does not name are not capped: blocking moves (BLMOVE,
-BRPOPLPUSH: `noscript`, they cannot run in a script), *STORE destinations (their size is only
-known after computing them), COPY, RESTORE, SORT ... STORE; streams are capped with XADD MAXLEN.
+DOCS group. A stream grows by one entry per XADD (capped unless an exact `MAXLEN n` within the cap
+trims it). Where the size written is the server's to know, V2 adds its caps to the server-side
+check `_write_check` sends (with K6's and V1's parts): *STORE destinations (SUNIONSTORE ... SORT
+... STORE, GEORADIUS ... STORE) are counted by the matching read first, COPY/RENAME/RENAMENX
+carry a value measured first, RESTORE runs and is undone when over the cap. Blocking moves
+(BLMOVE, BRPOPLPUSH) cannot run in a script (`noscript`): V2 refuses them, with LMOVE as the
+capped alternative.
 
 A command whose arguments do not have the command's shape (wrong count, NX with XX) is
 forwarded unchanged: Redis refuses it and writes nothing, with its own error. A command of more
@@ -47,8 +51,9 @@ EVAL when the engine passes them (`Call.commands`).
 from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
-from ..base import RewriteRule, register
-from .t1_ttl import current_commands, same_command, text
+from ..base import RewriteRule, current_commands, register, same_command
+from ._write_check import SCRIPT_COMMANDS, checked_write, with_check
+from .t1_ttl import text
 
 MAX_SCRIPT_ARGS = 7900  # Lua's unpack() stops near 8000 values
 
@@ -62,7 +67,7 @@ local cap, most, n = tonumber(ARGV[2]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local size = redis.pcall(ARGV[3], key)
 if type(size) == 'number' and most > 0 and size + most > cap then
   local new = 0
-  if how == 'push' then
+  if how == 'push' or how == 'entry' then
     new = most
   elseif how == 'pushx' then
     if size > 0 then new = most end
@@ -103,8 +108,16 @@ FAMILIES = {
     "set": ("set", b"SCARD", "sets"),
     "sorted-set": ("zset", b"ZCARD", "sorted sets"),
     "geo": ("zset", b"ZCARD", "sorted sets"),
+    "stream": ("stream", b"XLEN", "streams"),
 }
-TYPES = ("hash", "list", "set", "zset")
+TYPES = ("hash", "list", "set", "zset", "stream")
+PLURALS = {kind: plural for kind, _, plural in FAMILIES.values()}
+# Writes whose size only the server knows (`_write_check`), and blocking moves, which cannot be
+# sent as a script: refused, LMOVE / RPOPLPUSH are capped instead.
+SERVER_CHECKED = frozenset({"sunionstore", "sdiffstore", "sinterstore", "zunionstore", "zinterstore", "zdiffstore",
+                            "zrangestore", "geosearchstore", "georadius", "georadiusbymember", "sort", "copy",
+                            "rename", "renamenx", "restore", "restore-asking"})
+BLOCKING_MOVES = {"blmove": "LMOVE", "brpoplpush": "RPOPLPUSH"}
 
 ZADD_FLAGS = frozenset({b"nx", b"xx", b"gt", b"lt", b"ch", b"incr"})
 GEOADD_FLAGS = frozenset({b"nx", b"xx", b"ch"})
@@ -169,6 +182,32 @@ def _lmove(args):
     return [] if len(args) == 5 and args[3].lower() in SIDES and args[4].lower() in SIDES else None
 
 
+def _xadd(args):
+    """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] id field value ...: one
+    entry (a stand-in candidate), or None when the arguments have not that shape."""
+    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
+    if i < len(args) and args[i].lower() in (b"maxlen", b"minid"):
+        i += 2 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 1
+        i += 1
+        if i < len(args) and args[i].lower() == b"limit":
+            i += 2
+    rest = len(args) - i - 1  # after the id: field value pairs
+    return [b"entry"] if rest >= 2 and rest % 2 == 0 else None
+
+
+def xadd_trims_within(args, cap: int) -> bool:
+    """An exact `MAXLEN [=] n` with n <= cap: the stream stays within the cap whatever it holds."""
+    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
+    if i + 1 >= len(args) or args[i].lower() != b"maxlen":
+        return False
+    if args[i + 1] == b"=":
+        i += 1
+    try:
+        return 0 <= int(args[i + 1]) <= cap
+    except ValueError:
+        return False
+
+
 # command -> (how the script counts, the candidates: a function of the arguments returning
 # the fields/members/items that may be new, or None when Redis will refuse the arguments,
 # the argument index of the collection, of the source of a move)
@@ -190,6 +229,7 @@ GROWING = {
     "zadd": ("zmembers", _zadd, 1, 0),
     "zincrby": ("zmembers", _one(3, 4), 1, 0),
     "geoadd": ("zmembers", _geoadd, 1, 0),
+    "xadd": ("entry", _xadd, 1, 0),
 }
 ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, whatever the arguments
 
@@ -199,6 +239,7 @@ class CollectionCap(RewriteRule):
     id = "V2"
     title = "collection size"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
+    server_commands = SCRIPT_COMMANDS | {"lpos", "sismember", "hexists", "zscore"}  # SCRIPT and _write_check's
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -224,7 +265,11 @@ class CollectionCap(RewriteRule):
                 self.pattern_caps[pattern.pattern] = pattern.max_elements
 
     def applies_to(self, spec) -> bool:
-        return spec.name in GROWING and spec.group in FAMILIES
+        return ((spec.name in GROWING and spec.group in FAMILIES) or spec.name in SERVER_CHECKED
+                or spec.name in BLOCKING_MOVES)
+
+    def reads_from(self, spec) -> int | None:
+        return None  # sent as a server-side script or refused: decided every time (the default)
 
     def _family(self, spec, key: bytes):
         """(cap, size command, plural, schema pattern or None) for this key: its schema
@@ -244,10 +289,25 @@ class CollectionCap(RewriteRule):
         advice = f"keep {plural} at most {cap} elements"
         return schema_limit(advice, pattern) if pattern is not None else advice
 
+    def caps_for(self, key: bytes) -> dict:
+        """type -> (cap, advice) for a key of any type: its schema pattern's cap, else per type."""
+        if self.pattern_caps:
+            pattern = self.schema.match(key)
+            if pattern is not None and pattern.pattern in self.pattern_caps:
+                cap = self.pattern_caps[pattern.pattern]
+                return {kind: (cap, self._cap_advice(cap, PLURALS[kind], pattern)) for kind in TYPES}
+        return {kind: (self.caps[kind], self._cap_advice(self.caps[kind], PLURALS[kind], None)) for kind in TYPES}
+
     def check(self, call):
         """What is known without the server: too long for a script; more items pushed than the cap."""
         args = call.args
-        how, candidates, at, _ = GROWING[call.name]
+        if call.name in BLOCKING_MOVES:
+            key = args[2] if len(args) > 2 else b""
+            return self.finding(f"key '{text(key)}'", f"a blocking move cannot be capped (it cannot run in a "
+                                f"script): use {BLOCKING_MOVES[call.name]}, and wait in the application")
+        if call.name in SERVER_CHECKED:
+            return None  # rewrite() has the server count it
+        how, _, at, _ = GROWING[call.name]
         if len(args) > MAX_SCRIPT_ARGS:
             return self.finding(f"key '{text(args[at])}'", self._too_long_advice())
         if how != "push" or len(args) <= at:
@@ -263,9 +323,17 @@ class CollectionCap(RewriteRule):
                 "proxy can check the collection's size atomically")
 
     def rewrite(self, call):
+        if call.name in SERVER_CHECKED:
+            check = checked_write(call)
+            if check is None:
+                return None  # not a write (SORT without STORE), or Redis refuses the arguments
+            key = check.target_key()
+            for kind, (cap, advice) in self.caps_for(key).items():
+                check.limit(kind, cap, self.finding(f"key '{text(key)}'", advice))
+            return with_check(call, check)
         commands = current_commands(call)
         args = commands[0]
-        if not same_command(call, args):
+        if not same_command(call, args) or call.name in BLOCKING_MOVES:
             return None
         how, candidates_of, at, source_at = GROWING[call.name]
         if len(args) > MAX_SCRIPT_ARGS:
@@ -278,8 +346,10 @@ class CollectionCap(RewriteRule):
             return None  # Redis refuses these arguments and writes nothing
         key = args[at]
         cap, size_command, plural, pattern = self._family(call.spec, key)
+        if how == "entry" and xadd_trims_within(args, cap):
+            return None
         keys = [key, args[source_at]] if source_at else [key]
-        if how in ("push", "pushx"):
+        if how in ("push", "pushx", "entry"):
             most, candidates = len(candidates), []
         elif how in ONE_NEW:
             most = 1
@@ -294,5 +364,5 @@ class CollectionCap(RewriteRule):
 
     def describe(self) -> str:
         caps = ", ".join(f"{kind} {cap}" for kind, cap in sorted(self.per_type.items()))
-        return f"collections at most {self.max_elements} elements" + (f" ({caps})" if caps else "") + \
-            ", checked atomically by a server-side script"
+        return f"collections and streams at most {self.max_elements} elements" + (f" ({caps})" if caps else "") + \
+            ", checked atomically by a server-side script (*STORE, COPY/RENAME, RESTORE too); BLMOVE refused"

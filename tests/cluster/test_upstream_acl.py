@@ -1,0 +1,71 @@
+"""The second wall in front of a Redis Cluster: ACL is per node and not replicated, so the proxy
+creates the policy's users on every node, masters and replicas, and they hold there."""
+
+import pytest
+import redis
+
+from proxy.commands.table import CommandTable
+from proxy.policy import Engine, load_policy_text
+from proxy.policy.acl import compile_users
+from proxy.policy.passwords import hash_password
+from tests.cluster.start import proxy_for
+
+POLICY = """
+name: shop-cluster
+auth: required
+applications:
+  checkout:
+    password_hash: "{hash}"
+    prefixes: ["shop:order:"]
+  reports:
+    password_hash: "{hash}"
+    prefixes: ["shop:"]
+    read_only: true
+rules:
+  K7: {{}}
+  C2: {{}}
+"""
+
+
+@pytest.fixture(scope="module")
+def acl_proxy(redis_cluster, tmp_path_factory):
+    text = POLICY.format(hash=hash_password(b"pw", log_n=4))
+    policy = tmp_path_factory.mktemp("acl") / "policy.yaml"
+    policy.write_text(text)
+    process = proxy_for(redis_cluster, "--policy", str(policy))
+    users = compile_users(Engine(load_policy_text(text), CommandTable.from_snapshot()), None)
+    yield process, users
+    process.stop()
+    for node in redis_cluster.nodes:
+        if node.alive:
+            redis_cluster.command(node, "ACL", "DELUSER", *(user.name for user in users.users))
+
+
+def test_users_on_every_node(acl_proxy, redis_cluster):
+    process, users = acl_proxy
+    nodes = [node for node in redis_cluster.nodes if node.alive]
+    assert len(nodes) == 6
+    assert f"upstream ACL users: 3 applied on {len(nodes)} nodes" in process.log
+    for node in nodes:  # masters and replicas: a replica promoted keeps the wall
+        names = {n if isinstance(n, str) else n.decode() for n in redis_cluster.command(node, "ACL", "USERS")}
+        assert {user.name for user in users.users} <= names, node
+
+
+def test_the_users_hold_on_the_nodes(acl_proxy, redis_cluster):
+    _, users = acl_proxy
+    for key in ("shop:order:1", "shop:product:1"):
+        redis_cluster.client(redis_cluster.master_for_key(key)).set(key, "v")
+    name, password = users.credentials_for("checkout")
+    owner = redis_cluster.master_for_key("shop:product:1")
+    client = redis_cluster.client(owner, username=name, password=password)
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.get("shop:product:1")
+    with pytest.raises(redis.exceptions.ResponseError):
+        client.eval("return redis.call('GET', 'shop:product:1')", 0)
+    mine = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"), username=name, password=password)
+    assert mine.get("shop:order:1") == b"v"
+    name, password = users.credentials_for("reports")
+    reader = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"), username=name, password=password)
+    assert reader.get("shop:order:1") == b"v"
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        reader.set("shop:order:1", "x")
