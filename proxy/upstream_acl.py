@@ -5,7 +5,8 @@ connection as the proxy's own upstream user: `ACL SETUSER` for every compiled us
 with `reset`, so a user holds exactly what the policy says, whatever it held before: nothing
 accumulates), then `ACL DELUSER` for the users of the same policy that it no longer compiles (an
 application removed). In front of a Redis Cluster, on every node (ACL is not replicated: masters
-and replicas alike), from `CLUSTER SHARDS`. When the proxy's user may not run ACL SETUSER (or
+and replicas alike), from `CLUSTER SHARDS`; in front of a Sentinel-managed master, on the master
+and the replicas its `ROLE` lists. When the proxy's user may not run ACL SETUSER (or
 `upstream_acl: off`), the users may still be there, made by operators who manage Redis users
 themselves (`redis-guard policy acl FILE` prints them): each is tried with `AUTH` on every node,
 and when all log in they are used (`AclStatus.usable`); else the proxy runs without the second
@@ -117,14 +118,33 @@ async def cluster_nodes(seed, timeout: float = 5.0) -> list:
     return [dataclasses.replace(seed, address=address) for address in addresses]
 
 
+async def server_and_replicas(upstream, timeout: float = 5.0) -> list:
+    """The server and the replicas its ROLE lists (ACL is not replicated: a Sentinel's replicas
+    serve reads, and one of them becomes the master on failover)."""
+    (role,) = await ask(upstream, [("ROLE",)], timeout)
+    nodes = [upstream]
+    if isinstance(role, list) and len(role) > 2 and role[0] in (b"master", "master"):
+        for replica in role[2]:
+            host = replica[0].decode() if isinstance(replica[0], bytes) else str(replica[0])
+            address = dataclasses.replace(upstream.address, host=host, port=int(replica[1]))
+            nodes.append(dataclasses.replace(upstream, address=address))
+    return nodes
+
+
 async def apply_for(config, users) -> AclStatus:
-    """Apply on the configured upstream: the server, or every node of the cluster."""
+    """Apply on the configured upstream: the server (with a Sentinel, its replicas too), or
+    every node of the cluster."""
     if users is None:
         return AclStatus(off="none (no policy)")
     if users.audit:
         return AclStatus(off="none (the policy is in audit mode: a dry run enforces nothing)")
     try:
-        nodes = await cluster_nodes(config.upstream_cluster[0]) if config.upstream_cluster else [config.upstream]
+        if config.upstream_cluster:
+            nodes = await cluster_nodes(config.upstream_cluster[0])
+        elif config.upstream_sentinel is not None:
+            nodes = await server_and_replicas(config.upstream)
+        else:
+            nodes = [config.upstream]
     except (TimeoutError, OSError, ConnectionError, ValueError) as exc:
         return AclStatus(refused=[f"cluster nodes unknown: {exc}"])
     if config.upstream_acl:

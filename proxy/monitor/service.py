@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import live, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
+from ..config import NO_POLICY
 from .ready import Readiness
 
 __all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"]
@@ -31,7 +32,7 @@ def bind(config) -> tuple[MonitorServer | None, str | None]:
     source = workers_source(directory) if directory else local_source
     upstreams = config.upstream_cluster or (config.upstream,)
     try:
-        server = MonitorServer(config.metrics, source, Readiness(upstreams, config.policy is not None))
+        server = MonitorServer(config.metrics, source, Readiness(upstreams, config.policy != NO_POLICY))
     except BindError:
         if directory:
             workers.remove_directory(directory)
