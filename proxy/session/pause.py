@@ -75,20 +75,38 @@ class PauseWatch:
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         if data.startswith(b"+OK"):
-            pauses = self.session.backend.pauses
-            if self.args[1].lower() == b"unpause":
-                pauses.unpaused()
-            else:
-                try:
-                    seconds = int(self.args[2]) / 1000
-                except (IndexError, ValueError):
-                    seconds = 0.0
-                mode = WRITE if len(self.args) > 3 and self.args[3].lower() == b"write" else ALL
-                pauses.paused(mode, seconds)
+            took_effect(self.session.backend.pauses, self.args)
         self.session.deliver(pending, data, done)
 
     def pending_failed(self, pending, error: bytes, partial: bool) -> None:
         self.session.pending_failed(pending, error, partial)
+
+
+class ExecWatch(PauseWatch):
+    """Receives EXEC's reply for a transaction that queued CLIENT PAUSE/UNPAUSE (`args`: their
+    arguments, in order): when the transaction ran, Redis paused (or unpaused) at its end."""
+
+    __slots__ = ()
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        if self.args and data.startswith(b"*") and not data.startswith(b"*-1"):
+            pauses = self.session.backend.pauses
+            for args in self.args:
+                took_effect(pauses, args)
+        self.args = ()  # the reply's first bytes only
+        self.session.deliver(pending, data, done)
+
+
+def took_effect(pauses: Pauses, args) -> None:
+    """A CLIENT PAUSE or UNPAUSE Redis accepted."""
+    if args[1].lower() == b"unpause":
+        pauses.unpaused()
+        return
+    try:
+        seconds = int(args[2]) / 1000
+    except (IndexError, ValueError):
+        seconds = 0.0
+    pauses.paused(WRITE if len(args) > 3 and args[3].lower() == b"write" else ALL, seconds)
 
 
 def watches(args) -> bool:

@@ -22,6 +22,7 @@ from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
 from ..resp.reader import Batch
 from .behaviour import PASS
+from .pause import ExecWatch
 from .states import DOOMED, HELD
 
 log = logging.getLogger("redis_guard.server")
@@ -95,6 +96,7 @@ def end_transaction(session, is_exec: bool, batch, index: int) -> int:
     state = session.policy_state
     doomed = session.state.txn is DOOMED
     extra = session.after_exec
+    pauses, session.queued_pauses = session.queued_pauses, []
     unmet = state.unmet() if is_exec and not doomed else ()
     state.end_transaction()
     session.after_exec = []
@@ -115,7 +117,10 @@ def end_transaction(session, is_exec: bool, batch, index: int) -> int:
         session.unpaired = False
         return session.stream_on_own(batch, index)
     session.unpaired = False
-    session.route.forward(session, batch, index, index + 1)
+    if is_exec and pauses:
+        session.route.send(session, args, batch.span(index, index + 1), 1, ExecWatch(session, pauses))
+    else:
+        session.route.forward(session, batch, index, index + 1)
     if is_exec and extra:
         session.route.hidden(session, args, extra)
     return index + 1

@@ -168,3 +168,21 @@ def test_multi_reply_command_in_transaction(own_redis, own_proxy):
     direct, through = both(own_redis, own_proxy, [b"MULTI\r\nUNSUBSCRIBE a b\r\nEXEC\r\nPING one\r\nPING two\r\n"])
     assert direct[0][1] is False
     assert through == direct
+
+
+def test_client_pause_queued_in_a_transaction_holds_writes_only(own_redis, own_proxy):
+    """Redis's 'Test that client pause starts at the end of a transaction' (unit/pause): a CLIENT
+    PAUSE WRITE queued in MULTI pauses at EXEC. The proxy learns of it from EXEC's reply, so a
+    write sent after it waits on a connection of its own client and the readers go on."""
+    pauser, writer = connect(own_proxy.port), connect(own_proxy.port)
+    try:
+        assert say(pauser, b"MULTI\r\nSET foo1 bar\r\nCLIENT PAUSE 60000 WRITE\r\nSET foo2 bar\r\nEXEC\r\n")[0] == (
+            b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n+OK\r\n+OK\r\n")
+        writer.sendall(b"SET foo3 bar\r\n")
+        assert say(pauser, b"GET foo1\r\nGET foo2\r\nGET foo3\r\n")[0] == b"$3\r\nbar\r\n$3\r\nbar\r\n$-1\r\n"
+        assert say(pauser, b"CLIENT UNPAUSE\r\n")[0] == b"+OK\r\n"
+        assert read_until_quiet(writer, 3, 0.3)[0] == b"+OK\r\n"
+    finally:
+        say(connect(own_redis.port), b"CLIENT UNPAUSE\r\n")
+        pauser.close()
+        writer.close()
