@@ -134,6 +134,7 @@ def command_words(name: str) -> str:
 @register
 class DeniedCommands(CommandRule):
     id = "C2"
+    order = 102
     title = "denied command"
 
     def __init__(self, settings):

@@ -16,6 +16,7 @@ ADVICE = "use a message broker (Kafka, RocketMQ) for queues"
 @register
 class NoQueues(CommandRule):
     id = "C5"
+    order = 103
     title = "Redis is not a message queue"
 
     def __init__(self, settings):

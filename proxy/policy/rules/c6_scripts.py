@@ -25,6 +25,7 @@ ADVICE = ("this policy allows no server-side scripts: send the commands themselv
 @register
 class ScriptsWithinTheRules(CommandRule):
     id = "C6"
+    order = 104
     title = "no scripts"
 
     def __init__(self, settings):

@@ -41,6 +41,7 @@ SET_OR_ZSET = frozenset({"set", "zset"})
 @register
 class KeySchema(KeyRule, CommandRule):
     id = "K10"
+    order = 210
     title = "key schema"
 
     def __init__(self, settings):

@@ -44,6 +44,7 @@ GENERIC_WRITES = CARRIES | {"sort", "restore", "restore-asking"}
 @register
 class TypeWords(RewriteRule):
     id = "K6"
+    order = 206
     title = "type word matches the value"
     server_commands = SCRIPT_COMMANDS  # COPY/RENAME/RENAMENX checked by _write_check.SCRIPT
 

@@ -32,6 +32,7 @@ class Namespaces(Rule):
     """The K7 settings; the checks are the rules below, built per application."""
 
     id = "K7"
+    order = 207
     title = "namespace"
 
     def __init__(self, settings):

@@ -258,6 +258,7 @@ class TtlRequired(Rule):
     """T1 as the policy names it; `action` chooses the class that does the work."""
 
     id = "T1"
+    order = 301
     title = "every key has a TTL"
 
     @classmethod

@@ -29,6 +29,7 @@ from .t1_ttl import TTL_TABLE, InjectedTtl, command_name, may_create, ttl_args
 @register
 class TtlJitter(RewriteRule):
     id = "T2"
+    order = 302
     title = "TTL jitter"
 
     def __init__(self, settings):

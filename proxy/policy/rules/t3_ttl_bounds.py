@@ -52,6 +52,7 @@ def approximately(seconds: float) -> str:
 @register
 class TtlBounds(PersistentKeys, CommandRule):
     id = "T3"
+    order = 303
     title = "TTL bounds"
 
     def __init__(self, settings):

@@ -68,6 +68,7 @@ BITFIELD_WRITES = frozenset({b"set", b"incrby"})
 @register
 class StringSize(RewriteRule):
     id = "V1"
+    order = 401
     title = "string size"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
     server_commands = SCRIPT_COMMANDS  # APPEND_SCRIPT, _write_check.SCRIPT

@@ -237,6 +237,7 @@ ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, wh
 @register
 class CollectionCap(RewriteRule):
     id = "V2"
+    order = 402
     title = "collection size"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
     server_commands = SCRIPT_COMMANDS | {"lpos", "sismember", "hexists", "zscore"}  # SCRIPT and _write_check's

@@ -51,6 +51,7 @@ ELEMENTS = {
 @register
 class ElementSize(CommandRule):
     id = "V3"
+    order = 403
     title = "element size"
 
     def __init__(self, settings):
