@@ -19,7 +19,7 @@ import sys
 
 from .base import MODES, REGISTRY, Settings
 from .loader import APPLICATION_SETTINGS, TOP_LEVEL  # the loader registers every rule
-from .rules.k6_type_words import TYPES
+from .rules._types import TYPES
 from .schema import CONSTRAINTS, FIELDS, LIMITS, PERSISTENT_WORDS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

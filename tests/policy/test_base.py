@@ -1,9 +1,12 @@
 """The rule registry (`base.register`): every rule declares its place, the registry keeps the
 rules in that order, and a rule it cannot place stops the import."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from proxy.policy import load_policy_text
+from proxy.policy import load_policy_text, rules
 from proxy.policy.base import REGISTRY, CommandRule, RegistrationError, register
 
 # The order rules run in (docs/rules.md; the refusals C5, C6 before the rewrites C3, C4).
@@ -67,3 +70,16 @@ def test_a_subclass_of_a_registered_rule_inherits_its_place_and_is_refused(regis
     child = type("Child", (parent,), {"id": "X2"})
     with pytest.raises(RegistrationError, match="rules X1 and X2 both declare order = 150"):
         register(child)
+
+
+def test_no_rule_module_imports_from_another_rule_module():
+    """What rules share lives in the `_` modules of the package (`_ttl`, `_commands`, `_types`...)."""
+    package = Path(rules.__file__).parent
+    rule_modules = {path.stem for path in package.glob("[a-z]*.py")}
+    found = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in rule_modules:
+                found.append(f"{path.name} imports from {node.module}")
+    assert len(rule_modules) == len(EXPECTED_ORDER)
+    assert found == []

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..base import CommandRule, register
-from .c2_deny import CommandMatcher, command_words
+from ._commands import CommandMatcher, command_words
 
 DEFAULT_DENY = ("@blocking", "@pubsub", "@stream")
 ADVICE = "use a message broker (Kafka, RocketMQ) for queues"

@@ -16,7 +16,7 @@ session hands queued commands to the engine one by one.
 from __future__ import annotations
 
 from ..base import CommandRule, register
-from .c2_deny import command_words
+from ._commands import command_words
 
 ADVICE = ("this policy allows no server-side scripts: send the commands themselves "
           "(inside MULTI/EXEC if they must run together)")
