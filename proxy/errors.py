@@ -144,7 +144,7 @@ def audit_big_collection(kind: str, count: int, limit: int) -> str:
 
 
 def audit_ttl_above(seconds: float, limit: float) -> str:
-    from .policy.rules.t3_ttl_bounds import approximately
+    from .policy.rules._durations import approximately
 
     return (f"a TTL of {approximately(seconds)} left, above the policy's max_ttl of {approximately(limit)}: "
             "set a shorter one with EXPIRE")

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 
 from .. import errors
 from ..policy.base import OFF, Finding
-from ..policy.rules._keyshape import fullmatcher
-from ..policy.rules.t1_ttl import text
-from ..policy.rules.t3_ttl_bounds import approximately
+from ..policy.rules._durations import approximately
+from ..policy.rules._keyshape import fullmatcher, text
 from .facts import KeyFacts
 
 DEFAULT_STRING_BYTES = 10240  # RULES.md V1: 10 KB (seeds 001, 002, 003)

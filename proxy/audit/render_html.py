@@ -178,7 +178,7 @@ def render(report: dict, top: int = 10) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>Redis Guard audit: {escape(str(report.get('target', '')))}</title>",
            f"<style>{STYLE}</style></head><body>",
-           f"<h1>Redis Guard keyspace audit</h1>",
+           "<h1>Redis Guard keyspace audit</h1>",
            f"<p>{escape(str(report.get('target', '')))}, policy <b>{policy}</b>, "
            f"started {escape(str(report.get('started', '')))}, "
            f"<span class=\"{'' if complete else 'partial'}\">{state}</span>.</p>",

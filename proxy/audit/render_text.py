@@ -5,7 +5,7 @@ their worst keys, the biggest keys, and each rule's top offenders with how to co
 
 from __future__ import annotations
 
-from ..policy.rules.t3_ttl_bounds import approximately
+from ..policy.rules._durations import approximately
 
 
 def size_text(count: int | None) -> str:

@@ -18,7 +18,7 @@ import bisect
 import heapq
 import itertools
 
-from ..policy.loader import ORDER
+from ..policy.loader import REGISTRY  # every rule, registered by the loader, in rule order
 from .recommend import GROUPS, recommendations
 
 MAX_NAMESPACES = 10000
@@ -27,8 +27,7 @@ OTHER_NAMESPACES = "(other namespaces)"
 HOUR_MS = 3_600_000
 TTL_BOUNDS = (HOUR_MS, 24 * HOUR_MS, 7 * 24 * HOUR_MS)  # the upper ends of the TTL groups after "no TTL"
 TTL_GROUPS = ("no TTL", "< 1 h", "< 1 day", "< 1 week", "longer")
-RULE_ORDER = {rule: at for at, rule in enumerate(["O1", *ORDER[:ORDER.index("K9") + 1], "K10",
-                                                   *ORDER[ORDER.index("K9") + 1:]])}
+RULE_ORDER = {rule: at for at, rule in enumerate(["O1", *REGISTRY])}
 
 
 def decoded(key: bytes) -> str:

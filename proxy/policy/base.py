@@ -2,7 +2,8 @@
 
 A rule module defines one subclass of `KeyRule` (a check on one key name), `CommandRule` (a
 check on one command) or `RewriteRule` (a change to a command before it is forwarded), and
-registers it with `@register`. The loader builds rules from the YAML `rules:` mapping through
+registers it with `@register`; its class attribute `order` is its place in the chain (`REGISTRY`
+keeps the rules in that order). The loader builds rules from the YAML `rules:` mapping through
 `Rule.from_settings`, which reads its settings with `Settings` so every mistake in a policy file
 is reported with its line. Rules precompile what they need in `__init__`; their entry points run
 per command and must be cheap.
@@ -148,6 +149,9 @@ class Rule:
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""
     default_mode: ClassVar[str] = ENFORCE
+    # The rule's place in the chain (`register`): hundreds are the family, in the order command,
+    # key, TTL and value rules; units the place within it. Lower runs first.
+    order: ClassVar[int | None] = None
 
     def __init__(self, settings: Settings):
         self.mode = settings.get("mode", self.default_mode, kind=str, choices=MODES)
@@ -263,11 +267,33 @@ def same_command(call, args) -> bool:
     return len(args) > 0 and len(args[0]) == len(name) and args[0].lower() == name.encode()
 
 
+# rule id -> rule class, in the order rules run (their `order`); filled by `register` as
+# `policy.rules` is imported. Loop over it for "every rule, in order".
 REGISTRY: dict[str, type[Rule]] = {}
 
 
+class RegistrationError(Exception):
+    """A rule class `register` cannot place: no id, an id or a place already taken, no place."""
+
+
 def register(cls: type[Rule]) -> type[Rule]:
-    REGISTRY[cls.id] = cls
+    """Add a rule class to `REGISTRY` at its place (`Rule.order`). A mistake here is a bug in the
+    rule module and stops the import: a rule left out of the chain would pass silently."""
+    if not cls.id:
+        raise RegistrationError(f"rule class {cls.__qualname__} has no id")
+    if cls.id in REGISTRY:
+        raise RegistrationError(f"rule {cls.id} is registered twice ({REGISTRY[cls.id].__qualname__}, "
+                                f"{cls.__qualname__})")
+    place = cls.order
+    if not isinstance(place, int) or isinstance(place, bool):
+        raise RegistrationError(f"rule {cls.id} ({cls.__qualname__}) declares no place: set its class "
+                                f"attribute `order` (see Rule.order), got {place!r}")
+    taken = next((other for other in REGISTRY.values() if other.order == place), None)
+    if taken is not None:
+        raise RegistrationError(f"rules {taken.id} and {cls.id} both declare order = {place}")
+    ranked = sorted([*REGISTRY.values(), cls], key=lambda rule: rule.order)
+    REGISTRY.clear()
+    REGISTRY.update((rule.id, rule) for rule in ranked)
     return cls
 
 

@@ -37,7 +37,7 @@ class Call:
     __slots__ = ("args", "spec", "name", "keys", "_later", "state", "commands", "memo", "volatile", "engine")
 
     def __init__(self, args, spec, name, keys, later, state, commands=None, engine=None):
-        self.memo = None  # the TTL arguments, worked out once for the TTL rules (t1_ttl.call_ttl_args)
+        self.memo = None  # the TTL arguments, worked out once for the TTL rules (rules/_ttl.call_ttl_args)
         self.args = args
         self.spec = spec
         self.name = name  # lower case; 'client|kill' for subcommands

@@ -11,26 +11,57 @@ entries that stay in the CPU's cache (a lookup in a table of 100,000 keys misses
 
 Bytes from 0x80 up are always classes of their own: patterns over decoded text count characters,
 and keeping non-ASCII bytes as they are keeps every character boundary where it was. A pattern the
-walk does not understand gives no table: the engine then uses the key itself.
+walk does not understand gives no table: the engine then uses the key itself. So does every
+pattern when this Python's `re` has no parser we know (`PARSER`: `re._parser` from 3.11, else the
+older `sre_parse`): the verdicts stay the same, only the cache holds keys instead of classes.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-from re import _constants as sre  # the parse tree of `re` itself: the same atoms it matches with
-from re import _parser as sre_parse
+import warnings
 
 ASCII = range(0x80)
 PRINTABLE_FIRST = (*range(0x20, 0x7F), *range(0x20), 0x7F)
 
-_CATEGORIES = {
-    sre.CATEGORY_DIGIT: r"\d", sre.CATEGORY_NOT_DIGIT: r"\d",
-    sre.CATEGORY_SPACE: r"\s", sre.CATEGORY_NOT_SPACE: r"\s",
-    sre.CATEGORY_WORD: r"\w", sre.CATEGORY_NOT_WORD: r"\w",
-    sre.CATEGORY_LINEBREAK: r"\n", sre.CATEGORY_NOT_LINEBREAK: r"\n",
-}
-_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
-_BOUNDARIES = (sre.AT_BOUNDARY, sre.AT_NON_BOUNDARY)
+# Where `re` keeps its own parser (its parse tree has the same atoms it matches with): private
+# modules, so each is taken only when it has every name the walk reads.
+PARSERS = (("re._constants", "re._parser"), ("sre_constants", "sre_parse"))  # 3.11+, then older
+NEEDED = ("LITERAL", "NOT_LITERAL", "ANY", "IN", "RANGE", "CATEGORY", "NEGATE", "AT", "BRANCH", "SUBPATTERN",
+          "MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT", "ATOMIC_GROUP", "ASSERT", "ASSERT_NOT",
+          "AT_BOUNDARY", "AT_NON_BOUNDARY", "CATEGORY_DIGIT", "CATEGORY_NOT_DIGIT", "CATEGORY_SPACE",
+          "CATEGORY_NOT_SPACE", "CATEGORY_WORD", "CATEGORY_NOT_WORD", "CATEGORY_LINEBREAK",
+          "CATEGORY_NOT_LINEBREAK")
+
+
+def re_parser():
+    """(constants, parser) modules of this Python's `re`, or None when none usable is found."""
+    for constants_name, parser_name in PARSERS:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # sre_* since 3.11
+                constants = importlib.import_module(constants_name)
+                parser = importlib.import_module(parser_name)
+        except ImportError:
+            continue
+        if all(hasattr(constants, name) for name in NEEDED) and callable(getattr(parser, "parse", None)):
+            return constants, parser
+    return None
+
+
+PARSER = re_parser()  # None: no key classes (`class_table` gives None), the engine uses keys as they are
+sre, sre_parse = PARSER or (None, None)
+
+if PARSER is not None:
+    _CATEGORIES = {
+        sre.CATEGORY_DIGIT: r"\d", sre.CATEGORY_NOT_DIGIT: r"\d",
+        sre.CATEGORY_SPACE: r"\s", sre.CATEGORY_NOT_SPACE: r"\s",
+        sre.CATEGORY_WORD: r"\w", sre.CATEGORY_NOT_WORD: r"\w",
+        sre.CATEGORY_LINEBREAK: r"\n", sre.CATEGORY_NOT_LINEBREAK: r"\n",
+    }
+    _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
+    _BOUNDARIES = (sre.AT_BOUNDARY, sre.AT_NON_BOUNDARY)
 
 
 class Opaque(Exception):
@@ -40,7 +71,9 @@ class Opaque(Exception):
 def class_table(patterns) -> bytes | None:
     """The translate table of the classes of bytes that no pattern tells apart (str or bytes
     regexes, as compiled with re.S), or None when there is nothing to gain or a pattern is
-    opaque."""
+    opaque. None too when this Python's `re` has no parser we know (`PARSER`)."""
+    if PARSER is None:
+        return None
     tests: set[frozenset[int]] = set()
     try:
         for pattern in patterns:
@@ -49,6 +82,8 @@ def class_table(patterns) -> bytes | None:
                 raise Opaque(pattern)
             _collect(parsed, Atoms(tests, isinstance(pattern, str), bool(parsed.state.flags & re.IGNORECASE)))
     except (Opaque, re.error, RecursionError):
+        return None
+    except (AttributeError, TypeError, ValueError):  # a parse tree of another shape than the walk knows
         return None
     first: dict[tuple, int] = {}
     table = bytearray(range(256))

@@ -3,8 +3,9 @@
 A policy file has a name, an optional description and seed reference, a `mode` (`enforce`, or
 `audit` for a dry run of the whole policy), a `rules:` mapping from rule ids (C1..., K1...,
 T1..., V1...) to each rule's settings, and an optional `schema:` of key patterns (`schema.py`),
-handed to every rule once they are built (`Rule.use_schema`). Rules run in the order of RULES.md,
-whatever the order in the file: command rules, then key rules, then TTL and value rules.
+handed to every rule once they are built (`Rule.use_schema`). Rules run in the order they declare
+(`Rule.order`, kept by `base.REGISTRY`), whatever the order in the file: command rules, then key
+rules, then TTL and value rules.
 
 With an `applications:` section (and `auth: required|optional`) each application's entry is
 read here too: its `rules:` are merged setting by setting over the top-level ones and built into
@@ -25,10 +26,6 @@ from .passwords import HashFormatError, PasswordHash
 from .problems import Problems, did_you_mean, shorthand, yaml_error
 from .rules.k7_namespaces import OwnKeysOnly, Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
-
-ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8", "K9", "K10",
-         "K11", "T1", "T2", "T3", "V1", "V2", "V3", "V4"]
-
 
 @dataclass(frozen=True)
 class Policy:
@@ -155,8 +152,8 @@ def _rule_settings(rules_node, where: str, problems: Problems) -> dict[str, tupl
         rule_id = str(key_node.value).upper()
         line = _line(key_node)
         if rule_id not in REGISTRY:
-            problems.report(f"unknown rule '{key_node.value}'{did_you_mean(rule_id, ORDER)} (known: "
-                            f"{', '.join(ORDER)})", line)
+            problems.report(f"unknown rule '{key_node.value}'{did_you_mean(rule_id, REGISTRY)} (known: "
+                            f"{', '.join(REGISTRY)})", line)
             continue
         if rule_id in raw:
             problems.report(f"rule {rule_id} appears twice", line)
@@ -183,7 +180,7 @@ def _rule_settings(rules_node, where: str, problems: Problems) -> dict[str, tupl
 
 
 def _build_rules(raw: dict[str, tuple[dict, dict, int]], problems: Problems, table=None) -> tuple[Rule, ...]:
-    """The rules, in the order of ORDER; a rule with mistakes is reported (all of them) and left out."""
+    """The rules, in the order of REGISTRY; a rule with mistakes is reported (all of them) and left out."""
     built: dict[str, Rule] = {}
     for rule_id, (values, lines, line) in raw.items():
         settings = Settings(rule_id, values, lines, line, table)
@@ -196,7 +193,7 @@ def _build_rules(raw: dict[str, tuple[dict, dict, int]], problems: Problems, tab
                 problems.add(error, line)
             continue
         built[rule_id] = rule
-    return tuple(built[rule_id] for rule_id in ORDER if rule_id in built)
+    return tuple(built[rule_id] for rule_id in REGISTRY if rule_id in built)
 
 
 def _with_namespace(rules: tuple[Rule, ...], app: str | None, prefixes, read_only: bool = False):

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from .base import PolicyError
+from .rules._durations import duration
 from .rules._keyshape import byte, literal
-from .rules.k6_type_words import TYPES
-from .rules.t3_ttl_bounds import duration
+from .rules._types import TYPES
 
 FIELDS = ("key", "type", "description", "placeholders", "ttl", "limits", "owner", "relationships")
 COLLECTIONS = ("hash", "list", "set", "zset")  # the types V2 caps

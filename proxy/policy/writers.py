@@ -13,7 +13,7 @@ command new to Redis cannot slip past the value rules unnoticed. Sans-IO, nothin
 
 from __future__ import annotations
 
-from .rules.k6_type_words import GROUP_TYPES
+from .rules._types import GROUP_TYPES
 
 VALUE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})
 ANY = frozenset({"string", "hash", "list", "set", "zset", "stream"})

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import importlib
 import os
 import random
+import sys
+import types
+from re import _parser as sre_parse
 
 import pytest
 
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy, load_policy_text
+from proxy.policy import keyclass
 from proxy.policy.keyclass import class_table
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO
@@ -157,3 +162,69 @@ def test_a_rule_that_reads_more_of_the_key_keeps_the_key_itself():
     table = globbed.plan_for([b"EXPIRE"]).key_classes
     assert b"cfg:1".translate(table) != b"cfh:1".translate(table)
     assert b"cfg:1".translate(table) == b"cfg:2".translate(table)
+
+
+# -- without `re`'s parser (a Python that moved it): no key classes, the same verdicts ----------
+
+def _block(monkeypatch, *names):
+    """Make `import name` fail for each of `names`, as on a Python without the module."""
+    for name in names:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.mark.parametrize("blocked, stand_ins, found", [
+    ((), {}, "re._parser"),
+    (("re._parser",), {"sre_constants": "re._constants", "sre_parse": "re._parser"}, "sre_parse"),
+    (("re._parser", "sre_parse"), {}, None),
+    (("re._constants",), {"sre_constants": types.SimpleNamespace(LITERAL=17), "sre_parse": "re._parser"}, None),
+], ids=["3.11+", "older", "neither", "constants-missing-names"])
+def test_re_parser_is_found_where_this_python_keeps_it(monkeypatch, blocked, stand_ins, found):
+    stand_ins = {name: importlib.import_module(module) if isinstance(module, str) else module
+                 for name, module in stand_ins.items()}  # the old names, as an older Python has them
+    _block(monkeypatch, *blocked)
+    for name, module in stand_ins.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    parser = keyclass.re_parser()
+    if found is None:
+        assert parser is None
+    else:
+        assert parser[1] is sys.modules[found] and parser[1].parse is sre_parse.parse
+
+
+@pytest.mark.parametrize("path", PRESETS[:4] + [os.path.join(REPO, "configs", "policies", "strict-dotted.yaml")],
+                         ids=os.path.basename)
+def test_without_a_parser_the_engine_uses_keys_as_they_are_and_decides_the_same(monkeypatch, path):
+    policy = load_policy(path)  # one policy, so both engines run the same rule objects
+    with_classes = Engine(policy, TABLE)
+    monkeypatch.setattr(keyclass, "PARSER", None)
+    assert class_table([rb"[a-z]++"]) is None
+    plain = Engine(policy, TABLE)
+    assert with_classes.key_classes is not None and plain.key_classes is None
+    assert all(plan.key_classes is None for plan in plain.plans.values())
+    keys = sample_keys(random.Random(path), 60)
+    decided = 0
+    for key in keys:
+        for template in COMMANDS:
+            args = [key if word == "{}" else word.encode() for word in template]
+            plans = with_classes.plan_for(args), plain.plan_for(args)
+            assert (plans[0] is None) == (plans[1] is None)
+            if plans[0] is None:
+                continue
+            # twice each: the second answer may come from the caches of names and commands that passed
+            first = [_decided(with_classes, plans[0], args) for _ in range(2)]
+            assert [_decided(plain, plans[1], args) for _ in range(2)] == first, (template, key)
+            decided += 1
+    assert decided > 100
+    assert bool(plain.good_keys) == bool(with_classes.good_keys)
+    assert all(key in keys for key in plain.good_keys)  # names cached as they are, not as classes
+
+
+def _decided(engine, plan, args):
+    """The verdict, with T2's jitter drawn from the same seed every time."""
+    for rule in engine.policy.rules:
+        if hasattr(rule, "random"):
+            rule.random.seed(0)
+    found = engine.decide(plan, args, (), SessionState())
+    if found is None:
+        return None
+    return (found.reject and found.reject.rule, sorted(f.rule for f in found.findings), found.commands)

@@ -24,7 +24,7 @@ from proxy.commands.keyspecs import find_keys
 from proxy.commands.table import CommandTable
 from proxy.errors import violation_text
 from proxy.policy import AUDIT, ENFORCE, Engine, SessionState, load_policy_text
-from proxy.policy.rules.k6_type_words import GROUP_TYPES, TYPES
+from proxy.policy.rules._types import GROUP_TYPES, TYPES
 from proxy.policy.schemadoc import COLUMNS, markdown
 
 TABLE = CommandTable.from_snapshot()

@@ -18,8 +18,8 @@ from tests.policy.helpers import load_error
 
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy_text
-from proxy.policy.rules.t1_ttl import InjectedTtl, creation, may_create, ttl_args
-from proxy.policy.rules.t3_ttl_bounds import duration
+from proxy.policy.rules._durations import duration
+from proxy.policy.rules._ttl import InjectedTtl, creation, may_create, ttl_args
 
 
 @lru_cache(maxsize=None)

@@ -8,8 +8,9 @@ import pytest
 from tests.policy.helpers import load_error
 
 from proxy.policy import SessionState, load_policy_text
+from proxy.policy.rules._zadd import zadd_members
 from proxy.policy.rules.v1_string_size import APPEND_SCRIPT
-from proxy.policy.rules.v2_cardinality import GROWING, MAX_SCRIPT_ARGS, SCRIPT, zadd_members
+from proxy.policy.rules.v2_cardinality import GROWING, MAX_SCRIPT_ARGS, SCRIPT
 from tests.policy.test_ttl_rules import (decide, engine, rejected_by,
                                          table, words)
 

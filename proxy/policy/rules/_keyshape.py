@@ -1,4 +1,5 @@
-"""Helpers shared by the key-name rules (K1...K11); not a rule itself.
+"""Helpers shared by the key-name rules (K1...K11), and `text`, a key as every rule's messages
+show it; not a rule itself.
 
 Every key rule keeps two views of itself in step: `pattern`, the regex the engine folds into its
 one combined lookahead (compiled as bytes, re.S), and `check_key`, which explains a failure. To
@@ -82,6 +83,11 @@ def show(text: str, limit: int = 100) -> str:
 
 def subject(key: str) -> str:
     return f"key '{show(key)}'"
+
+
+def text(key: bytes) -> str:
+    """A key's bytes as text for a message (bytes that are not UTF-8 as \\x escapes)."""
+    return key.decode("utf-8", "backslashreplace")
 
 
 def delimiter_setting(settings, name: str = "delimiter", default: str = ":") -> str:

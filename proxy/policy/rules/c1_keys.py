@@ -7,6 +7,7 @@ from ..problems import unknown_command
 @register
 class NoKeysCommand(CommandRule):
     id = "C1"
+    order = 101
     title = "no KEYS"
 
     def __init__(self, settings):

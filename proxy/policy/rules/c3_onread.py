@@ -279,6 +279,7 @@ class _Compiled:
 @register
 class SmallReads(RewriteRule):
     id = "C3"
+    order = 105
     title = "O(N) reads on small collections only"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
 

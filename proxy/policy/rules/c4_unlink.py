@@ -9,6 +9,7 @@ from ..base import RewriteRule, register
 @register
 class UnlinkInsteadOfDel(RewriteRule):
     id = "C4"
+    order = 106
     title = "UNLINK instead of DEL"
     server_commands = frozenset({"unlink"})
 

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..base import CommandRule, register
-from .c2_deny import CommandMatcher, command_words
+from ._commands import CommandMatcher, command_words
 
 DEFAULT_DENY = ("@blocking", "@pubsub", "@stream")
 ADVICE = "use a message broker (Kafka, RocketMQ) for queues"
@@ -16,6 +16,7 @@ ADVICE = "use a message broker (Kafka, RocketMQ) for queues"
 @register
 class NoQueues(CommandRule):
     id = "C5"
+    order = 103
     title = "Redis is not a message queue"
 
     def __init__(self, settings):

@@ -16,7 +16,7 @@ session hands queued commands to the engine one by one.
 from __future__ import annotations
 
 from ..base import CommandRule, register
-from .c2_deny import command_words
+from ._commands import command_words
 
 ADVICE = ("this policy allows no server-side scripts: send the commands themselves "
           "(inside MULTI/EXEC if they must run together)")
@@ -25,6 +25,7 @@ ADVICE = ("this policy allows no server-side scripts: send the commands themselv
 @register
 class ScriptsWithinTheRules(CommandRule):
     id = "C6"
+    order = 104
     title = "no scripts"
 
     def __init__(self, settings):

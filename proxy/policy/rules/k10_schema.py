@@ -7,12 +7,12 @@ the rule (`use_schema`). K10 is both a key rule and a command rule:
 * strict (`strict: true`, the default): a key that matches no pattern is rejected, on every
   command with keys (reads, deletes and WATCH too: an undeclared key is a mistake wherever it
   appears). This is a key rule: the patterns join the engine's one combined match per key.
-* always: a command whose type family (its COMMAND DOCS group, through K6's `GROUP_TYPES`) is not
+* always: a command whose type family (its COMMAND DOCS group, through `_types.GROUP_TYPES`) is not
   the pattern's declared type is rejected before Redis sees it, reads included (`GET` on a hash
   pattern would be a WRONGTYPE error; `SET` on it would replace the hash). Generic commands (DEL,
   EXPIRE, TTL, TYPE, SCAN...) are type-neutral, with the exceptions in `GENERIC_TYPED`: SORT reads
   a list, set or sorted set and STORE writes a list; COPY/RENAME/RENAMENX carry the source's type
-  (T1's `CREATION` table) to a destination that must be declared of the same type; RESTORE writes
+  (`_ttl.CREATION`) to a destination that must be declared of the same type; RESTORE writes
   the type its payload's first byte names (the RDB type). The sorted-set
   commands in `SET_OR_ZSET_SOURCES` read plain sets too (Redis counts each member with score 1).
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from ... import errors
 from ..base import NO_ARGUMENTS, CommandRule, KeyRule, PolicyError, register
-from ._keyshape import key_bytes, subject
+from ._keyshape import key_bytes, subject, text
+from ._ttl import CREATION
+from ._types import GROUP_TYPES
 from ._write_check import RESTORES, payload_type
-from .k6_type_words import GROUP_TYPES
-from .t1_ttl import CREATION, text
 
 WRITE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})
 SORTABLE = frozenset({"list", "set", "zset"})
@@ -41,6 +41,7 @@ SET_OR_ZSET = frozenset({"set", "zset"})
 @register
 class KeySchema(KeyRule, CommandRule):
     id = "K10"
+    order = 210
     title = "key schema"
 
     def __init__(self, settings):

@@ -37,6 +37,7 @@ def redis_tag(key: str) -> str | None:
 @register
 class HashTags(KeyRule):
     id = "K11"
+    order = 211
     title = "hash tags"
 
     def __init__(self, settings):

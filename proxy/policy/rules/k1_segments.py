@@ -15,6 +15,7 @@ EXAMPLES = {1: ["entity"], 2: ["entity", "id"], 3: ["module", "entity", "id"],
 @register
 class Segments(KeyRule):
     id = "K1"
+    order = 201
     title = "segments"
 
     def __init__(self, settings):

@@ -40,6 +40,7 @@ def _ascii_upper(text: str) -> str:
 @register
 class LetterCase(KeyRule):
     id = "K2"
+    order = 202
     title = "letter case"
 
     def __init__(self, settings):

@@ -18,6 +18,7 @@ FIRST = {"any": None, "letter": ("[A-Za-z]", "a letter"), "alnum": ("[A-Za-z0-9]
 @register
 class Charset(KeyRule):
     id = "K3"
+    order = 203
     title = "characters"
 
     def __init__(self, settings):

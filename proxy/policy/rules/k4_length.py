@@ -9,6 +9,7 @@ REDIS_MAX_KEY = 512 * 1024 * 1024  # Redis's own limit on a string, key names in
 @register
 class Length(KeyRule):
     id = "K4"
+    order = 204
     title = "length"
 
     def __init__(self, settings):

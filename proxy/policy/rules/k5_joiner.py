@@ -16,6 +16,7 @@ JOINERS = ("_", ".", "-")
 @register
 class Joiner(KeyRule):
     id = "K5"
+    order = 205
     title = "word joiner"
 
     def __init__(self, settings):

@@ -25,16 +25,9 @@ import re
 
 from ...commands.keyspecs import find_keys
 from ..base import NO_ARGUMENTS, RewriteRule, register
+from ._types import GROUP_TYPES, TYPES
 from ._write_check import SCRIPT_COMMANDS, checked_write, payload_type, with_check
 
-# COMMAND DOCS group -> the value type (TYPE's answer) that the group's write commands create.
-# Bitmaps and HyperLogLogs are strings, geo sets are sorted sets.
-GROUP_TYPES = {
-    "string": "string", "bitmap": "string", "hyperloglog": "string",
-    "list": "list", "hash": "hash", "set": "set",
-    "sorted-set": "zset", "geo": "zset", "stream": "stream",
-}
-TYPES = ("string", "list", "hash", "set", "zset", "stream")
 DEFAULT_WORDS = {"string": "string", "list": "list", "hash": "hash", "set": "set", "zset": "zset"}
 WRITE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})  # key-spec flags of a key whose value is written
 CARRIES = frozenset({"copy", "rename", "renamenx"})  # source -> destination: the server knows the type
@@ -44,6 +37,7 @@ GENERIC_WRITES = CARRIES | {"sort", "restore", "restore-asking"}
 @register
 class TypeWords(RewriteRule):
     id = "K6"
+    order = 206
     title = "type word matches the value"
     server_commands = SCRIPT_COMMANDS  # COPY/RENAME/RENAMENX checked by _write_check.SCRIPT
 

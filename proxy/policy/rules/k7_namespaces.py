@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..base import CommandRule, KeyRule, RewriteRule, Rule, current_commands, register, same_command
 from ._keyshape import fullmatcher, glob_escape, glob_literal_prefix, key_bytes, literal, subject
-from .c2_deny import command_words
+from ._commands import command_words
 
 WRITE_KEY_FLAGS = frozenset({"INSERT", "UPDATE", "DELETE", "OW", "RM"})
 
@@ -32,6 +32,7 @@ class Namespaces(Rule):
     """The K7 settings; the checks are the rules below, built per application."""
 
     id = "K7"
+    order = 207
     title = "namespace"
 
     def __init__(self, settings):

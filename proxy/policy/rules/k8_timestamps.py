@@ -43,6 +43,7 @@ UNTAGGED = f"{LEFT}(?:(?!{TS_TAG}){EPOCH}|(?!{DATE_TAG}){DATE8}|{DATETIME}|{SEPA
 @register
 class Timestamps(KeyRule):
     id = "K8"
+    order = 208
     title = "timestamps"
 
     def __init__(self, settings):

@@ -52,6 +52,7 @@ def _split_words(run: str) -> list[str]:
 @register
 class Words(KeyRule):
     id = "K9"
+    order = 209
     title = "clear words"
 
     def __init__(self, settings):

@@ -6,9 +6,9 @@ Theory of operation
 a key whose key spec is flagged `INSERT` or `OW` (on a write command), or `RW` + `UPDATE` on a
 command flagged `denyoom` (it may grow memory: HSET, ZADD, INCR, SETRANGE, XADD...). `OW` also
 means "overwritten": SET, MSET, *STORE leave the key without the TTL it had. What no flag says is
-in two documented tables: `TTL_TABLE` (which argument is a TTL, which option keeps or clears one;
-T2 and T3 read it too) and `CREATION` (commands the flags over-report: LPUSHX only touches an
-existing list; and COPY/RENAME, whose destination takes the source's TTL).
+in two documented tables of `_ttl.py`: `TTL_TABLE` (which argument is a TTL, which option keeps
+or clears one; T2 and T3 read it too) and `CREATION` (commands the flags over-report: LPUSHX only
+touches an existing list; and COPY/RENAME, whose destination takes the source's TTL).
 
 `action: reject` (a CommandRule, `RequireTtl`) is static: the proxy does not ask the server
 whether the key exists. A write that can create a key passes when it sets a TTL itself (`SET ...
@@ -43,109 +43,14 @@ keys the proxy cannot see: C6 decides about them.
 
 from __future__ import annotations
 
-import fnmatch
-import re
-
 from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, current_commands, register, same_command
+from ._keyshape import text
+from ._ttl import (CREATION, TTL_TABLE, InjectedTtl, PersistentKeys, call_ttl_args, creates, creation, may_create,
+                   ttl_args)
 from ._ttl_certain import DELETED, TTL, later_gives_ttl, ttl_outcome
-from .k6_type_words import GROUP_TYPES
-
-# -- the one table of TTL arguments (T1, T2, T3) ------------------------------------------------
-
-# SET/GETEX options that give a TTL: word -> (seconds per unit, absolute Unix time)
-TTL_OPTIONS = {b"ex": (1.0, False), b"px": (0.001, False), b"exat": (1.0, True), b"pxat": (0.001, True)}
-
-# command -> where its TTL is. Every one of them acts on the key at argument 1.
-#   ("options", i)            SET/GETEX options from argument i on: EX s | PX ms | EXAT t |
-#                             PXAT t-ms | KEEPTTL (keep the current TTL) | PERSIST (remove it)
-#   ("at", i, unit, absolute) argument i is a TTL in `unit` seconds, or a Unix time
-#   ("restore", i)            RESTORE: milliseconds at i, 0 for none, ABSTTL makes it a Unix time
-#   ("persist",)              removes the TTL
-TTL_TABLE = {
-    "set": ("options", 3),
-    "getex": ("options", 2),
-    "setex": ("at", 2, 1.0, False),
-    "psetex": ("at", 2, 0.001, False),
-    "expire": ("at", 2, 1.0, False),
-    "pexpire": ("at", 2, 0.001, False),
-    "expireat": ("at", 2, 1.0, True),
-    "pexpireat": ("at", 2, 0.001, True),
-    "restore": ("restore", 2),
-    "restore-asking": ("restore", 2),
-    "persist": ("persist",),
-}
-EXPIRE_FAMILY = frozenset({"expire", "pexpire", "expireat", "pexpireat"})
-# EXPIRE's conditions that never apply to a key without a TTL (GT: "no TTL" counts as infinite)
-NO_TTL_YET_FAILS = frozenset({b"xx", b"gt"})
-
-# What the key specs cannot say about creating a key (T1 only):
-#   "never"          touches an existing key only (LPUSHX, LINSERT, LSET, XSETID, ...)
-#   "carries"        the destination takes the source's TTL (COPY, RENAME, RENAMENX)
-#   ("with", WORD)   creates only with this option (XGROUP CREATE ... MKSTREAM)
-#   ("without", W)   creates unless this option is given (XADD ... NOMKSTREAM)
-CREATION = {
-    "lpushx": "never", "rpushx": "never", "linsert": "never", "lset": "never",
-    "xsetid": "never", "xgroup|createconsumer": "never",
-    "copy": "carries", "rename": "carries", "renamenx": "carries",
-    "xgroup|create": ("with", b"mkstream"),
-    "xadd": ("without", b"nomkstream"),
-}
+from ._types import GROUP_TYPES
 
 LATER_SCAN = 512  # how many later commands of a pipeline T1 looks through for an EXPIRE
-
-
-class TtlArgs:
-    """What one command does to the TTL of the key at argument 1."""
-
-    __slots__ = ("ttls", "keep", "clear")
-
-    def __init__(self):
-        self.ttls: list[tuple[int, float, bool]] = []  # (argument index, unit in seconds, absolute)
-        self.keep = False  # KEEPTTL
-        self.clear = False  # PERSIST, GETEX ... PERSIST
-
-
-def call_ttl_args(call) -> TtlArgs | None:
-    """ttl_args of the call, worked out once for all the TTL rules that ask."""
-    found = call.memo
-    if found is None:
-        found = call.memo = (ttl_args(call.name, call.args),)
-    return found[0]
-
-
-def ttl_args(name: str, args) -> TtlArgs | None:
-    """The TTL arguments of a command (None: the command has no TTL semantics)."""
-    entry = TTL_TABLE.get(name)
-    if entry is None:
-        return None
-    found = TtlArgs()
-    kind = entry[0]
-    count = len(args)
-    if kind == "options":
-        i = entry[1]
-        while i < count:
-            word = args[i].lower()
-            option = TTL_OPTIONS.get(word)
-            if option is not None and i + 1 < count:
-                found.ttls.append((i + 1, option[0], option[1]))
-                i += 2
-                continue
-            if word == b"keepttl":
-                found.keep = True
-            elif word == b"persist":
-                found.clear = True
-            i += 1
-    elif kind == "at":
-        if entry[1] < count:
-            found.ttls.append((entry[1], entry[2], entry[3]))
-    elif kind == "restore":
-        at = entry[1]
-        if at < count and args[at] != b"0":
-            absolute = any(arg.lower() == b"absttl" for arg in args[4:])
-            found.ttls.append((at, 0.001, absolute))
-    else:  # persist
-        found.clear = True
-    return found
 
 
 def ttl_reads_from(spec) -> int:
@@ -159,97 +64,6 @@ def ttl_reads_from(spec) -> int:
     return start
 
 
-def command_name(args) -> str:
-    """The lower-case name of a raw command (`args[0]`), for the tables above."""
-    return args[0].decode("latin-1").lower() if args else ""
-
-
-def creates(spec, ks_flags) -> bool:
-    """Whether the key found with these key-spec flags may be created by the command."""
-    if "INSERT" in ks_flags or "OW" in ks_flags:
-        return "write" in spec.flags
-    return "denyoom" in spec.flags and "RW" in ks_flags and "UPDATE" in ks_flags
-
-
-def may_create(spec) -> bool:
-    """At policy load: can this command create any key at all?"""
-    if CREATION.get(spec.name) == "never":
-        return False
-    return any(creates(spec, ks.flags) for ks in spec.key_specs)
-
-
-def creation(spec, args) -> str:
-    """Per call: 'never', 'carries' or 'creates' (the key specs decide per key)."""
-    rule = CREATION.get(spec.name)
-    if rule is None:
-        return "creates"
-    if isinstance(rule, str):
-        return rule
-    how, word = rule
-    present = _has_option(spec.name, args, word)
-    return "creates" if present == (how == "with") else "never"
-
-
-def _has_option(name: str, args, word: bytes) -> bool:
-    if name == "xadd":  # XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] n [LIMIT c]] id field value...
-        i = 2
-        while i < len(args):
-            arg = args[i].lower()
-            if arg == word:
-                return True
-            if arg in (b"maxlen", b"minid"):
-                i += 3 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 2
-            elif arg == b"limit":
-                i += 2
-            else:
-                return False  # the entry id: fields follow
-        return False
-    return any(arg.lower() == word for arg in args[3:])
-
-
-class InjectedTtl(bytes):
-    """A TTL argument the proxy wrote (T2 jitters these whatever its `client_ttls`)."""
-
-    __slots__ = ()
-
-
-def text(key: bytes) -> str:
-    return key.decode("utf-8", "backslashreplace")
-
-
-def glob_matcher(patterns):
-    """One compiled match for fnmatch-style globs on a decoded key; None when there are none."""
-    if not patterns:
-        return None
-    match = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns), re.S).match
-    return lambda key: match(key.decode("utf-8", "surrogateescape")) is not None
-
-
-class PersistentKeys:
-    """What T1 and T3 share: keys matching a `persistent` glob are exempt (`exempt(key)`), and so
-    are the key schema's patterns with `ttl: none` once the rule takes the schema."""
-
-    def read_persistent(self, settings) -> None:
-        self.persistent = settings.strings("persistent")
-        self.exempt = glob_matcher(self.persistent)
-        self.schema = None
-
-    def take_ttl_schema(self, schema) -> bool:
-        """Take the key schema if it says anything of TTLs (then True)."""
-        if schema is None or all(pattern.ttl is None for pattern in schema):
-            return False
-        self.schema = schema
-        self.exempt = schema.ttl_exempt(self.exempt)
-        return True
-
-    def key_patterns(self, spec):
-        # The key is read only to exempt it: through the globs, unless the schema decides too
-        # (its placeholders check values).
-        if self.schema is not None:
-            return None
-        return tuple(fnmatch.translate(p) for p in self.persistent)
-
-
 # -- the rule -----------------------------------------------------------------------------------
 
 
@@ -258,6 +72,7 @@ class TtlRequired(Rule):
     """T1 as the policy names it; `action` chooses the class that does the work."""
 
     id = "T1"
+    order = 301
     title = "every key has a TTL"
 
     @classmethod

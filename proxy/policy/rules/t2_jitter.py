@@ -1,7 +1,7 @@
 """T2: random jitter on TTLs, so that keys written together do not all expire together.
 
-A RewriteRule that runs after T1 (the loader's order: T1, T2, T3, V...). It looks at every TTL
-argument of the commands the rewrite chain sends so far (`TTL_TABLE` of T1 says where they are:
+A RewriteRule that runs after T1 (the rule order: T1, T2, T3, V...). It looks at every TTL
+argument of the commands the rewrite chain sends so far (`_ttl.TTL_TABLE` says where they are:
 `SET ... EX/PX/EXAT/PXAT`, SETEX, PSETEX, GETEX, the EXPIRE family, RESTORE) and multiplies it by
 a factor drawn uniformly from [1 - jitter, 1 + jitter]: always when T1 injected it (an
 `InjectedTtl` argument), and also on the client's own TTLs when `client_ttls: true`. A Unix time
@@ -23,12 +23,18 @@ import random
 import time
 
 from ..base import RewriteRule, current_commands, register
-from .t1_ttl import TTL_TABLE, InjectedTtl, command_name, may_create, ttl_args
+from ._ttl import TTL_TABLE, InjectedTtl, may_create, ttl_args
+
+
+def command_name(args) -> str:
+    """The lower-case name of a raw command (`args[0]`), for `TTL_TABLE`."""
+    return args[0].decode("latin-1").lower() if args else ""
 
 
 @register
 class TtlJitter(RewriteRule):
     id = "T2"
+    order = 302
     title = "TTL jitter"
 
     def __init__(self, settings):

@@ -1,6 +1,6 @@
 """T3: TTLs within bounds: not forever, not absurdly short.
 
-A CommandRule on every command with a TTL argument (T1's `TTL_TABLE`: `SET ... EX/PX/EXAT/PXAT`,
+A CommandRule on every command with a TTL argument (`_ttl.TTL_TABLE`: `SET ... EX/PX/EXAT/PXAT`,
 SETEX, PSETEX, GETEX, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, RESTORE with a TTL). The TTL in seconds
 (a Unix time counts from now) must lie in [`min_ttl`, `max_ttl`]; a negative or past TTL, which
 deletes the key, is below any minimum. `PERSIST k` and `GETEX k PERSIST` are rejected: a key
@@ -16,42 +16,15 @@ import time
 
 from ...errors import schema_limit
 from ..base import NO_ARGUMENTS, CommandRule, PolicyError, register
-from .t1_ttl import TTL_TABLE, PersistentKeys, call_ttl_args, text, ttl_args
-
-UNITS = ((86400, "day", "days"), (3600, "h", "h"), (60, "min", "min"))
-
-
-def duration(seconds: float) -> str:
-    """'1 s', '0.001 s', '30 days', '2 h', '90 s' (whole larger units only)."""
-    if seconds >= 60 and float(seconds).is_integer():
-        for size, one, many in UNITS:
-            if seconds % size == 0:
-                count = int(seconds // size)
-                return f"{count} {one if count == 1 else many}"
-    if float(seconds).is_integer():
-        return f"{int(seconds)} s"
-    return f"{seconds:.3f}".rstrip("0").rstrip(".") + " s"
-
-
-def approximately(seconds: float) -> str:
-    """A duration in its largest unit and the next one: '2 days 7 h', '1 h 30 min', '3 min 5 s',
-    '45 s', '0.25 s' (for people reading a TTL, where `duration` is exact)."""
-    if seconds < 60:
-        return duration(round(seconds, 3) if seconds < 10 else round(seconds))
-    rest = int(seconds)
-    units = (*UNITS, (1, "s", "s"))
-    first = next(at for at, (size, _, _) in enumerate(units) if rest >= size)
-    parts = []
-    for size, one, many in units[first:first + 2]:
-        count, rest = divmod(rest, size)
-        if count:
-            parts.append(f"{count} {one if count == 1 else many}")
-    return " ".join(parts)
+from ._durations import duration
+from ._keyshape import text
+from ._ttl import TTL_TABLE, PersistentKeys, call_ttl_args, ttl_args
 
 
 @register
 class TtlBounds(PersistentKeys, CommandRule):
     id = "T3"
+    order = 303
     title = "TTL bounds"
 
     def __init__(self, settings):

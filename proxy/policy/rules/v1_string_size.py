@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
 from ..base import NO_ARGUMENTS, RewriteRule, current_commands, register, same_command
+from ._keyshape import text
 from ._write_check import SCRIPT_COMMANDS, checked_write, with_check
-from .t1_ttl import text
 
 APPEND_SCRIPT = b"""\
 -- Redis Guard V1: APPEND refused when the string would grow over the limit.
@@ -68,6 +68,7 @@ BITFIELD_WRITES = frozenset({b"set", b"incrby"})
 @register
 class StringSize(RewriteRule):
     id = "V1"
+    order = 401
     title = "string size"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
     server_commands = SCRIPT_COMMANDS  # APPEND_SCRIPT, _write_check.SCRIPT

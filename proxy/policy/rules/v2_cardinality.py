@@ -52,8 +52,9 @@ from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
 from ..base import RewriteRule, current_commands, register, same_command
+from ._keyshape import text
 from ._write_check import SCRIPT_COMMANDS, checked_write, with_check
-from .t1_ttl import text
+from ._zadd import zadd_members
 
 MAX_SCRIPT_ARGS = 7900  # Lua's unpack() stops near 8000 values
 
@@ -119,29 +120,7 @@ SERVER_CHECKED = frozenset({"sunionstore", "sdiffstore", "sinterstore", "zunions
                             "rename", "renamenx", "restore", "restore-asking"})
 BLOCKING_MOVES = {"blmove": "LMOVE", "brpoplpush": "RPOPLPUSH"}
 
-ZADD_FLAGS = frozenset({b"nx", b"xx", b"gt", b"lt", b"ch", b"incr"})
-GEOADD_FLAGS = frozenset({b"nx", b"xx", b"ch"})
 SIDES = frozenset({b"left", b"right"})
-
-
-def zadd_members(args, geo: bool = False):
-    """(flags, members) of ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ... (GEOADD:
-    [NX|XX] [CH] lon lat member ...), or None when Redis will refuse the arguments."""
-    words = GEOADD_FLAGS if geo else ZADD_FLAGS
-    i = 2
-    flags = set()
-    while i < len(args) and args[i].lower() in words:
-        flags.add(args[i].lower())
-        i += 1
-    step = 3 if geo else 2
-    rest = len(args) - i
-    if rest < step or rest % step:
-        return None
-    if b"nx" in flags and (b"xx" in flags or b"gt" in flags or b"lt" in flags):
-        return None
-    if (b"gt" in flags and b"lt" in flags) or (b"incr" in flags and rest != step):
-        return None
-    return flags, args[i + step - 1::step]
 
 
 def _pairs(args, first):  # HSET key f v [f v ...]: the fields
@@ -237,6 +216,7 @@ ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, wh
 @register
 class CollectionCap(RewriteRule):
     id = "V2"
+    order = 402
     title = "collection size"
     checks_on_server = True  # its rewrite is a script that measures before it reads or writes
     server_commands = SCRIPT_COMMANDS | {"lpos", "sismember", "hexists", "zscore"}  # SCRIPT and _write_check's

@@ -8,8 +8,8 @@ HyperLogLogs are not checked.
 from __future__ import annotations
 
 from ..base import NO_ARGUMENTS, CommandRule, register
-from .t1_ttl import text
-from .v2_cardinality import zadd_members
+from ._keyshape import text
+from ._zadd import zadd_members
 
 
 def _from(first, step=1):
@@ -51,6 +51,7 @@ ELEMENTS = {
 @register
 class ElementSize(CommandRule):
     id = "V3"
+    order = 403
     title = "element size"
 
     def __init__(self, settings):

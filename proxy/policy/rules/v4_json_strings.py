@@ -48,6 +48,7 @@ def json_object_kind(sample: bytes, length: int) -> str | None:
 @register
 class JsonStrings(Rule):
     id = "V4"
+    order = 404
     title = "objects as hashes, not JSON strings"
 
     def __init__(self, settings):
