@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     cluster = start_cluster(masters=3, replicas=1)
     proxy = None
     try:
-        proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *(["--workers", str(args.workers)] if args.workers > 1 else []))
+        workers = ["--workers", str(args.workers)] if args.workers > 1 else []
+        proxy = ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *workers)
         seed = cluster.masters()[0].port
         print(f"cluster {cluster.seeds}; proxy on {proxy.port}")
         for pipeline in [int(p) for p in args.pipeline.split(",")]:

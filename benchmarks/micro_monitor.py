@@ -27,9 +27,9 @@ import hiredis  # noqa: E402
 
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.monitor import live  # noqa: E402
+from proxy.pending import Pending  # noqa: E402
 from proxy.resp.reader import RequestReader  # noqa: E402
 from proxy.resp.replies import ReplySplitter  # noqa: E402
-from proxy.pending import Pending  # noqa: E402
 
 ROUNDS = 15
 COMMANDS = {
@@ -74,7 +74,7 @@ def with_hooks(batches, replies, size: int, conn) -> float:
 def without(batches, replies, size: int, conn) -> float:
     """The same pass without the hooks and the slot's three fields."""
     started = time.perf_counter()
-    for batch in batches:
+    for _batch in batches:
         slot = PlainSlot(None, size)
         conn.pending.append(slot)
         conn.pending.popleft()

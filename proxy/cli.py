@@ -21,8 +21,19 @@ import threading
 
 import hiredis
 
-from .config import (NO_POLICY, Address, ConfigError, Upstream, load_config, parse_address, parse_cluster_seeds,
-                     parse_policy, parse_sentinel, parse_switch, parse_upstream)
+from .config import (
+    NO_POLICY,
+    Address,
+    ConfigError,
+    Upstream,
+    load_config,
+    parse_address,
+    parse_cluster_seeds,
+    parse_policy,
+    parse_sentinel,
+    parse_switch,
+    parse_upstream,
+)
 
 log = logging.getLogger("redis_guard")
 
@@ -206,7 +217,8 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
         watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
-                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True)) if path not in (None, NO_POLICY)]
+                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True))
+                    if path not in (None, NO_POLICY)]
         if watchers:
             loop.add_signal_handler(signal.SIGHUP, lambda: [watcher.reload("SIGHUP") for watcher in watchers])
         for watcher in watchers:
@@ -468,7 +480,8 @@ def cmd_policy_check(args) -> int:
         return 1
     policy = engine.policy
     shown = path if path is not None else f"built-in ({BUILTIN.name}, what serve runs without a policy)"
-    print(f"{shown}: valid policy '{policy.name}'" + (f" (convention {policy.seed}, docs/conventions.md)" if policy.seed else ""))
+    convention = f" (convention {policy.seed}, docs/conventions.md)" if policy.seed else ""
+    print(f"{shown}: valid policy '{policy.name}'{convention}")
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))

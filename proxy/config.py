@@ -88,7 +88,7 @@ class Config:
     upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
     upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
 
 

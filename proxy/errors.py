@@ -94,7 +94,8 @@ def schema_unknown_key(closest, reason: str) -> str:
     """A key that no pattern of the schema matches; `closest` is the pattern it was probably
     meant for (None when there is no guess), `reason` the placeholder it fails."""
     if closest is None:
-        return "no pattern of the key schema matches it: name it after a declared pattern, or declare it under 'schema:'"
+        return ("no pattern of the key schema matches it: name it after a declared pattern, "
+                "or declare it under 'schema:'")
     why = f", but {reason}" if reason else ""
     return (f"no pattern of the key schema matches it; the closest is '{closest.pattern}' ({closest.type}){why}: "
             "name it after a declared pattern, or declare it under 'schema:'")
@@ -155,7 +156,8 @@ def audit_schema_unmatched() -> str:
 
 
 def audit_schema_type(pattern: str, declared: str, kind: str) -> str:
-    return f"pattern '{pattern}' declares a {declared} but the key holds a {kind}: use {declared} commands or another pattern"
+    return (f"pattern '{pattern}' declares a {declared} but the key holds a {kind}: "
+            f"use {declared} commands or another pattern")
 
 
 def audit_schema_size(pattern: str, size: int, limit: int, unit: str) -> str:

@@ -23,10 +23,10 @@ log = logging.getLogger("redis_guard.policy")
 class Receiver(Protocol):
     """Who gets a Pending's replies."""
 
-    def deliver(self, pending: "Pending", data: bytes, done: int) -> None:
+    def deliver(self, pending: Pending, data: bytes, done: int) -> None:
         """`data`: reply bytes, in order; `done`: how many replies they complete."""
 
-    def pending_failed(self, pending: "Pending", error: bytes, partial: bool) -> None:
+    def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:
         """The connection failed with replies still owed; `partial`: part of one was delivered."""
 
 

@@ -7,7 +7,8 @@ its turn, so that attempts sent together over many connections are checked one a
 the n-th attempt after n-1 failures (or still in flight) waits `base * 2^(n-2)` after the one
 before it, at most `cap` (0.05, 0.1, 0.2 ... 2 s: from about 50 guesses a second to one every 2 s
 per address; a cap well under clients' socket timeouts, 5 s for redis-py, which retries a failed
-AUTH three times: a misconfigured client must still get its WRONGPASS). `succeeded(address)` forgets the address, `failed(address)` counts a failure (metrics
+AUTH three times: a misconfigured client must still get its WRONGPASS). `succeeded(address)` forgets the
+address, `failed(address)` counts a failure (metrics
 `redis_guard_auth_failures_total`, and a log line every `LOG_EVERY` seconds at most). An address
 with no failure for `forget_after` seconds starts again; at most `size` addresses are remembered,
 the least recently seen dropped first. `delay`/`failed`/`succeeded` serve the proxy's own AUTH

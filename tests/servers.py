@@ -165,7 +165,7 @@ def read_until_quiet(sock: socket.socket, timeout: float = 3.0, settle: float = 
     while time.monotonic() < deadline:
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return data, False
         except ConnectionResetError:
             return data, True

@@ -120,7 +120,7 @@ def run(args) -> int:
         "target": target,
         "policy": policy.name if policy is not None else None,
         "policy_file": policy_path,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "options": {"count": args.count, "match": args.match, "rate": args.rate,
                     "memory_samples": args.memory_samples},
         "checked": [vars(item) for item in auditor.checked],
@@ -140,7 +140,7 @@ def run(args) -> int:
     with asyncio.Runner(loop_factory=_new_loop) as runner:
         try:
             runner.run(main())
-        except (OSError, ConnectionError, asyncio.TimeoutError, PermissionError) as exc:
+        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
             failure = str(exc) or type(exc).__name__
     if failure is not None and not audit.scans:
         return _fail(f"cannot scan {target}: {failure}")

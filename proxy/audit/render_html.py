@@ -193,7 +193,8 @@ def render(report: dict, top: int = 10) -> str:
         out += _comparison(report["comparison"])
     out.append("<h2>Keys per rule</h2>")
     out.append(_table(["rule", "title", "keys"],
-                      [[escape(rule), escape(entry["title"]), entry["keys"]] for rule, entry in report["rules"].items()],
+                      [[escape(rule), escape(entry["title"]), entry["keys"]]
+                       for rule, entry in report["rules"].items()],
                       numeric=(2,)))
     checked = report.get("checked", [])
     out.append("<p>Checked: " + "; ".join(f"<b>{escape(c['rule'])}</b> {escape(c['what'])}" for c in checked) + "</p>")

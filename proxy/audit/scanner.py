@@ -134,7 +134,7 @@ class ServerScan:
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 
@@ -151,7 +151,7 @@ async def cluster_masters(seeds, timeout: float = 5.0) -> list:
                 slot_map = SlotMap.from_cluster_slots(slots, seed.address)
             else:
                 slot_map = SlotMap.from_cluster_shards(shards, seed.address)
-        except (OSError, asyncio.TimeoutError, ConnectionError, RuntimeError, ValueError) as exc:
+        except (TimeoutError, OSError, ConnectionError, RuntimeError, ValueError) as exc:
             problems.append(f"{seed.address}: {exc}")
             continue
         masters = list(slot_map.masters())

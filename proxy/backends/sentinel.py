@@ -93,7 +93,7 @@ async def find_master(config, timeout: float = 1.0) -> Address:
         try:
             (reply,) = await ask(_sentinel_upstream(config, sentinel),
                                  [("SENTINEL", "GET-MASTER-ADDR-BY-NAME", config.master)], timeout)
-        except (OSError, asyncio.TimeoutError, ConnectionError, PermissionError) as exc:
+        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
             reasons.append(f"{sentinel}: {exc}")
             continue
         address = parse_master_addr(reply)
@@ -102,7 +102,7 @@ async def find_master(config, timeout: float = 1.0) -> Address:
             continue
         try:
             (role,) = await ask(Upstream(address, config.username, config.password, 0), [("ROLE",)], timeout)
-        except (OSError, asyncio.TimeoutError, ConnectionError, PermissionError) as exc:
+        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
             reasons.append(f"{sentinel} names {address}, which does not answer ({exc})")
             continue
         if is_master(role):
@@ -116,7 +116,7 @@ async def find_replicas(config, timeout: float = 1.0) -> list[Address]:
         try:
             (reply,) = await ask(_sentinel_upstream(config, sentinel), [("SENTINEL", "REPLICAS", config.master)],
                                  timeout)
-        except (OSError, asyncio.TimeoutError, ConnectionError, PermissionError):
+        except (TimeoutError, OSError, ConnectionError, PermissionError):
             continue
         return parse_replicas(reply)
     return []
@@ -424,8 +424,8 @@ class SentinelBackend(StandaloneBackend):
         try:
             commands = []
             if self.sentinel.sentinel_password is not None:
-                commands.append(("AUTH", *([self.sentinel.sentinel_username] if self.sentinel.sentinel_username else []),
-                                 self.sentinel.sentinel_password))
+                user = [self.sentinel.sentinel_username] if self.sentinel.sentinel_username else []
+                commands.append(("AUTH", *user, self.sentinel.sentinel_password))
             commands.append(("SUBSCRIBE", "+switch-master"))
             writer.write(b"".join(hiredis.pack_command(cmd) for cmd in commands))
             parser = hiredis.Reader()

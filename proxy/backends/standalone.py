@@ -264,7 +264,7 @@ class StandaloneBackend:
     # -- operators --------------------------------------------------------------------------
 
     def log_state(self) -> None:
-        for (identity, db, protocol), pool in self.pools.items():
+        for (_identity, db, protocol), pool in self.pools.items():
             for index, conn in enumerate(pool.connections):
                 if conn is not None:
                     log.info("pool db=%d resp=%d #%d: %s, %d runs in flight, %d queued writes%s",

@@ -16,12 +16,37 @@ from __future__ import annotations
 import itertools
 import logging
 
-from ..config import Upstream
 from ..backends.base import OwnRoute, StreamRoute
+from ..config import Upstream
 from ..routing.multikey import Planner
-from ..session.behaviour import (CLIENT_GETNAME, CLIENT_ID, CLIENT_SETNAME, CLUSTER, DISCARD, DRAIN, EXEC, FANOUT,
-                                 HELLO, LEASE, LOCAL_OK, LOCKED, LOGIN, MULTI, PASS, QUIT, RESET, SCAN, STREAM,
-                                 SUBCOMMAND, UNWATCH, WATCH, Always, Behaviour, both_cases, check_columns)
+from ..session.behaviour import (
+    CLIENT_GETNAME,
+    CLIENT_ID,
+    CLIENT_SETNAME,
+    CLUSTER,
+    DISCARD,
+    DRAIN,
+    EXEC,
+    FANOUT,
+    HELLO,
+    LEASE,
+    LOCAL_OK,
+    LOCKED,
+    LOGIN,
+    MULTI,
+    PASS,
+    QUIT,
+    RESET,
+    SCAN,
+    STREAM,
+    SUBCOMMAND,
+    UNWATCH,
+    WATCH,
+    Always,
+    Behaviour,
+    both_cases,
+    check_columns,
+)
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
@@ -256,5 +281,5 @@ class ClusterBackend:
         for (node, protocol, readonly), pool in router.pools.items():
             for index, conn in enumerate(pool.connections):
                 if conn is not None:
-                    log.info("node %s%s resp=%d #%d: %s, %d runs in flight", node, " (replica reads)" if readonly else "",
-                             protocol, index, conn.state, len(conn.pending))
+                    log.info("node %s%s resp=%d #%d: %s, %d runs in flight", node,
+                             " (replica reads)" if readonly else "", protocol, index, conn.state, len(conn.pending))

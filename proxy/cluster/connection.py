@@ -14,7 +14,6 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-
 from time import perf_counter as clock
 
 from ..monitor import live

@@ -28,15 +28,36 @@ from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
 from ..session import clientkill
-from ..session.pause import PauseWatch, watches
-from ..session.behaviour import (AUTH, CLIENT_GETNAME, CLIENT_ID, CLIENT_KILL, CLIENT_SETNAME, CONTROL, DISCARD,
-                                 EXEC, FANOUT, HELLO, LEASE, LOCAL_OK, MULTI, RESET, SCAN, STREAM, UNKNOWN, UNWATCH,
-                                 WAIT, WATCH, authenticates, strict_int)
+from ..session.behaviour import (
+    AUTH,
+    CLIENT_GETNAME,
+    CLIENT_ID,
+    CLIENT_KILL,
+    CLIENT_SETNAME,
+    CONTROL,
+    DISCARD,
+    EXEC,
+    FANOUT,
+    HELLO,
+    LEASE,
+    LOCAL_OK,
+    MULTI,
+    RESET,
+    SCAN,
+    STREAM,
+    UNKNOWN,
+    UNWATCH,
+    WAIT,
+    WATCH,
+    authenticates,
+    strict_int,
+)
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
+from ..session.pause import PauseWatch, watches
 from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, WATCHING
+from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
-from .connection import RoutedPending
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
 
 CLUSTER_MODE = b"$7\r\ncluster\r\n"

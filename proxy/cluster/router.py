@@ -30,10 +30,10 @@ import hiredis
 
 from .. import errors
 from ..config import Upstream
+from ..pending import hidden
 from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
 from ..routing.slots import SLOT_COUNT
-from ..pending import hidden
 from ..upstream.probe import ask
 from .connection import NodePool, ReadBatch, RoutedPending
 
@@ -77,7 +77,8 @@ class ClusterRouter:
     async def start(self) -> None:
         """The first map; raises ConnectionError when no seed answers with a usable one."""
         if not await self.refresh_once():
-            raise ConnectionError(f"no cluster node answered CLUSTER SHARDS/SLOTS among {', '.join(map(str, self.seeds))}")
+            seeds = ", ".join(map(str, self.seeds))
+            raise ConnectionError(f"no cluster node answered CLUSTER SHARDS/SLOTS among {seeds}")
 
     def _candidates(self):
         known = list(self.slotmap.masters())
@@ -91,7 +92,7 @@ class ClusterRouter:
         for node in self._candidates():
             try:
                 new = await self._ask_topology(node)
-            except (OSError, asyncio.TimeoutError, ConnectionError, PermissionError, TopologyError) as exc:
+            except (TimeoutError, OSError, ConnectionError, PermissionError, TopologyError) as exc:
                 log.debug("cluster node %s: no topology (%s)", node, exc)
                 continue
             if new.covered_slots == 0:

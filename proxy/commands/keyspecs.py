@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def _pick(spec: CommandSpec, flags: frozenset[str], begin: str) -> KeySpec:
     return fallback if fallback is not None else _synthetic(flags)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _synthetic(flags: frozenset[str]) -> KeySpec:
     from .table import BeginSearch, FindKeys, KeySpec
 

@@ -47,7 +47,7 @@ __all__ = [
 
 DEFAULT_SNAPSHOT = Path(__file__).with_name("data") / "redis-7.0.json"
 
-_EMPTY: Mapping[str, "CommandSpec"] = MappingProxyType({})
+_EMPTY: Mapping[str, CommandSpec] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class CommandSpec:
     acl_categories: frozenset[str]  # lower case, without '@'
     group: str | None  # from COMMAND DOCS
     key_specs: tuple[KeySpec, ...] = ()
-    subcommands: Mapping[str, "CommandSpec"] = field(default_factory=lambda: _EMPTY, compare=False)
+    subcommands: Mapping[str, CommandSpec] = field(default_factory=lambda: _EMPTY, compare=False)
     # Like Redis's doesCommandHaveKeys(): a key spec that is not NOT_KEY.
     has_keys: bool = field(init=False)
     # The common shape "one key, and it is argument 1" (GET, SET, HSET...): no interpreter needed.
@@ -158,7 +158,7 @@ class CommandTable:
 
     @classmethod
     def from_replies(cls, info_reply: Sequence[Any], docs_reply: Any = None,
-                     redis_version: str | None = None) -> "CommandTable":
+                     redis_version: str | None = None) -> CommandTable:
         """Build from ``COMMAND INFO`` and ``COMMAND DOCS`` replies.
 
         Strings may be bytes (straight from hiredis) or str (from the JSON snapshot).
@@ -169,7 +169,7 @@ class CommandTable:
         return cls(commands, redis_version)
 
     @classmethod
-    def from_snapshot(cls, path: str | Path | None = None) -> "CommandTable":
+    def from_snapshot(cls, path: str | Path | None = None) -> CommandTable:
         with open(path or DEFAULT_SNAPSHOT, encoding="utf-8") as f:
             data = json.load(f)
         return cls.from_replies(data["command_info"], data.get("command_docs"), data.get("redis_version"))

@@ -2,7 +2,8 @@
 
 The connection layer reports three things, without I/O: a connection became ready
 (`connected`), a connection failed for a reason other than the proxy closing it (`failed`,
-with the requests that failed with it; `lost` leaves out idle connections the server closed), and requests were answered with an error at once
+with the requests that failed with it; `lost` leaves out idle connections the server closed), and requests
+were answered with an error at once
 because the upstream is known to be down (`requests_failed`). The first failure of an upstream
 that was up logs one warning; while it stays down the failed requests are only counted; the
 next connection that becomes ready logs one line with how long it was down and how many

@@ -10,9 +10,9 @@ On SIGTERM: `draining` (/ready answers 503 from then on, before the listener clo
 
 from __future__ import annotations
 
+from ..config import NO_POLICY
 from . import live, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
-from ..config import NO_POLICY
 from .ready import Readiness
 
 __all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"]

@@ -157,7 +157,7 @@ class Rule:
         self.mode = settings.get("mode", self.default_mode, kind=str, choices=MODES)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Rule":
+    def from_settings(cls, settings: Settings) -> Rule:
         rule = cls(settings)
         settings.check_unused()
         return rule

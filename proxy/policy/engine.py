@@ -26,8 +26,8 @@ import re
 
 from ..commands.keyspecs import GETKEYS_PROCS, find_keys
 from .applications import Tenants
-from .keyclass import class_table
 from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
+from .keyclass import class_table
 from .loader import PASSTHROUGH, Policy
 
 

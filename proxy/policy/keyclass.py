@@ -5,7 +5,8 @@ A rule that reads a key only through regexes (every key rule's `pattern`, T1's a
 regexes: literals, ranges, categories, `.`. Python's `re` has no other way to look at a byte when
 a pattern has no backreferences (under `(?i)` an atom accepts both cases of its ASCII letters). So
 two bytes that every atom accepts or refuses alike are interchangeable: `user:1042:profile` and
-`aaaa:0000:aaaaaaa` get the same verdict under the strictest preset. `class_table` maps each byte to one byte of its class; the engine
+`aaaa:0000:aaaaaaa` get the same verdict under the strictest preset. `class_table` maps each byte to one byte
+of its class; the engine
 caches verdicts by `key.translate(table)`, so a keyspace of millions of ids costs a handful of
 entries that stay in the CPU's cache (a lookup in a table of 100,000 keys misses it three times).
 
@@ -121,7 +122,7 @@ class Atoms:
             match = re.compile(source.encode()).fullmatch
             self.add(byte for byte in ASCII if match(bytes((byte,))))
 
-    def scoped(self, add_flags: int, del_flags: int) -> "Atoms":
+    def scoped(self, add_flags: int, del_flags: int) -> Atoms:
         if (add_flags | del_flags) & re.LOCALE:
             raise Opaque(add_flags)
         fold = (self.fold or bool(add_flags & re.IGNORECASE)) and not del_flags & re.IGNORECASE

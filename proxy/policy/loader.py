@@ -27,6 +27,7 @@ from .problems import Problems, did_you_mean, shorthand, yaml_error
 from .rules.k7_namespaces import OwnKeysOnly, Prefixes, ReadOnly
 from .schema import Schema, enforcing_rules, parse_schema
 
+
 @dataclass(frozen=True)
 class Policy:
     name: str

@@ -44,7 +44,7 @@ class PasswordHash:
     digest: bytes
 
     @classmethod
-    def parse(cls, text: str) -> "PasswordHash":
+    def parse(cls, text: str) -> PasswordHash:
         match = _FORMAT.fullmatch(text.strip())
         if match is None:
             raise HashFormatError("expected '$scrypt$ln=N,r=R,p=P$<salt>$<hash>' as printed by "

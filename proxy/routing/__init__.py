@@ -3,7 +3,15 @@ redirection and cluster errors (redirect.py), and per-command routing decisions 
 splitting of multi-key commands across slots (multikey.py)."""
 
 from .multikey import SPLIT_COMMANDS, Forward, Planner, Reject, Split, SubCommand, split_array
-from .redirect import ASKING, CLUSTERDOWN_SLOT_NOT_SERVED, CROSSSLOT, ClusterError, Redirect, classify_error, parse_redirect
+from .redirect import (
+    ASKING,
+    CLUSTERDOWN_SLOT_NOT_SERVED,
+    CROSSSLOT,
+    ClusterError,
+    Redirect,
+    classify_error,
+    parse_redirect,
+)
 from .slotmap import Node, SlotMap, SlotRange, TopologyError
 from .slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag
 

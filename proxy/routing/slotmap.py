@@ -97,12 +97,12 @@ class SlotMap:
     # -- construction -------------------------------------------------------------
 
     @classmethod
-    def empty(cls) -> "SlotMap":
+    def empty(cls) -> SlotMap:
         return cls(array("H", bytes(2 * SLOT_COUNT)), (None,), ((),))
 
     @classmethod
     def from_ranges(cls, ranges: Iterable[tuple[int, int, Address, Sequence[Address]] | SlotRange],
-                    nodes: Iterable[Node] = ()) -> "SlotMap":
+                    nodes: Iterable[Node] = ()) -> SlotMap:
         """From (start, end, master, replicas) ranges, ends inclusive. A later range wins a slot
         claimed twice. A master's replicas are the last non-empty list given for it."""
         index = array("H", bytes(2 * SLOT_COUNT))
@@ -130,7 +130,7 @@ class SlotMap:
 
     @classmethod
     def from_cluster_shards(cls, reply: Any, source: Address | None = None, *,
-                            tls: bool = False) -> "SlotMap":
+                            tls: bool = False) -> SlotMap:
         """From a ``CLUSTER SHARDS`` reply (Redis 7+).
 
         ``source`` is the address the reply came from; it is needed only when an endpoint is
@@ -170,7 +170,7 @@ class SlotMap:
         return cls.from_ranges(ranges, nodes)
 
     @classmethod
-    def from_cluster_slots(cls, reply: Any, source: Address | None = None) -> "SlotMap":
+    def from_cluster_slots(cls, reply: Any, source: Address | None = None) -> SlotMap:
         """From a ``CLUSTER SLOTS`` reply: [[start, end, master, replica...], ...], each node
         [endpoint, port, id (3.2+), metadata (7.0+: flat key/value list)]."""
         ranges: list[tuple[int, int, Address, tuple[Address, ...]]] = []
@@ -223,7 +223,7 @@ class SlotMap:
 
     # -- derived maps -------------------------------------------------------------
 
-    def with_moved(self, slot: int, address: Address) -> "SlotMap":
+    def with_moved(self, slot: int, address: Address) -> SlotMap:
         """The map after ``-MOVED slot address``: ``slot`` now belongs to ``address`` (a known
         master keeps its replicas; a new one has none known until the next refresh)."""
         if not 0 <= slot < SLOT_COUNT:

@@ -20,10 +20,36 @@ import hiredis
 from .. import errors
 from ..policy.engine import SessionState
 from . import clientkill
+from .behaviour import (
+    AUTH,
+    CLIENT_KILL,
+    CONTROL,
+    DISCARD,
+    DRAIN,
+    EXEC,
+    HELLO,
+    LEASE,
+    LOCKED,
+    LOGIN,
+    MULTI,
+    PASS,
+    PIN,
+    PROMOTE,
+    QUIT,
+    REFUSE,
+    RESET,
+    SELECT,
+    SETINFO,
+    STREAM,
+    SUBCOMMAND,
+    UNKNOWN,
+    UNWATCH,
+    WAIT,
+    WATCH,
+    authenticates,
+    strict_int,
+)
 from .pause import PauseWatch, watches
-from .behaviour import (AUTH, CLIENT_KILL, CONTROL, DISCARD, DRAIN, EXEC, HELLO, LEASE, LOCKED, LOGIN, MULTI,
-                        PASS, PIN, PROMOTE, QUIT, REFUSE, RESET, SELECT, SETINFO, STREAM, SUBCOMMAND, UNKNOWN,
-                        UNWATCH, WAIT, WATCH, authenticates, strict_int)
 from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 
 log = logging.getLogger("redis_guard.server")

@@ -40,10 +40,9 @@ from ..pending import HiddenCommand, Pending, keep
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
-from .behaviour import PASS, Guard
 from . import auth, verdicts
-from .states import (CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING,
-                     WAITING, ConnState)
+from .behaviour import PASS, Guard
+from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
 
 log = logging.getLogger("redis_guard.server")
 

@@ -24,7 +24,6 @@ this file is the whole story of what a client's connection can be:
 
 from __future__ import annotations
 
-
 HELD = -1  # what a handler returns when dispatch waits (`Session.wait`), instead of an index
 REPLIES, PASSWORD = "replies", "password"  # what a waiting session waits for
 

@@ -49,7 +49,7 @@ class StartupPending:
 
     __slots__ = ("connection", "remaining", "received", "receiver", "identify")
 
-    def __init__(self, connection: "UpstreamConnection", count: int, identify: bool):
+    def __init__(self, connection: UpstreamConnection, count: int, identify: bool):
         self.connection = connection
         self.remaining = count
         self.received = []
@@ -176,7 +176,7 @@ class UpstreamConnection(asyncio.Protocol):
                 self.loop.create_connection(lambda: self, self.address.host, self.address.port),
                 timeout,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.fail(f"connect timed out after {timeout:g}s", connecting=True)
         except OSError as exc:
             self.fail(exc.strerror or str(exc), connecting=True)

@@ -41,6 +41,6 @@ async def ask(upstream, commands: list[tuple], timeout: float = 5.0) -> list:
 async def answers(upstream, timeout: float = 1.0) -> bool:
     try:
         (reply,) = await ask(upstream, [("PING",)], timeout)
-    except (OSError, asyncio.TimeoutError, ConnectionError):
+    except (TimeoutError, OSError, ConnectionError):
         return False
     return not isinstance(reply, hiredis.ReplyError) or b"NOAUTH" in str(reply).encode()

@@ -696,7 +696,7 @@ class RedisCluster:
             self._stop_process(node, signal.SIGTERM, timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> "RedisCluster":
+    def __enter__(self) -> RedisCluster:
         return self
 
     def __exit__(self, *exc) -> None:

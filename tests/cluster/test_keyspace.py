@@ -2,8 +2,16 @@
 
 import pytest
 
-from proxy.cluster.keyspace import (decode_cursor, encode_cursor, merge_concat, merge_min, merge_ok,
-                                    merge_random, merge_sum, scan_reply)
+from proxy.cluster.keyspace import (
+    decode_cursor,
+    encode_cursor,
+    merge_concat,
+    merge_min,
+    merge_ok,
+    merge_random,
+    merge_sum,
+    scan_reply,
+)
 
 
 @pytest.mark.parametrize("position, node_cursor", [(0, 0), (1, 0), (2, 7), (0, 1 << 53), (1023, 12345)])

@@ -7,8 +7,7 @@ import socket
 import hiredis
 import pytest
 
-from proxy.commands import CommandTable, find_keys
-from proxy.commands import snapshot
+from proxy.commands import CommandTable, find_keys, snapshot
 
 from .cases import GETKEYS_DIVERGES, INVALID_CASES, KEY_CASES, split
 

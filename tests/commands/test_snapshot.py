@@ -4,8 +4,7 @@ import threading
 
 import hiredis
 
-from proxy.commands import CommandTable
-from proxy.commands import snapshot
+from proxy.commands import CommandTable, snapshot
 
 from .cases import as_bytes
 

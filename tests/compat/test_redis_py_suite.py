@@ -5,7 +5,6 @@ Run it by hand with `python -m tests.compat.redis_py_suite` to see every differe
 """
 
 import pytest
-
 import yaml
 
 from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, compare, counts

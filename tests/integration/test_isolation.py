@@ -44,7 +44,7 @@ class Raw:
         self.sock.settimeout(seconds)
         try:
             chunk = self.sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             return True
         self.reader.feed(chunk)
         return False

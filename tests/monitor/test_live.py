@@ -10,9 +10,9 @@ import pytest
 from proxy.cluster.connection import RoutedPending as RoutedSlot
 from proxy.commands.table import CommandTable
 from proxy.monitor import keys, live, snapshot
+from proxy.pending import Pending
 from proxy.resp.reader import RequestReader
 from proxy.resp.replies import ReplySplitter
-from proxy.pending import Pending
 
 TABLE = CommandTable.from_snapshot()
 

@@ -3,7 +3,7 @@
 import os
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
@@ -41,12 +41,12 @@ rules:
 """
 
 
-@lru_cache(maxsize=None)
+@cache
 def table() -> CommandTable:
     return CommandTable.from_snapshot()
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine(text: str = POLICY) -> Engine:
     return Engine(load_policy_text(text), table())
 

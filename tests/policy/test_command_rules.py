@@ -6,14 +6,13 @@ import functools
 
 import pytest
 
-from tests.policy.helpers import load_error
-
 from proxy.commands.table import CommandTable
 from proxy.errors import violation_text
 from proxy.policy import AUDIT, ENFORCE, Engine, PolicyError, SessionState, load_policy_text
 from proxy.policy.engine import Call
 from proxy.policy.rules import c3_onread
 from proxy.policy.rules.c3_onread import SCRIPTS, WHOLE
+from tests.policy.helpers import load_error
 
 TABLE = CommandTable.from_snapshot()
 SPECS = list(TABLE.walk())

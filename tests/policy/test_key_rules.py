@@ -21,12 +21,11 @@ import time
 
 import pytest
 
-from tests.policy.helpers import load_error
-
 from proxy.commands.table import CommandTable
 from proxy.policy.base import KeyRule, PolicyError
 from proxy.policy.engine import Engine
 from proxy.policy.loader import load_policy_text
+from tests.policy.helpers import load_error
 
 TABLE = CommandTable.from_snapshot()
 _CACHE: dict[str, tuple] = {}

@@ -15,8 +15,7 @@ from re import _parser as sre_parse
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy, load_policy_text
-from proxy.policy import keyclass
+from proxy.policy import Engine, SessionState, keyclass, load_policy, load_policy_text
 from proxy.policy.keyclass import class_table
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO

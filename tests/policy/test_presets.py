@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import yaml
@@ -249,7 +249,7 @@ def _path(name: str) -> str:
     return os.path.join(PRESETS_DIR, f"{name}.yaml")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _raw(name: str) -> dict:
     with open(_path(name), encoding="utf-8") as handle:
         return yaml.safe_load(handle)
@@ -259,7 +259,7 @@ def _missing(name: str) -> list[str]:
     return [rule for rule in _raw(name)["rules"] if str(rule).upper() not in REGISTRY]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _engine(name: str) -> Engine:
     """The preset as shipped when all its rules exist, else the preset minus the missing ones."""
     missing = _missing(name)
@@ -272,7 +272,7 @@ def _engine(name: str) -> Engine:
     return Engine(policy, _table())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _table() -> CommandTable:
     return CommandTable.from_snapshot()
 

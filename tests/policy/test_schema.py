@@ -16,9 +16,6 @@ import textwrap
 import pytest
 import yaml
 
-from tests.policy.helpers import load_error
-from tests.servers import REPO
-
 from proxy import cli
 from proxy.commands.keyspecs import find_keys
 from proxy.commands.table import CommandTable
@@ -26,6 +23,8 @@ from proxy.errors import violation_text
 from proxy.policy import AUDIT, ENFORCE, Engine, SessionState, load_policy_text
 from proxy.policy.rules._types import GROUP_TYPES, TYPES
 from proxy.policy.schemadoc import COLUMNS, markdown
+from tests.policy.helpers import load_error
+from tests.servers import REPO
 
 TABLE = CommandTable.from_snapshot()
 PRESET = os.path.join(REPO, "configs", "policies", "key-schema.yaml")
@@ -37,7 +36,7 @@ def policy_text(schema: str, rules: str = "K10: {}", mode: str = "enforce") -> s
             f"schema:\n{textwrap.indent(textwrap.dedent(schema), '  ')}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def engine(schema: str, rules: str = "K10: {}", mode: str = "enforce") -> Engine:
     return Engine(load_policy_text(policy_text(schema, rules, mode)), TABLE)
 

@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import random
 import time
-from functools import lru_cache
+from functools import cache
 
 import pytest
-
-from tests.policy.helpers import load_error
 
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy_text
 from proxy.policy.rules._durations import duration
 from proxy.policy.rules._ttl import InjectedTtl, creation, may_create, ttl_args
+from tests.policy.helpers import load_error
 
 
-@lru_cache(maxsize=None)
+@cache
 def table() -> CommandTable:
     return CommandTable.from_snapshot()
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine(text: str) -> Engine:
     return Engine(load_policy_text(text), table())
 

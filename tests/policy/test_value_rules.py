@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.policy.helpers import load_error
-
 from proxy.policy import SessionState, load_policy_text
 from proxy.policy.rules._zadd import zadd_members
 from proxy.policy.rules.v1_string_size import APPEND_SCRIPT
 from proxy.policy.rules.v2_cardinality import GROWING, MAX_SCRIPT_ARGS, SCRIPT
-from tests.policy.test_ttl_rules import (decide, engine, rejected_by,
-                                         table, words)
+from tests.policy.helpers import load_error
+from tests.policy.test_ttl_rules import decide, engine, rejected_by, table, words
 
 V1 = "rules: {V1: {max_bytes: 10}}"
 V2 = "rules: {V2: {max_elements: 5, per_type: {hash: 3}}}"

@@ -20,7 +20,6 @@ from proxy.routing.redirect import (
 )
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
-
 from tests.cluster.start import start_cluster
 from tests.servers import wait_for
 

@@ -7,9 +7,31 @@ from proxy.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, load_policy_text
 from proxy.session import behaviour
-from proxy.session.behaviour import (CLIENT_ID, CLIENT_KILL, CLUSTER, CONTROL, FANOUT, LEASE, LOCAL_OK, PASS, PIN,
-                                     PROMOTE, REFUSE, SETINFO, STANDALONE, STREAM, SUBCOMMAND, UNKNOWN, WAIT,
-                                     Behaviour, Guard, check_columns, dispatch_table, lane_tables, own_action)
+from proxy.session.behaviour import (
+    CLIENT_ID,
+    CLIENT_KILL,
+    CLUSTER,
+    CONTROL,
+    FANOUT,
+    LEASE,
+    LOCAL_OK,
+    PASS,
+    PIN,
+    PROMOTE,
+    REFUSE,
+    SETINFO,
+    STANDALONE,
+    STREAM,
+    SUBCOMMAND,
+    UNKNOWN,
+    WAIT,
+    Behaviour,
+    Guard,
+    check_columns,
+    dispatch_table,
+    lane_tables,
+    own_action,
+)
 from proxy.session.handlers import STANDALONE as STANDALONE_HANDLERS
 from proxy.session.states import LEASED, PINNED, SHARED, STREAMING
 

@@ -2,8 +2,21 @@
 
 import pytest
 
-from proxy.session.states import (CLOSED, CLOSING, DOOMED, LEASED, NONE, OPEN, PINNED, QUEUEING, SHARED, STREAMING,
-                                  WATCHING, ConnState, StateError)
+from proxy.session.states import (
+    CLOSED,
+    CLOSING,
+    DOOMED,
+    LEASED,
+    NONE,
+    OPEN,
+    PINNED,
+    QUEUEING,
+    SHARED,
+    STREAMING,
+    WATCHING,
+    ConnState,
+    StateError,
+)
 
 
 def test_a_new_connection_is_shared_open_and_outside_a_transaction():

@@ -11,7 +11,8 @@ key that the earlier write has just created or replaced, so that it exists and h
   the time now for the relative forms). A TTL of 0 or less deletes the key: no key, no key
   without a TTL.
 * SET key value [NX|XX] [GET] EX|PX|EXAT|PXAT t: valid options (no KEEPTTL with a TTL, one kind
-  of TTL option: `EX 5 EX 6` is EX 6), t > 0 and no overflow; not NX (the key exists); with GET only after a string write
+  of TTL option: `EX 5 EX 6` is EX 6), t > 0 and no overflow; not NX (the key exists); with GET only after a
+  string write
   (GET on another type is a WRONGTYPE error and nothing is set).
 * SETEX/PSETEX key t value: four arguments, t > 0, no overflow.
 * GETEX key EX|PX|EXAT|PXAT t: one TTL option and no PERSIST, after a string write only.
@@ -19,7 +20,8 @@ key that the earlier write has just created or replaced, so that it exists and h
 `later_gives_ttl` walks the commands after the write and stops (gives up) at anything between
 that could keep the later command from running in the same database on the same key: a command
 that switches the session's connection or state (the session's own connection-state commands:
-MULTI, SELECT, RESET, QUIT, WAIT, CLIENT, subscriptions...; a blocking command), the end of a transaction, SWAPDB/FLUSH* aside, and a
+MULTI, SELECT, RESET, QUIT, WAIT, CLIENT, subscriptions...; a blocking command), the end of a transaction,
+SWAPDB/FLUSH* aside, and a
 command that carries the key's value elsewhere (RENAME, COPY, MOVE, MIGRATE with the key as a
 source). Sans-IO; the clock is read for the overflow checks only.
 """
@@ -28,8 +30,8 @@ from __future__ import annotations
 
 import time
 
-from ...session.behaviour import EXCEPTIONS, PASS
 from ...resp.exact import string2ll
+from ...session.behaviour import EXCEPTIONS, PASS
 
 LLONG_MAX = (1 << 63) - 1
 LLONG_MIN = -(1 << 63)

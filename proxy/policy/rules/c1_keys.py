@@ -18,7 +18,8 @@ class NoKeysCommand(CommandRule):
             wrong = unknown_command(name, settings.table)
             if wrong:
                 settings.problem("commands", f"'commands': {wrong}")
-        self.suggest = settings.get("suggest", "SCAN 0 MATCH <pattern> COUNT 100, repeated until the cursor is 0", kind=str)
+        self.suggest = settings.get("suggest", "SCAN 0 MATCH <pattern> COUNT 100, repeated until the cursor is 0",
+                                    kind=str)
 
     def applies_to(self, spec) -> bool:
         return spec.name in self.commands

@@ -104,8 +104,9 @@ class TypeWords(RewriteRule):
             if named is not None:  # the source says what it holds: the destination must agree
                 return self._check_keys(call, keys[1:], named)
             if self.required and not self.names_type(target):
+                shown = source.decode("utf-8", "backslashreplace")
                 return self.finding(f"key '{target.decode('utf-8', 'backslashreplace')}'",
-                                    f"{call.name.upper()} writes the value of '{source.decode('utf-8', 'backslashreplace')}'"
+                                    f"{call.name.upper()} writes the value of '{shown}'"
                                     f": the key must name its type {self._where()}")
             return None  # a type word on the destination: rewrite() has the server compare
         if call.name == "sort":

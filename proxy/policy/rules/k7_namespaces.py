@@ -21,8 +21,8 @@ cursor over the masters stays its own); anything else is refused with the SCAN t
 from __future__ import annotations
 
 from ..base import CommandRule, KeyRule, RewriteRule, Rule, current_commands, register, same_command
-from ._keyshape import fullmatcher, glob_escape, glob_literal_prefix, key_bytes, literal, subject
 from ._commands import command_words
+from ._keyshape import fullmatcher, glob_escape, glob_literal_prefix, key_bytes, literal, subject
 
 WRITE_KEY_FLAGS = frozenset({"INSERT", "UPDATE", "DELETE", "OW", "RM"})
 
@@ -161,7 +161,8 @@ class OwnKeysOnly(RewriteRule):
         """A glob listing key names (SCAN's MATCH, KEYS'): its literal start under a prefix."""
         if pattern is not None and self._owns(glob_literal_prefix(pattern)):
             return None
-        subject = f"command {command}" if pattern is None else f"pattern '{pattern.decode('utf-8', 'backslashreplace')}'"
+        shown = pattern.decode("utf-8", "backslashreplace") if pattern is not None else None
+        subject = f"command {command}" if pattern is None else f"pattern '{shown}'"
         if not self.prefixes:
             return self.finding(subject, self._whose())
         how = "one SCAN per prefix" if pattern is None else "the pattern must start with an owned prefix"

@@ -45,8 +45,17 @@ from __future__ import annotations
 
 from ..base import NO_ARGUMENTS, CommandRule, RewriteRule, Rule, current_commands, register, same_command
 from ._keyshape import text
-from ._ttl import (CREATION, TTL_TABLE, InjectedTtl, PersistentKeys, call_ttl_args, creates, creation, may_create,
-                   ttl_args)
+from ._ttl import (
+    CREATION,
+    TTL_TABLE,
+    InjectedTtl,
+    PersistentKeys,
+    call_ttl_args,
+    creates,
+    creation,
+    may_create,
+    ttl_args,
+)
 from ._ttl_certain import DELETED, TTL, later_gives_ttl, ttl_outcome
 from ._types import GROUP_TYPES
 
@@ -201,7 +210,7 @@ class RequireTtl(_TtlCommon, CommandRule):
         if info is not None and info.ttls and not state.in_multi and len(keys) == 1 and keys[0][0] == 1:
             return None  # the common `SET k v EX n`: it gives its only key a TTL itself
         cleared = None
-        for index, key, clears, how in self._needing_ttl(call, info):
+        for _index, key, clears, how in self._needing_ttl(call, info):
             if how == "carries":
                 continue
             if state.in_multi and not clears and key in state.expiring:
@@ -290,7 +299,7 @@ class InjectTtl(_TtlCommon, RewriteRule):
         first = args
         extras = []
         seen = set()
-        for index, key, clears, how in self._needing_ttl(call, info):
+        for _index, key, _clears, _how in self._needing_ttl(call, info):
             if call.name == "set" and not info.keep:
                 first = [*args, b"EX", self.ttl_for(key)]
             elif key not in seen:
