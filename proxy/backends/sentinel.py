@@ -130,8 +130,8 @@ class SentinelConnection(UpstreamConnection):
 
     __slots__ = ("backend",)
 
-    def __init__(self, loop, address, startup, on_close=None, identify=False, backend=None):
-        super().__init__(loop, address, startup, on_close, identify=identify)
+    def __init__(self, loop, address, startup, on_close=None, backend=None):
+        super().__init__(loop, address, startup, on_close)
         self.backend = backend
 
     def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:

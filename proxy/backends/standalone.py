@@ -21,7 +21,7 @@ from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import SHARED
 from ..upstream.connection import CLOSED, open_connection, startup_commands
-from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool
+from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute
 
 log = logging.getLogger("redis_guard.server")
@@ -168,7 +168,7 @@ class StandaloneBackend:
         self.spare_pool(self._key(session)).refill()
 
     def lease(self, session, args=None):
-        return self.spare_pool(self._key(session)).take()
+        return self.spare_pool(self._key(session)).take(refills_now(args))
 
     def give_back(self, session, conn) -> None:
         conn.owner = None
@@ -182,7 +182,7 @@ class StandaloneBackend:
         """A connection whose first client command is the client's AUTH (or HELLO AUTH): only
         the proxy's own AUTH, if any, before it; database and protocol are restored after."""
         conn = open_connection(self.loop, self.upstream_as(self.identity(session)), 0, 2, self.timeout,
-                               identify=False, role="own")
+                               role="own")
         conn.upstream = None  # it runs as the client's user: never lent to another client
         return conn
 
@@ -232,8 +232,7 @@ class StandaloneBackend:
         """What Redis knows the proxy's own connections by (never a client's own)."""
         conns = [conn for _role, conn in self.connections()]
         users = {(identity[0] or "default").encode() for identity, _db, _protocol in self.openers}
-        return Ours(frozenset(conn.client_id for conn in conns if conn.client_id is not None),
-                    frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset(users))
+        return Ours(frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset(users))
 
     # -- behaviour --------------------------------------------------------------------------
 

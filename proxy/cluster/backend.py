@@ -51,7 +51,7 @@ from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
 from ..upstream.connection import CLOSED
-from ..upstream.pools import ControlConnection, Opener, SparePool
+from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
 from .handlers import pin_transaction
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
@@ -222,7 +222,7 @@ class ClusterBackend:
         return spares
 
     def lease(self, session, args=None, node=None):
-        return self.spare_pool(node or self.seed, session.protocol).take()
+        return self.spare_pool(node or self.seed, session.protocol).take(refills_now(args))
 
     def give_back(self, session, conn) -> None:
         conn.owner = None
@@ -269,8 +269,7 @@ class ClusterBackend:
     def ours(self, node=None) -> Ours:
         conns = [conn for _role, conn in self.connections(node)]
         user = (self.router.username or "default").encode()
-        return Ours(frozenset(conn.client_id for conn in conns if conn.client_id is not None),
-                    frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset({user}))
+        return Ours(frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset({user}))
 
     # -- operators --------------------------------------------------------------------------
 

@@ -114,8 +114,8 @@ class ReadBatch:
 class ClusterConnection(UpstreamConnection):
     __slots__ = ("router", "error_partial", "index")
 
-    def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0), identify=False):
-        super().__init__(loop, address, startup, on_close, identify=identify)
+    def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0)):
+        super().__init__(loop, address, startup, on_close)
         self.router = router
         self.protocol, self.index = place  # its pool's protocol and its index there: where a retry goes
         self.error_partial = None  # the first bytes of an error reply cut across reads

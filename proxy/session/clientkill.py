@@ -34,7 +34,6 @@ TYPES = {b"normal", b"master", b"slave", b"replica", b"pubsub"}
 class Ours:
     """What Redis knows the proxy's own connections by."""
 
-    ids: frozenset = frozenset()
     addrs: frozenset = frozenset()  # b"ip:port" as CLIENT LIST shows them
     users: frozenset = frozenset()  # user names they authenticate as (b"default" without one)
 
@@ -95,8 +94,6 @@ def plan(args: list[bytes], ours: Ours):
         index += 2
     if b"user" in filters:
         return Resolve(filters)  # Redis alone knows whether the user exists
-    if b"id" in filters and int(filters[b"id"]) not in ours.ids:
-        return FORWARD
     if b"addr" in filters and filters[b"addr"] not in ours.addrs:
         return FORWARD
     return Resolve(filters)
@@ -129,8 +126,9 @@ def client_type(row: dict) -> bytes:
     return b"normal"
 
 
-def matching(filters: dict, rows: list[dict], ours: Ours, caller_id: int | None) -> list[int]:
-    """IDs of the clients the filters match, not ours, not the caller's with SKIPME yes."""
+def matching(filters: dict, rows: list[dict], ours: Ours, caller_addr: bytes | None) -> list[int]:
+    """IDs of the clients the filters match, not the proxy's own connections, not the caller's
+    (its connection's address, `caller_addr`) with SKIPME yes."""
     wanted_type = filters.get(b"type")
     if wanted_type == b"replica":
         wanted_type = b"slave"
@@ -141,7 +139,7 @@ def matching(filters: dict, rows: list[dict], ours: Ours, caller_id: int | None)
             client_id = int(row.get(b"id", b"0"))
         except ValueError:
             continue
-        if client_id in ours.ids:
+        if row.get(b"addr") in ours.addrs:
             continue
         if b"addr" in filters and row.get(b"addr") != filters[b"addr"]:
             continue
@@ -153,7 +151,7 @@ def matching(filters: dict, rows: list[dict], ours: Ours, caller_id: int | None)
             continue
         if b"user" in filters and row.get(b"user") != filters[b"user"]:
             continue
-        if skipme and caller_id is not None and client_id == caller_id:
+        if skipme and caller_addr is not None and row.get(b"addr") == caller_addr:
             continue
         found.append(client_id)
     return found

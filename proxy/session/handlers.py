@@ -158,14 +158,14 @@ def client_kill(session, batch, index: int) -> int:
     if type(decision) is clientkill.Forward:
         return forward_one(session, batch, index)
     pending = session.reply_later()
-    caller = session.own.client_id if session.own is not None else None
+    caller = session.own.sockname if session.own is not None else None
     task = session.loop.create_task(kill_resolved(session.backend.control_connection, args, decision, session.backend,
                                                   caller))
     task.add_done_callback(lambda done: session.fill(pending, _task_reply(done)))
     return index + 1
 
 
-async def kill_resolved(control_connection, args, decision, backend, caller_id) -> bytes:
+async def kill_resolved(control_connection, args, decision, backend, caller_addr) -> bytes:
     """Validate, list, kill by ID what the filters match apart from the proxy's own."""
     conn = control_connection()
     if conn is None:
@@ -175,7 +175,7 @@ async def kill_resolved(control_connection, args, decision, backend, caller_id) 
         return errors.resp_error(str(checked))
     (listing,) = await conn.ask([("CLIENT", "LIST")])
     rows = clientkill.parse_client_list(listing if isinstance(listing, bytes) else b"")
-    ids = clientkill.matching(decision.filters, rows, backend.ours(), caller_id)
+    ids = clientkill.matching(decision.filters, rows, backend.ours(), caller_addr)
     killed = 0
     if ids:
         replies = await conn.ask([("CLIENT", "KILL", "ID", str(client_id)) for client_id in ids])
@@ -212,7 +212,7 @@ def take_own(session, batch, index: int, event: str):
     upstream is unavailable (the session closes), or the connection."""
     if session.inflight:
         return HELD
-    conn = session.backend.lease(session)
+    conn = session.backend.lease(session, batch.commands[index])
     if conn is None:
         session.no_connection(session.backend.opener_for(session), 1)
         return None

@@ -120,6 +120,7 @@ class Session(asyncio.Protocol):
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
         self.proxy.sessions.add(self)
+        self.bind()  # what changed since __init__ (a pause, a reload) reached the sessions listed then
         metrics.CLIENTS.inc()
 
     def connection_lost(self, exc) -> None:

@@ -38,23 +38,19 @@ SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
 # Connections whose writes wait for the end of this event-loop tick (one process, one loop):
 # while there are any, a write to an idle connection waits too, so writes leave in arrival order.
 FLUSHES = [0]
-CLIENT_ID = ("CLIENT", "ID")
 
 
 class StartupPending:
     """Swallows the replies to the proxy's own AUTH/SELECT/HELLO and fails the connection on an
-    error, so a client never sees them and never runs with the wrong credentials or database.
-    The reply to a closing CLIENT ID names the connection (an error there is not fatal: a user
-    may lack the right to ask)."""
+    error, so a client never sees them and never runs with the wrong credentials or database."""
 
-    __slots__ = ("connection", "remaining", "received", "receiver", "identify")
+    __slots__ = ("connection", "remaining", "received", "receiver")
 
-    def __init__(self, connection: UpstreamConnection, count: int, identify: bool):
+    def __init__(self, connection: UpstreamConnection, count: int):
         self.connection = connection
         self.remaining = count
         self.received = []
         self.receiver = self  # receives its own deliveries, like a client session would
-        self.identify = identify
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         self.received.append(data)
@@ -66,15 +62,11 @@ class StartupPending:
             replies = []
             while (reply := reader.gets()) is not False:
                 replies.append(reply)
-            if self.identify:
-                client_id = replies.pop()
-                if isinstance(client_id, int):
-                    self.connection.client_id = client_id
             for reply in replies:
                 if isinstance(reply, hiredis.ReplyError):
                     if str(reply).startswith("BUSY"):
                         # A script is running: SELECT is refused until it ends or is killed.
-                        self.connection.restart_later(self.identify)
+                        self.connection.restart_later()
                         return
                     # Requests queued behind it get the server's own refusal (NOAUTH, ...).
                     self.connection.fail(
@@ -128,11 +120,11 @@ class UpstreamConnection(asyncio.Protocol):
     __slots__ = (
         "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
-        "close_reason", "refused", "startup", "role", "client_id", "sockname", "db", "protocol",
+        "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
         "upstream", "owner", "refusal",
     )
 
-    def __init__(self, loop, address, startup: list[tuple], on_close=None, identify: bool = False):
+    def __init__(self, loop, address, startup: list[tuple], on_close=None):
         self.address = address
         self.label = str(address)
         self.loop = loop
@@ -150,20 +142,19 @@ class UpstreamConnection(asyncio.Protocol):
         self.refused = False
         self.startup = b""
         self.role = SHARED
-        self.client_id = None  # as Redis numbers its clients (CLIENT ID), once started
-        self.sockname = None  # ip:port as Redis shows this connection (CLIENT LIST addr=)
+        # ip:port as Redis shows this connection (CLIENT LIST addr=): how CLIENT KILL knows the
+        # proxy's own (no CLIENT ID at start-up, which MONITOR and LATENCY would show).
+        self.sockname = None
         self.db = 0  # the database and protocol it was started in
         self.protocol = 2
         self.upstream = None  # the Upstream (address and credentials) it was opened with
         self.owner = None  # the session it is lent or pinned to: told when the connection fails
         self.refusal = None  # the server's reply when it refused the start-up (NOAUTH...)
-        if identify:
-            startup = list(startup) + [CLIENT_ID]
         if startup:
             # Client requests wait until these succeed: after a failed SELECT they would run in
             # the wrong database.
             self.startup = b"".join(hiredis.pack_command(cmd) for cmd in startup)
-            self.pending.append(StartupPending(self, len(startup), identify))
+            self.pending.append(StartupPending(self, len(startup)))
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -196,11 +187,11 @@ class UpstreamConnection(asyncio.Protocol):
         else:
             self.on_ready()
 
-    def restart_later(self, identify: bool, delay: float = 0.05) -> None:
+    def restart_later(self, delay: float = 0.05) -> None:
         """Run the start-up commands again soon (a busy script refused them); requests wait."""
         def restart():
             if self.state is CONNECTING and self.transport is not None:
-                self.pending.appendleft(StartupPending(self, self.startup_count, identify))
+                self.pending.appendleft(StartupPending(self, self.startup_count))
                 self.transport.write(self.startup)
 
         self.loop.call_later(delay, restart)
@@ -401,12 +392,10 @@ def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
 
 
 def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None,
-                    cls=UpstreamConnection, also=(), role: str = SHARED, identify: bool = True,
-                    **extra) -> UpstreamConnection:
+                    cls=UpstreamConnection, also=(), role: str = SHARED, **extra) -> UpstreamConnection:
     """A connection that runs the proxy's own start-up commands (AUTH, HELLO, SELECT, then
-    `also`, then CLIENT ID when `identify`) before any client request."""
-    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close,
-               identify=identify, **extra)
+    `also`) before any client request."""
+    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close, **extra)
     conn.role = role
     conn.db = db
     conn.protocol = protocol

@@ -109,9 +109,10 @@ class SparePool:
         self.target = target
         self.max_idle = max_idle
 
-    def take(self) -> UpstreamConnection | None:
+    def take(self, refill: bool = True) -> UpstreamConnection | None:
         """A connection for one client: a warm spare when there is one, else a new connection
-        (requests sent to it wait for its start-up); None while the upstream is down."""
+        (requests sent to it wait for its start-up); None while the upstream is down. Without
+        `refill` the spare it took is replaced at the pool's next use, not now."""
         self._prune()
         if self.idle:
             conn = self.idle.pop()
@@ -120,7 +121,8 @@ class SparePool:
         else:
             conn = self.opener.open(OWN)
         conn.role = OWN
-        self.refill()
+        if refill:
+            self.refill()
         return conn
 
     def refill(self) -> None:
@@ -168,3 +170,9 @@ class ControlConnection:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+def refills_now(args) -> bool:
+    """Whether taking a spare for `args` refills the pool at once: not for MONITOR, whose
+    connection would show the new spare's start-up (SELECT...) as its first lines."""
+    return not args or args[0].lower() != b"monitor"

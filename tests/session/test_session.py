@@ -89,7 +89,6 @@ class Rig:
                 conn.state = READY
                 conn.role, conn.db, conn.protocol = role, self.db, self.protocol
                 conn.upstream = self.upstream
-                conn.client_id = 100 + len(rig.opened)
                 conn.sockname = b"127.0.0.1:%d" % (50000 + len(rig.opened))
                 rig.opened.append(conn)
                 return conn
@@ -217,10 +216,24 @@ def test_client_kill_is_answered_for_the_proxys_own_connections(rig):
     rig.sent(shared)
     rig.answer(shared, b"$-1\r\n")
     replies(rig)
-    rig.send([b"CLIENT", b"KILL", shared.sockname], [b"CLIENT", b"KILL", b"ID", b"%d" % shared.client_id, b"TYPE", b"x"])
+    rig.send([b"CLIENT", b"KILL", shared.sockname], [b"CLIENT", b"KILL", b"ID", b"5", b"TYPE", b"x"])
     assert [str(reply) for reply in replies(rig)] == ["ERR No such client", "ERR Unknown client type 'x'"]
-    rig.send([b"CLIENT", b"KILL", b"ID", b"99999"])  # someone else's: Redis decides
-    assert rig.sent(shared) == [[b"CLIENT", b"KILL", b"ID", b"99999"]]
+    # By ID: the proxy asks Redis (on its control connection, never a shared one) who that is,
+    # checks Redis's own syntax first, and kills only what is not its own.
+    rig.send([b"CLIENT", b"KILL", b"ID", b"7"])
+    rig.run()
+    control = rig.backend.control.conn
+    assert rig.sent(shared) == [] and rig.sent(control) == [
+        [b"CLIENT", b"KILL", b"ID", b"7", b"ID", b"9223372036854775807"]]
+    rig.answer(control, b":0\r\n")
+    rig.run()
+    assert rig.sent(control) == [[b"CLIENT", b"LIST"]]
+    listing = (b"id=7 addr=%s laddr=127.0.0.1:6379 flags=N\nid=8 addr=10.0.0.9:4000 laddr=127.0.0.1:6379 flags=N\n"
+               % shared.sockname)
+    rig.answer(control, b"$%d\r\n%s\r\n" % (len(listing), listing))
+    rig.run()
+    assert rig.sent(control) == []  # id 7 is the proxy's shared connection: nothing to kill
+    assert replies(rig) == [0]
 
 
 def test_a_client_that_does_not_read_is_disconnected_past_its_output_limit_and_never_pauses_the_shared_connection():
