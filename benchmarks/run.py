@@ -249,9 +249,13 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
                 name: str = "proxy", extra: tuple[str, ...] = (), checkout: Path = REPO_ROOT) -> Service:
     port = free_port()
     log = workdir / f"{name}.log"
+    config = args.config
+    if checkout != REPO_ROOT and config.is_relative_to(REPO_ROOT):
+        # Another checkout reads its own copy of the file: the settings it understands.
+        config = checkout / config.relative_to(REPO_ROOT)
     cmd = args.proxy_cmd.format(
         python=shlex.quote(sys.executable),
-        config=shlex.quote(str(args.config)),
+        config=shlex.quote(str(config)),
         port=port,
         redis_port=redis_port,
         workdir=shlex.quote(str(workdir)),
