@@ -10,11 +10,12 @@ one server, a Redis Cluster or a Sentinel-managed master. A backend gives:
   connection that never carries client traffic;
 * its column of the behaviour table and its handler table (`behaviour.py`, `handlers.py`).
 
-`OwnRoute` and `StreamRoute` are the same for every backend and live here.
+`OwnRoute`, `StreamRoute` and `relogin` are the same for every backend and live here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 from ..session.behaviour import LEASE, PASS
@@ -99,3 +100,14 @@ class StreamRoute:
 
 def kept_on_lease(action: int) -> bool:
     return action == PASS or action == LEASE
+
+
+def relogin(conn, identity: tuple) -> None:
+    """A connection lent or pinned to a client whose identity changed (AUTH as another
+    application): logged in again as `identity`, so that it goes back to that identity's spares.
+    A connection the client authenticated itself (`upstream` None) runs as the client's user."""
+    if conn is None or conn.upstream is None:
+        return
+    if identity != (conn.upstream.username, conn.upstream.password):
+        conn.upstream = dataclasses.replace(conn.upstream, username=identity[0], password=identity[1])
+        conn.send_hidden([("AUTH", identity[0] or "default", identity[1] or "")])

@@ -22,7 +22,7 @@ from ..session.pause import Pauses, paused_table
 from ..session.states import SHARED
 from ..upstream.connection import CLOSED, open_connection, startup_commands
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
-from .base import OwnRoute, StreamRoute
+from .base import OwnRoute, StreamRoute, relogin
 
 log = logging.getLogger("redis_guard.server")
 
@@ -209,13 +209,7 @@ class StandaloneBackend:
         if not session.state.own:
             session.route = self.shared_route(session)
             return
-        conn = session.own
-        if conn is None or conn.upstream is None:
-            return  # a connection the client authenticated itself: it runs as the client's user
-        identity = self.identity(session)
-        if identity != (conn.upstream.username, conn.upstream.password):
-            conn.upstream = self.upstream_as(identity)
-            conn.send_hidden([("AUTH", identity[0] or "default", identity[1] or "")])
+        relogin(session.own, self.identity(session))
 
     def connections(self) -> list:
         """(role, connection) of every live connection the backend holds."""

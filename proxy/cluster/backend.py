@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 
-from ..backends.base import OwnRoute, StreamRoute
+from ..backends.base import OwnRoute, StreamRoute, relogin
 from ..config import Upstream
 from ..routing.multikey import Planner
 from ..session.behaviour import (
@@ -110,7 +110,7 @@ class ClusterBackend:
     def __init__(self, loop, config, table):
         self.loop = loop
         self.config = config
-        self.acl_users = None  # the policy's ACL users; the cluster's connections run as the seed URL's user
+        self.acl_users = None  # set by the Proxy: the policy's ACL users, applied on every node
         seeds = config.upstream_cluster
         self.seed = seeds[0].address
         self.label = "cluster " + ",".join(str(seed.address) for seed in seeds)
@@ -118,6 +118,7 @@ class ClusterBackend:
             loop, [seed.address for seed in seeds], seeds[0], config.shared_connections, config.connect_timeout,
             config.failover_timeout, read_from_replicas=config.read_from_replicas,
         )
+        self.routers = {self.default_identity: self.router}  # identity -> its router (`router_for`)
         self.routes = RouteTable(table, Planner(table))
         self.behaviour = Behaviour(table)
         self.handlers = HANDLERS
@@ -186,8 +187,41 @@ class ClusterBackend:
     def knows(self, name: str) -> bool:
         return name in self.names
 
+    # -- identities: the upstream user a client's commands run as --------------------------------
+
+    @property
+    def default_identity(self) -> tuple:
+        return (self.router.username, self.router.password)
+
+    def identity(self, session) -> tuple:
+        """Its application's ACL user when the policy's users are applied on the nodes, else the
+        seed URL's user."""
+        users = self.acl_users
+        return self.default_identity if users is None else users.credentials_for(session.app)
+
+    def router_for(self, identity) -> ClusterRouter:
+        """The router whose connections run as `identity`: the proxy's own, or a follower of it
+        (same topology and refreshes, connections of its own)."""
+        router = self.routers.get(identity)
+        if router is None:
+            leader = self.router
+            credentials = Upstream(self.seed, identity[0], identity[1], 0)
+            router = self.routers[identity] = ClusterRouter(
+                self.loop, leader.seeds, credentials, leader.size, leader.connect_timeout, leader.failover_timeout,
+                read_from_replicas=leader.read_from_replicas, leader=leader)
+        return router
+
+    def router_of(self, session) -> ClusterRouter:
+        return self.router_for(self.identity(session))
+
     def identity_changed(self, session) -> None:
-        pass  # one identity for every client (the seed URL's)
+        """The client's application changed (AUTH, RESET, a reload): its shared route, or the
+        connection lent to it logged in again as the new identity."""
+        if not session.state.own:
+            if session.state.txn is NONE:
+                session.route = self.shared_route(session)
+            return
+        relogin(session.own, self.identity(session))
 
     def hello(self, session, batch, index: int, hello_args) -> int:
         return self.handlers[HELLO](session, batch, index, hello_args)
@@ -195,15 +229,17 @@ class ClusterBackend:
     # -- routes and connections -------------------------------------------------------------
 
     def shared_route(self, session) -> ClusterRoute:
-        key = (session.protocol, session.spread)
+        identity = self.identity(session)
+        key = (session.protocol, session.spread, identity)
         route = self.shared_routes.get(key)
         if route is None:
-            route = self.shared_routes[key] = ClusterRoute(self.router, self.routes, *key)
+            route = self.shared_routes[key] = ClusterRoute(self.router_for(identity), self.routes, session.protocol,
+                                                           session.spread)
         return route
 
     def own_route(self, session, conn):
         if session.state.txn is not NONE:
-            return TxnRoute(conn, self.routes, self.router, self.safe)
+            return TxnRoute(conn, self.routes, self.router_of(session), self.safe)
         return OwnRoute(conn)
 
     def stream_route(self, session, conn) -> StreamRoute:
@@ -212,17 +248,18 @@ class ClusterBackend:
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)
 
-    def spare_pool(self, node, protocol: int) -> SparePool:
-        key = (node, protocol)
+    def spare_pool(self, node, protocol: int, identity=None) -> SparePool:
+        identity = identity or self.default_identity
+        key = (node, protocol, identity)
         spares = self.spares.get(key)
         if spares is None:
-            opener = Opener(self.loop, self._upstream(node), 0, protocol, self.config.connect_timeout,
-                            retry_interval=0.25)
+            upstream = Upstream(node, identity[0], identity[1], 0)
+            opener = Opener(self.loop, upstream, 0, protocol, self.config.connect_timeout, retry_interval=0.25)
             spares = self.spares[key] = SparePool(opener, self.config.warm_spares)
         return spares
 
     def lease(self, session, args=None, node=None):
-        return self.spare_pool(node or self.seed, session.protocol).take(refills_now(args))
+        return self.spare_pool(node or self.seed, session.protocol, self.identity(session)).take(refills_now(args))
 
     def give_back(self, session, conn) -> None:
         conn.owner = None
@@ -231,7 +268,11 @@ class ClusterBackend:
             client.tainted = False
             conn.close()
             return
-        self.spare_pool(conn.address, conn.protocol).give_back(conn)
+        upstream = conn.upstream
+        if upstream is None:
+            conn.close()
+            return
+        self.spare_pool(conn.address, conn.protocol, (upstream.username, upstream.password)).give_back(conn)
 
     def pin_deferred(self, session, hash_slot) -> bool:
         """The first key of a deferred transaction picks its node: lend a connection there and
@@ -255,10 +296,11 @@ class ClusterBackend:
     def connections(self, node=None) -> list:
         """(role, connection) of the proxy's own live connections (of one node)."""
         found = []
-        for (address, _protocol, _readonly), pool in self.router.pools.items():
-            if node is None or address == node:
-                found += [(conn.role, conn) for conn in pool.live()]
-        for (address, _protocol), spares in self.spares.items():
+        for router in (self.router, *self.router.followers):
+            for (address, _protocol, _readonly), pool in router.pools.items():
+                if node is None or address == node:
+                    found += [(conn.role, conn) for conn in pool.live()]
+        for (address, _protocol, _identity), spares in self.spares.items():
             if node is None or address == node:
                 found += [(conn.role, conn) for conn in spares.idle if conn.state is not CLOSED]
         for address, control in self.controls.items():
@@ -268,8 +310,9 @@ class ClusterBackend:
 
     def ours(self, node=None) -> Ours:
         conns = [conn for _role, conn in self.connections(node)]
-        user = (self.router.username or "default").encode()
-        return Ours(frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset({user}))
+        users = {(identity[0] or "default").encode() for identity in self.routers}
+        users |= {(identity[0] or "default").encode() for _node, _protocol, identity in self.spares}
+        return Ours(frozenset(conn.sockname for conn in conns if conn.sockname is not None), frozenset(users))
 
     # -- operators --------------------------------------------------------------------------
 

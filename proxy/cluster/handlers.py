@@ -242,7 +242,7 @@ def hello(session, batch, index: int, hello_args=None) -> int:
         entry = RoutedPending(sink, 1, None, data, 0, None, client)
         session.queue.append(entry)
         session.inflight += 1
-        session.backend.router.send(entry, session.protocol, session.spread)
+        session.backend.router_of(session).send(entry, session.protocol, session.spread)
     if name is not None and session.state.life is OPEN:
         return session.wait(batch, index + 1)  # a CLIENT GETNAME after it sees the name it set
     return index + 1
@@ -305,7 +305,7 @@ def pin_transaction(session, hash_slot, name=None) -> bool:
     if name:
         name_connection(session, name)
     session.extra.txn_slot = hash_slot
-    session.route = TxnRoute(conn, backend.routes, backend.router, backend.safe)
+    session.route = TxnRoute(conn, backend.routes, backend.router_of(session), backend.safe)
     session.bind()
     return True
 

@@ -184,11 +184,11 @@ class TransformSink:
 def gather(session, parts, merge) -> None:
     """One reply from `parts` [(hash slot, request bytes)], routed by slot (a master is reached
     through a slot it owns), merged in order."""
-    backend = session.backend
+    router = session.backend.router_of(session)
     entry = session.reply_later()
     collected = Gather(session, entry, len(parts), merge)
     for index, (part_slot, data) in enumerate(parts):
-        backend.router.send(RoutedPending(PartSink(collected, index), 1, None, data, 0, part_slot),
+        router.send(RoutedPending(PartSink(collected, index), 1, None, data, 0, part_slot),
                             session.protocol, session.spread)
 
 

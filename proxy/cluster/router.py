@@ -48,7 +48,7 @@ class ClusterRouter:
 
     def __init__(self, loop, seeds, credentials: Upstream | None, shared_connections: int,
                  connect_timeout: float, failover_timeout: float = 10.0, min_refresh_interval: float = 0.2,
-                 read_from_replicas: bool = False):
+                 read_from_replicas: bool = False, leader: ClusterRouter | None = None):
         self.loop = loop
         self.seeds = list(seeds)
         self.username = credentials.username if credentials else None
@@ -68,6 +68,14 @@ class ClusterRouter:
         self.refreshes = 0
         self._master_slots = (None, [])
         self.reading = ReadBatch()  # client writes made during one upstream read leave together
+        # A router for another upstream user (an application's ACL user) follows a leader: one
+        # topology, one refresh loop, one read batch; connections and parked requests of its own.
+        self.leader = leader
+        self.followers: list[ClusterRouter] = []
+        if leader is not None:
+            leader.followers.append(self)
+            self.slotmap = leader.slotmap
+            self.reading = leader.reading
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -76,6 +84,8 @@ class ClusterRouter:
 
     async def start(self) -> None:
         """The first map; raises ConnectionError when no seed answers with a usable one."""
+        if self.leader is not None:
+            return
         if not await self.refresh_once():
             seeds = ", ".join(map(str, self.seeds))
             raise ConnectionError(f"no cluster node answered CLUSTER SHARDS/SLOTS among {seeds}")
@@ -102,9 +112,9 @@ class ClusterRouter:
                 if self.slotmap.covered_slots:
                     log.info("cluster topology changed: %s", new.describe())
                 self._use(new)
-            self._redispatch()
+            self._redispatch_all()
             return True
-        self._redispatch()
+        self._redispatch_all()
         return False
 
     async def _ask_topology(self, node) -> SlotMap:
@@ -118,24 +128,36 @@ class ClusterRouter:
         return SlotMap.from_cluster_shards(reply, node)
 
     def _use(self, slotmap: SlotMap) -> None:
-        self.slotmap = slotmap
-        self.by_slot.clear()
+        if self.leader is not None:
+            self.leader._use(slotmap)
+            return
+        for router in (self, *self.followers):
+            router.slotmap = slotmap
+            router.by_slot.clear()
+
+    def _redispatch_all(self) -> None:
+        for router in (self, *self.followers):
+            router._redispatch()
 
     def request_refresh(self) -> None:
         """Look at the topology again soon (at most every min_refresh_interval)."""
+        if self.leader is not None:
+            self.leader.request_refresh()
+            return
         self.refresh_wanted = True
         if self.refresh_task is None:
             self.refresh_task = self.loop.create_task(self._refresh_loop())
 
     async def _refresh_loop(self) -> None:
         try:
-            while self.refresh_wanted or self.parked:
+            while self.refresh_wanted or any(router.parked for router in (self, *self.followers)):
                 wait = self.last_refresh + self.min_refresh_interval - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                 self.refresh_wanted = False
                 await self.refresh_once()
-                self._expire_parked()
+                for router in (self, *self.followers):
+                    router._expire_parked()
         except Exception:  # the loop must come back on the next request
             log.exception("cluster topology refresh failed")
         finally:
@@ -300,6 +322,8 @@ class ClusterRouter:
         self.loop.call_later(delay, self.send, retry, conn.protocol, conn.index)
 
     def close(self) -> None:
+        for follower in self.followers:
+            follower.close()
         for pool in self.pools.values():
             pool.close()
         if self.refresh_task is not None:

@@ -33,6 +33,10 @@ def login(session, batch, index: int) -> int:
             session._local(errors.WRONGPASS)
             return index + 1
         if app != session.app:
+            if session.inflight and session.backend.acl_users is not None:
+                # Its later commands run as another upstream user, on other connections: they
+                # go once the commands it sent before are answered, in the order it sent them.
+                return session.wait(batch, index)
             session.app = app
             session.backend.identity_changed(session)
             session.bind()

@@ -402,6 +402,8 @@ def reset(session, batch, index: int) -> int:
     """RESET: a fresh connection state; with applications, no application any more."""
     backend = session.backend
     lane = session.state.lane
+    if lane is SHARED and session.inflight and session.app is not None and backend.acl_users is not None:
+        return session.wait(batch, index)  # its later commands run as another upstream user
     if lane is SHARED and (session.db != backend.default_db or session.protocol != 2):
         if session.inflight:
             return session.wait(batch, index)

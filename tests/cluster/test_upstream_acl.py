@@ -69,3 +69,27 @@ def test_the_users_hold_on_the_nodes(acl_proxy, redis_cluster):
     assert reader.get("shop:order:1") == b"v"
     with pytest.raises(redis.exceptions.NoPermissionError):
         reader.set("shop:order:1", "x")
+
+
+@pytest.mark.parametrize("where", ["shared", "transaction"])
+def test_through_the_proxy_an_applications_commands_run_as_its_user(acl_proxy, redis_cluster, where):
+    """The proxy's connections for a client of `checkout` (shared per master, and lent for a
+    transaction) log in as checkout's ACL user: a script reaching another application's key in
+    the same slot is refused by the node itself, though the proxy let the EVAL through."""
+    process, users = acl_proxy
+    owner = redis_cluster.client(redis_cluster.master_for_key("{t}"))
+    owner.set("shop:product:{t}1", "secret")
+    client = redis.Redis(port=process.port, username="checkout", password="pw")
+    script = "return redis.call('GET', 'shop:product:{t}1')"
+    if where == "shared":
+        with pytest.raises(redis.exceptions.ResponseError, match="can't access at least one of the keys"):
+            client.eval(script, 1, "shop:order:{t}1")
+    else:
+        pipe = client.pipeline(transaction=True)
+        pipe.set("shop:order:{t}2", "v").eval(script, 1, "shop:order:{t}2")
+        replies = pipe.execute(raise_on_error=False)
+        assert replies[0] is True and isinstance(replies[1], redis.exceptions.ResponseError)
+    assert client.set("shop:order:{t}3", "v") is True
+    name = users.credentials_for("checkout")[0]
+    assert name in {entry["user"] for entry in owner.client_list()}
+    client.close()

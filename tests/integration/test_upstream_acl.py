@@ -303,3 +303,24 @@ def test_through_the_proxy_an_applications_connections_run_as_its_user(upstream,
     name = users.credentials_for("checkout")[0]
     assert name in {entry["user"] for entry in admin.client_list()}
     client.close()
+
+
+def test_a_client_that_changes_application_keeps_its_order(upstream):
+    """AUTH as another application moves the client's later commands to that user's connections
+    only once the commands before it are answered: a read after it sees a write before it."""
+    import socket
+
+    _, process, admin, _, _, _ = upstream
+    sock = socket.create_connection(("127.0.0.1", process.port), timeout=5)
+    try:
+        sock.sendall(b"AUTH checkout pw\r\nSET shop:order:7 before EX 60\r\nAUTH reports pw\r\nGET shop:order:7\r\n"
+                     b"SET shop:order:7 after EX 60\r\n")
+        expected = b"+OK\r\n+OK\r\n+OK\r\n$6\r\nbefore\r\n-NOPERM"
+        data = b""
+        while not data.startswith(expected) or not data.endswith(b"\r\n"):
+            chunk = sock.recv(4096)
+            assert chunk, data
+            data += chunk
+        assert admin.get("shop:order:7") == b"before"  # reports is read-only: the proxy refused
+    finally:
+        sock.close()
