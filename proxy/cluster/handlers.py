@@ -518,6 +518,15 @@ def wait_(session, batch, index: int) -> int:
     return index + 1
 
 
+def masters_or_down(session):
+    """The cluster's masters, or None once the client was told the cluster is down."""
+    masters = session.backend.router.slotmap.masters()
+    if not masters:
+        session._local(CLUSTER_IS_DOWN)
+        return None
+    return masters
+
+
 def control(session, batch, index: int) -> int:
     """To every master's control connection (SCRIPT KILL, FUNCTION KILL: the one running it
     answers OK; CLIENT PAUSE/UNPAUSE: each pauses), or to one (FUNCTION STATS...)."""
@@ -525,9 +534,8 @@ def control(session, batch, index: int) -> int:
         return forward_one(session, batch, index)
     args = batch.commands[index]
     backend = session.backend
-    masters = backend.router.slotmap.masters()
-    if not masters:
-        session._local(CLUSTER_IS_DOWN)
+    masters = masters_or_down(session)
+    if masters is None:
         return index + 1
     sub = args[1].lower() if len(args) > 1 else b""
     name = args[0].lower()
@@ -560,9 +568,8 @@ def client_kill(session, batch, index: int) -> int:
         return refuse_in_transaction(session, batch, index)
     args = batch.commands[index]
     backend = session.backend
-    masters = backend.router.slotmap.masters()
-    if not masters:
-        session._local(CLUSTER_IS_DOWN)
+    masters = masters_or_down(session)
+    if masters is None:
         return index + 1
     entry = session.reply_later()
     task = session.loop.create_task(_kill_everywhere(backend, args, masters))

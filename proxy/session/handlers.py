@@ -430,27 +430,27 @@ def reset(session, batch, index: int) -> int:
     return index + 1
 
 
-def multi(session, batch, index: int) -> int:
+def _begin(session, batch, index: int, event: str) -> int:
+    """MULTI or WATCH: on a connection of the client's own until the transaction ends; inside
+    MULTI they go to Redis, which refuses them (nested MULTI, WATCH inside MULTI)."""
     if session.state.in_transaction:
-        return forward_one(session, batch, index)  # Redis: MULTI calls can not be nested
+        return forward_one(session, batch, index)
     moved = on_own(session, batch, index)
     if moved is not None:
         return moved
     forward_one(session, batch, index)
-    session.state.to("multi")
-    session.policy_state.in_multi = True
+    session.state.to(event)
+    if event == "multi":
+        session.policy_state.in_multi = True
     return index + 1
+
+
+def multi(session, batch, index: int) -> int:
+    return _begin(session, batch, index, "multi")
 
 
 def watch(session, batch, index: int) -> int:
-    if session.state.in_transaction:
-        return forward_one(session, batch, index)  # Redis: WATCH inside MULTI is not allowed
-    moved = on_own(session, batch, index)
-    if moved is not None:
-        return moved
-    forward_one(session, batch, index)
-    session.state.to("watch")
-    return index + 1
+    return _begin(session, batch, index, "watch")
 
 
 def unwatch(session, batch, index: int) -> int:
