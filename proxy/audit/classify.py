@@ -32,11 +32,11 @@ from ..policy.rules._durations import approximately
 from ..policy.rules._keyshape import fullmatcher, text
 from .facts import KeyFacts
 
-DEFAULT_STRING_BYTES = 10240  # RULES.md V1: 10 KB (seeds 001, 002, 003)
-DEFAULT_ELEMENTS = 5000  # RULES.md V2: 5,000 elements (seed 003)
+DEFAULT_STRING_BYTES = 10240  # rule V1 (docs/rules.md): 10 KB (conventions 001, 002, 003)
+DEFAULT_ELEMENTS = 5000  # rule V2 (docs/rules.md): 5,000 elements (convention 003)
 COLLECTIONS = ("hash", "list", "set", "zset", "stream")
 
-# Rules of RULES.md with the reason the audit does not check them on stored keys.
+# Rules of docs/rules.md with the reason the audit does not check them on stored keys.
 UNCHECKABLE = {
     "C1": "a command rule", "C2": "a command rule", "C3": "a command rule", "C4": "a command rule",
     "C5": "a command rule", "C6": "a command rule",

@@ -1,4 +1,4 @@
-"""What every policy rule is: an id from RULES.md, a mode, validated settings, one entry point.
+"""What every policy rule is: an id from docs/rules.md, a mode, validated settings, one entry point.
 
 A rule module defines one subclass of `KeyRule` (a check on one key name), `CommandRule` (a
 check on one command) or `RewriteRule` (a change to a command before it is forwarded), and
@@ -144,7 +144,7 @@ def _kind_names(kinds) -> str:
 
 
 class Rule:
-    """Base of every rule. `id` and `title` come from RULES.md."""
+    """Base of every rule. `id` and `title` come from docs/rules.md."""
 
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""

@@ -34,7 +34,7 @@ def test_counts_namespaces_and_offenders():
     assert data["keys"] == {"scanned": 6, "vanished": 2, "with_findings": 5, "memory_bytes": 1660,
                             "by_type": {"hash": 2, "set": 1, "string": 3}}
     assert {rule: entry["keys"] for rule, entry in data["rules"].items()} == {"O1": 2, "K1": 1, "K2": 3}
-    assert list(data["rules"]) == ["O1", "K1", "K2"]  # RULES.md order, O1 first
+    assert list(data["rules"]) == ["O1", "K1", "K2"]  # the rules' order, O1 first
     assert [item["key"] for item in data["rules"]["K2"]["top"]] == ["user:2", "user:3"]  # the 2 biggest
     spaces = {space["namespace"]: space for space in data["namespaces"]}
     assert data["namespaces"][0]["namespace"] == "user"  # most keys with findings first

@@ -88,7 +88,7 @@ def reject(command, rule, line, then=()):
 # The tables, one per seed. `line` is the seed line (or lines) the row comes from.
 
 TABLES = {
-    # seeds/000: lower case, ":" levels, "_" inside words, type words, date:/ts:, <= 128 chars
+    # convention 000: lower case, ":" levels, "_" inside words, type words, date:/ts:, <= 128 chars
     "lowercase-colon": [
         allow("SET user:profile:id:12345 v EX 60", "10 (用户信息)"),
         allow("SET order:status:order_id:98765 v", "12 (订单状态)"),
@@ -113,7 +113,7 @@ TABLES = {
         reject("SET session:token:uid:abc123:1692806400 v", "K8", "49 (timestamp only as :ts:<timestamp>), derived from line 50"),
         reject("SET user:profile:id:" + "a" * 120 + " v", "K4", "105 (避免超过 128 字符), derived from line 10"),
     ],
-    # seeds/001: stable ":" keys, no timestamps, TTLs with jitter, 10 KB, 10,000 elements, UNLINK
+    # convention 001: stable ":" keys, no timestamps, TTLs with jitter, 10 KB, 10,000 elements, UNLINK
     "key-value-design": [
         allow("SET users:profile:1000 v EX 60", "17 (最佳实践: users:profile:1000)"),
         allow("SET app:users:1000:profile v EX 60", "17 (或 app:users:1000:profile)"),
@@ -140,7 +140,7 @@ TABLES = {
         Row("SET users:profile:1000 v", INJECT, "T1", "30-31 (永远为缓存 Key 设置过期时间)"),
         Row(["HSET", "users:1000", "name", "犬小哈"], INJECT, "T1", "31 + 43 (the hash gets a TTL too)"),
     ],
-    # seeds/002: namespace first, camelCase, no special characters, command bans, no queues
+    # convention 002: namespace first, camelCase, no special characters, command bans, no queues
     "camelcase-namespace": [
         allow("SET PRO:USER:UID:18 v", "43/126 (PRO:USER:UID:18)"),
         allow("SET userAdmin:user:id:18 v", "35-41 (userAdmin, user, id, 18)"),
@@ -177,7 +177,7 @@ TABLES = {
         Row("SET userAdmin:user:id:18 v", INJECT, "T1", "133 (key设置为永不过期是不合理的)"),
         reject("PERSIST userAdmin:user:id:18", ("T1", "T3"), "133 (key设置为永不过期是不合理的)"),
     ],
-    # seeds/003: a-z0-9.: only, "." inside a segment, type last, TTL mandatory, no big keys
+    # convention 003: a-z0-9.: only, "." inside a segment, type last, TTL mandatory, no big keys
     "strict-dotted": [
         allow("SET user:basic.info:42:string v EX 60", "16 (user:basic.info:{userid}:string)"),
         allow("HSET user:basic.info:42:hash name bob", "24 (可以在写入key时,就要追加过期时间)",
@@ -203,7 +203,7 @@ TABLES = {
                then=["EXPIRE user:basic.info:42:hash 60"]),
         Row("DEL user:basic.info:42:string", REWRITE, "C4", "34 (删除大key,DEL命令可能阻塞Redis进程数十秒)"),
     ],
-    # seeds/004: the book/film key schema
+    # convention 004: the book/film key schema
     "key-schema": [
         allow(["HSET", "book:1", "title", "Foundation", "author", "Isaac Asimov"], "18/29-30 (book:1 could be a Redis hash)"),
         reject("SADD books:sci-fiction book:1", "K10", "19 vs 49 (line 49's expanded schema keeps genres under "

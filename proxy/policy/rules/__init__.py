@@ -1,4 +1,4 @@
-"""One module per rule of RULES.md; importing this package registers them all."""
+"""One module per rule of docs/rules.md; importing this package registers them all."""
 
 import importlib
 import pkgutil
