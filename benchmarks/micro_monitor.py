@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Micro-benchmark of the monitoring hooks on the hot path, without sockets.
 
-Runs what the proxy's hooks run per request (`monitor.live`: `count_batch` per client batch,
-the three slot fields set when a run is queued, `slot_done` when it is answered, `upstream_read`
-per upstream read) over batches of 1 and of 16 GET/SET commands, and prints nanoseconds per
+Runs what the proxy's hooks run per request (`monitor.live`: the names counted per client batch,
+the three slot fields set when a run is queued, `upstream_read` per upstream read, the slow
+log's comparison when a run is answered) over batches of 1 and of 16 GET/SET commands, and prints nanoseconds per
 request, next to the session loop's own cost without monitoring (`Session._run`, as in
 micro_policy.py) for scale. Only reads of the machine's CPU: it does not depend on other load
 as much as run.py does, but take the best of several runs on a shared machine.
@@ -58,16 +58,25 @@ class Conn:
 
 
 def with_hooks(batches, replies, size: int, conn) -> float:
-    """One pass with the hooks: one batch, one slot, one upstream read per batch."""
+    """One pass with the hooks: one batch, one slot, one upstream read per batch (a batch of
+    one command is counted inline, as `Session._handle` does)."""
+    names, totals = live.NAMES, live.TOTALS
     started = time.perf_counter()
     for batch in batches:
-        live.count_batch(batch)
+        commands = batch.commands
+        if len(commands) == 1:
+            name = commands[0][0]
+            names[name] = names.get(name, 0) + 1
+            totals[0] += len(batch.raw)
+        else:
+            live.count_batch(batch)
         slot = Slot(None, size)  # started and count are set here
         slot.sent = batch.raw
         conn.pending.append(slot)
-        live.upstream_read(conn, replies)
+        cutoff = live.upstream_read(conn, replies)
         conn.pending.popleft()
-        live.slot_done(slot)
+        if slot.started < cutoff:
+            live.slow_done(slot, cutoff)
     return time.perf_counter() - started
 
 
@@ -96,7 +105,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20_000)
     args = parser.parse_args()
     live.setup(CommandTable.from_snapshot())
-    print("ns per request of the monitoring hooks (count_batch, slot fields, upstream_read, slot_done)")
+    print("ns per request of the monitoring hooks (names counted, slot fields, upstream_read, slow cutoff)")
     for name, (build, reply) in COMMANDS.items():
         for size in (1, 16):
             reader = RequestReader()

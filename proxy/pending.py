@@ -19,6 +19,10 @@ from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
+# `Pending.started` of an entry that is not a client's timed run: later than any clock reading,
+# so the monitor's one comparison per answered run (`started < cutoff`) needs no other test.
+UNTIMED = float("inf")
+
 
 class Receiver(Protocol):
     """Who gets a Pending's replies."""
@@ -34,11 +38,11 @@ class Pending:
     """Replies a client awaits from one upstream connection for one run of its requests.
     remaining < 0 marks a stream: everything after belongs to this client, unpaired. For the
     monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands),
-    `started`, when the client's batch was read (0: not timed), `count`, its commands."""
+    `started`, when the client's batch was read (UNTIMED: not timed), `count`, its commands."""
 
     __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "started", "count")
 
-    def __init__(self, receiver, remaining: int, conn=None, sent=None, started: float = 0.0):
+    def __init__(self, receiver, remaining: int, conn=None, sent=None, started: float = UNTIMED):
         self.receiver = receiver
         self.remaining = remaining
         self.conn = conn

@@ -121,18 +121,18 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def data_received(self, data: bytes) -> None:
-        live.upstream_read(self, data)
+        cutoff = live.upstream_read(self, data)
         reading = self.router.reading
         if reading.active:  # not expected: a delivery that reads again; its writes join ours
-            self._deliver_replies(data)
+            self._deliver_replies(data, cutoff)
             return
         reading.active = True
         try:
-            self._deliver_replies(data)
+            self._deliver_replies(data, cutoff)
         finally:
             reading.done()
 
-    def _deliver_replies(self, data: bytes) -> None:
+    def _deliver_replies(self, data: bytes, cutoff: float) -> None:
         pending = self.pending
         splitter = self.splitter
         scan = splitter.scan
@@ -176,6 +176,8 @@ class ClusterConnection(UpstreamConnection):
                 pos = end
                 if entry.remaining == 0 and pending and pending[0] is entry:
                     pending.popleft()
+                    if entry.started < cutoff:
+                        live.slow_done(entry, cutoff)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 

@@ -19,7 +19,6 @@ closes the client at once.
 
 from __future__ import annotations
 
-from ..monitor import live
 from ..pending import Pending, keep
 from ..resp.replies import ReplySplitter
 from .connection import RoutedPending, cut_run
@@ -74,8 +73,6 @@ class Scatter(Pending):
     def deliver(self, entry: RoutedPending, data: bytes, done: int) -> None:
         if done:
             entry.remaining -= done
-            if not entry.remaining:
-                live.slot_done(entry)  # the stretch's runs are timed one by one
         if self._gone():
             return
         if entry is self.front:

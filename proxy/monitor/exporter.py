@@ -88,17 +88,17 @@ def _commands(merged: dict):
     yield total
     duration = HistogramMetricFamily(
         "redis_guard_command_duration_seconds",
-        f"Time from a run of pipelined commands being queued upstream to its last reply written to the client, "
-        f"once per command under the run's first command; one run in {live.TIME_EVERY} is timed and the sample "
-        f"is scaled to the commands answered", labels=["command"])
+        f"Time from a client's run of pipelined commands being read to its replies read from upstream, once "
+        f"per command under the run's first command; the oldest run of one upstream read in "
+        f"{live.SAMPLE_EVERY} is timed and the sample is scaled to the commands answered", labels=["command"])
     for name, histogram in sorted(merged["durations"].items()):
         answered = merged["names"].get(name, 0) - merged["rejected"].get(name, 0)
         buckets, total_seconds = _buckets(histogram, answered if answered > 0 else None)
         duration.add_metric([name], buckets, total_seconds)
     yield duration
     rtt = HistogramMetricFamily("redis_guard_upstream_rtt_seconds",
-                                f"Upstream round trip of the oldest request in flight, sampled every "
-                                f"{live.RTT_SAMPLE_EVERY} upstream reads")
+                                f"Time from the oldest request in flight on an upstream connection being read "
+                                f"from its client to its reply, sampled every {live.SAMPLE_EVERY} upstream reads")
     buckets, total_seconds = _buckets(merged["rtt"])
     rtt.add_metric([], buckets, total_seconds)
     yield rtt

@@ -1,7 +1,8 @@
 """Hot keys, big keys and the slow log of one process: bounded, sampled, never values.
 
 * Hot keys: a Space-Saving summary (Metwally et al.) of `HOT_CAPACITY` counters over a sample:
-  the first key of the first command of one run of commands in every `live.KEY_SAMPLE_EVERY`.
+  the first key of the oldest run of commands answered in one upstream read in every
+  `live.KEY_SAMPLE_EVERY`.
   A key that is not tracked replaces the one with the smallest count and inherits that count as
   its error bound, so every key whose sampled count exceeds the smallest is in the table. The
   counts are of the sample; multiply by the sampling period for an estimate of requests.
@@ -9,8 +10,9 @@
   reader already has) and replies of at least that size (the upstream reads of one reply added
   up), the `BIG_CAPACITY` biggest by (kind, command, key).
 * Slow log: the last `SLOW_CAPACITY` runs of commands that took `SLOW_SECONDS` or more from
-  being queued upstream to their last reply, with the first command's name, its key (never
-  other arguments), its number of arguments and the number of commands in the run.
+  their client's batch being read to their last reply read from upstream, with the first
+  command's name, its key (never other arguments), its number of arguments and the number of
+  commands in the run.
 
 Keys are cut to `KEY_BYTES`. Everything is read at scrape time by `snapshot` (copies).
 """
@@ -89,7 +91,7 @@ def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY) -> None:
     if len(table) < capacity:
         table[key] = [1, 0]
         return
-    smallest = min(table, key=lambda name: table[name][0])
+    smallest = min(table, key=table.__getitem__)  # [count, error]: by count (C calls only)
     floor = table.pop(smallest)[0]
     table[key] = [floor + 1, floor]
 

@@ -2,23 +2,25 @@
 
 Everything here is a dict or a list updated in place by the event loop's thread; nothing is
 exported from here (`snapshot` copies it at scrape time, from another thread: a dict or list
-copy is one C call under the GIL, so it sees a consistent state). The costs are per batch, per
-slot or per upstream read; per byte only memchr, and a search for an error reply's start in the
-reads that hold a `-`:
+copy is one C call under the GIL, so it sees a consistent state). Nothing runs per reply: the
+costs are per client batch (a dict update), per upstream read (one clock read) and one float
+comparison per run of commands answered; per byte only memchr, and a search for an error
+reply's start in the reads that hold a `-`:
 
-* `count_batch` (a client's batch of requests): the command names as sent, counted with C
-  loops (`operator.countOf` for a pipeline of one command, else the loop of
-  `collections.Counter`; names are folded to the command table's at export; at most
-  `MAX_NAMES` distinct spellings are kept, the rest fold into the empty name, "unknown"), the
-  request bytes, big requests (only when the batch itself is big).
-* `slot_done` (a run of pipelined commands fully answered and written to the client): its time
-  from the moment it was queued (`Pending.started`: when its batch was read); one run in `TIME_EVERY` goes into the
+* `count_batch` (a client's batch of requests; a batch of one command is counted inline by the
+  session): the command names as sent, counted with C loops (`operator.countOf` for a pipeline
+  of one command, else the loop of `collections.Counter`; names are folded to the command
+  table's at export; at most `MAX_NAMES` distinct spellings are kept, the rest fold into the
+  empty name, "unknown"), the request bytes, big requests (only when the batch itself is big).
+* `upstream_read` (a read from an upstream connection, before its replies are handed out):
+  reply bytes; error replies, looked for only in reads where a `-` follows a line end or starts
+  the read (then walked reply by reply); every `SAMPLE_EVERY` reads, the connection's oldest run
+  of commands is timed from the moment its client's batch was read (`Pending.started`) into the
   histogram of its first command, weighted by its number of commands (the exporter scales the
-  sample to the exact number of commands answered), and one in `KEY_SAMPLE_EVERY` gives the
-  hot-key sample its first key; every run past `keys.SLOW_SECONDS` goes into the slow log.
-* `upstream_read` (a read from an upstream connection): reply bytes; error replies, looked for
-  only in reads where a `-` follows a line end or starts the read (then walked reply by reply);
-  every `RTT_SAMPLE_EVERY` reads, the upstream round trip of the connection's oldest request.
+  sample to the exact number of commands answered) and into the round-trip histogram, and one
+  such sample in `KEY_SAMPLE_EVERY // SAMPLE_EVERY` gives the hot-key sample its first key. It
+  returns the slow log's cutoff: a run that the connection finishes answering in that read and
+  that was read before the cutoff (`started < cutoff`) goes to `slow_done`, the slow log.
 * `rejected`: a command the policy refused.
 """
 
@@ -42,9 +44,8 @@ first = itemgetter(0)
 BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 MAX_NAMES = 512  # distinct command spellings kept (clients may send any bytes as a name)
 UNKNOWN = b""  # the name garbage folds into
-RTT_SAMPLE_EVERY = 8
-KEY_SAMPLE_EVERY = 64
-TIME_EVERY = 8  # one slot in TIME_EVERY is timed, and counts for TIME_EVERY
+SAMPLE_EVERY = 8  # one upstream read in SAMPLE_EVERY times the oldest run it answers
+KEY_SAMPLE_EVERY = 64  # one timed run in KEY_SAMPLE_EVERY // SAMPLE_EVERY gives a hot-key sample
 ERROR_SCAN_LIMIT = 65536  # bigger reads are bulk bodies: not searched for error replies
 REDIRECTIONS = (b"-MOVED ", b"-ASK ", b"-TRYAGAIN")
 
@@ -55,7 +56,7 @@ DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +I
 RTT = [0] * (len(BOUNDS) + 1) + [0.0]
 TOTALS = [0, 0, 0]  # request bytes, reply bytes, redirections (a list: cheaper than a dict by name)
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
-_ticks = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY // TIME_EVERY, TIME_EVERY]
+_ticks = [SAMPLE_EVERY, KEY_SAMPLE_EVERY // SAMPLE_EVERY]
 _known: set[bytes] = set()  # every command name, lower and upper case
 _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
 
@@ -81,7 +82,7 @@ def reset() -> None:
         table.clear()
     RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
     TOTALS[:] = [0, 0, 0]
-    _ticks[:] = [RTT_SAMPLE_EVERY, KEY_SAMPLE_EVERY // TIME_EVERY, TIME_EVERY]
+    _ticks[:] = [SAMPLE_EVERY, KEY_SAMPLE_EVERY // SAMPLE_EVERY]
     keys.reset()
 
 
@@ -104,35 +105,11 @@ def count_batch(batch) -> None:
         keys.big_requests(batch)
 
 
-def slot_done(slot) -> None:
-    """A slot's last reply was written to its client: every slot is checked against the slow
-    log's threshold; one in TIME_EVERY is timed into the histogram, for TIME_EVERY."""
-    started = slot.started
-    if not started:  # not timed: a reply of the proxy's own, or not a client's run
-        return
-    elapsed = clock() - started
-    ticks = _ticks
-    ticks[2] -= 1
-    if ticks[2] and elapsed < SLOW_SECONDS:
-        return
-    sampled = not ticks[2]
-    if sampled:
-        ticks[2] = TIME_EVERY
-    count = slot.count
-    if count <= 0:  # a reply of the proxy's own, or a stream
-        return
-    if sampled:
-        _time(slot, elapsed, count)
-        ticks[1] -= 1
-        if not ticks[1]:  # the rarer samples, taken from the timed ones
-            ticks[1] = KEY_SAMPLE_EVERY // TIME_EVERY
-            args = full_command(slot)
-            if args:
-                keys.sample((args,))
-            if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
-                fold(NAMES)
-    if elapsed >= SLOW_SECONDS:
-        keys.slow(full_command(slot), elapsed, count)
+def slow_done(slot, cutoff: float) -> None:
+    """A run read before the slow log's cutoff was answered (`upstream_read` returned `cutoff`)."""
+    count = getattr(slot, "count", 0)
+    if count > 0:  # not a reply of the proxy's own, nor a stream
+        keys.slow(full_command(slot), cutoff + SLOW_SECONDS - slot.started, count)
 
 
 def _time(slot, elapsed: float, count: int) -> None:
@@ -154,8 +131,10 @@ def _time(slot, elapsed: float, count: int) -> None:
     histogram[-1] += elapsed * count
 
 
-def upstream_read(conn, data: bytes) -> None:
-    """Before `conn` hands out the replies in `data` (its pending entries still as they were)."""
+def upstream_read(conn, data: bytes) -> float:
+    """Before `conn` hands out the replies in `data` (its pending entries still as they were);
+    returns the slow log's cutoff for the runs it completes."""
+    now = clock()
     size = len(data)
     TOTALS[1] += size
     # memchr first: searching "\r\n-" in reply-dense bytes costs about 1 ns a byte
@@ -166,11 +145,32 @@ def upstream_read(conn, data: bytes) -> None:
     ticks = _ticks
     ticks[0] -= 1
     if not ticks[0]:
-        ticks[0] = RTT_SAMPLE_EVERY
-        pending = conn.pending
-        started = getattr(pending[0], "started", None) if pending else None
-        if started is not None:
-            _observe(RTT, clock() - started)
+        ticks[0] = SAMPLE_EVERY
+        _sample(conn.pending, now)
+    return now - SLOW_SECONDS
+
+
+def _sample(pending, now: float) -> None:
+    """Time the oldest run a connection awaits, as of this read of its replies."""
+    if not pending:
+        return
+    slot = pending[0]
+    started = slot.started
+    count = getattr(slot, "count", 0)
+    if started >= now or count <= 0:  # not a client's timed run (UNTIMED), or a stream
+        return
+    elapsed = now - started
+    _observe(RTT, elapsed)
+    _time(slot, elapsed, count)
+    ticks = _ticks
+    ticks[1] -= 1
+    if not ticks[1]:  # the rarer samples, taken from the timed ones
+        ticks[1] = KEY_SAMPLE_EVERY // SAMPLE_EVERY
+        args = full_command(slot)
+        if args:
+            keys.sample((args,))
+        if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
+            fold(NAMES)
 
 
 def rejected(name: bytes) -> None:

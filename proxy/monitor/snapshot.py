@@ -186,7 +186,8 @@ def hot_keys(merged: dict, top: int = 20) -> dict:
     samples = merged["counts"].get("hot_samples", 0)
     ranked = sorted(merged["hot"].items(), key=lambda item: item[1][0], reverse=True)[:top]
     return {
-        "sampling": f"the first key of one run of pipelined commands in every {live.KEY_SAMPLE_EVERY}",
+        "sampling": f"the first key of the oldest run answered in one upstream read in every "
+                    f"{live.KEY_SAMPLE_EVERY}",
         "samples": samples,
         "keys": [{"key": key, "sampled": count, "error_bound": error,
                   "share": round(count / samples, 4) if samples else 0.0} for key, (count, error) in ranked],

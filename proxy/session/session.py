@@ -36,7 +36,9 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..pending import HiddenCommand, Pending, keep
+from ..monitor.keys import BIG_BYTES
+from ..monitor.live import NAMES, TOTALS
+from ..pending import UNTIMED, HiddenCommand, Pending, keep
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
@@ -89,7 +91,7 @@ class Session(asyncio.Protocol):
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.queued_pauses = []  # CLIENT PAUSE/UNPAUSE queued in the open transaction (`pause.ExecWatch`)
-        self.started = 0.0  # when the batch being dispatched was read (monitor timing)
+        self.started = UNTIMED  # when the batch being dispatched was read (monitor timing)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
@@ -174,9 +176,16 @@ class Session(asyncio.Protocol):
             self._close()
 
     def _handle(self, batch) -> None:
-        if batch.commands:
+        commands = batch.commands
+        if commands:
             self.started = clock()  # replies are timed from the moment their request was read
-            live.count_batch(batch)
+            size = len(batch.raw)
+            if len(commands) == 1 and size < BIG_BYTES:  # live.count_batch, for the commonest batch
+                name = commands[0][0]
+                NAMES[name] = NAMES.get(name, 0) + 1
+                TOTALS[0] += size
+            else:
+                live.count_batch(batch)
             self._run(batch, 0)
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
@@ -407,7 +416,6 @@ class Session(asyncio.Protocol):
                 remaining = pending.remaining = pending.remaining - done
                 if remaining == 0:
                     queue.popleft()
-                    live.slot_done(pending)
                     self.inflight -= 1
                     if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
                         self._head_done()
@@ -487,7 +495,6 @@ class Session(asyncio.Protocol):
             if head.remaining != 0:
                 break
             queue.popleft()
-            live.slot_done(head)
         if not self.write_paused:
             self._release_upstreams()
         if self.state.life is CLOSING:

@@ -26,7 +26,7 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..pending import Pending, hidden
+from ..pending import UNTIMED, Pending, hidden
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -45,6 +45,7 @@ class StartupPending:
     error, so a client never sees them and never runs with the wrong credentials or database."""
 
     __slots__ = ("connection", "remaining", "received", "receiver")
+    started = UNTIMED  # not a client's run: the monitor does not time it
 
     def __init__(self, connection: UpstreamConnection, count: int):
         self.connection = connection
@@ -338,7 +339,7 @@ class UpstreamConnection(asyncio.Protocol):
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        live.upstream_read(self, data)
+        cutoff = live.upstream_read(self, data)
         queue = self.pending
         scan = self.splitter.scan
         pos = 0
@@ -358,6 +359,8 @@ class UpstreamConnection(asyncio.Protocol):
                 pos = end
                 if entry.remaining == 0 and queue and queue[0] is entry:
                     queue.popleft()
+                    if entry.started < cutoff:
+                        live.slow_done(entry, cutoff)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 

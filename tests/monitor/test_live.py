@@ -1,5 +1,6 @@
-"""The hot-path counts of `monitor.live`, without sockets: command names per batch, slot timing,
-error replies found in upstream reads, the bound on distinct names."""
+"""The hot-path counts of `monitor.live`, without sockets: command names per batch, the timing
+sampled from upstream reads, the slow log's cutoff, error replies found in upstream reads, the
+bound on distinct names."""
 
 import collections
 import time
@@ -47,6 +48,12 @@ def slot_for(*commands):
     return slot
 
 
+def sampled_read(slot, data=b"+OK\r\n"):
+    """An upstream read whose turn it is to time the oldest run (`slot`); the slow log's cutoff."""
+    live._ticks[0] = 1
+    return live.upstream_read(Conn(slot), data)
+
+
 @pytest.mark.parametrize("batches, names", [
     ([[("GET", "a")]], {"get": 1}),
     ([[("GET", "a"), ("get", "b"), ("Set", "c", "v")]], {"get": 2, "set": 1}),
@@ -63,7 +70,7 @@ def test_command_names_are_counted_per_batch_and_folded_at_export(batches, names
 def test_distinct_names_are_bounded():
     for index in range(live.MAX_NAMES * 3):
         live.count_batch(batch_of((f"junk{index}",), ("GET", "k")))
-        live.slot_done(slot_for((f"junk{index}",), ("GET", "k")))  # the bound is checked at samples
+        sampled_read(slot_for((f"junk{index}",), ("GET", "k")))  # the bound is checked at samples
     assert len(live.NAMES) <= live.MAX_NAMES + live.KEY_SAMPLE_EVERY + 1
     names = snapshot.build()["names"]
     assert names == {"unknown": live.MAX_NAMES * 3, "get": live.MAX_NAMES * 3}
@@ -78,9 +85,8 @@ def test_distinct_names_are_bounded():
 ])
 def test_a_slot_is_timed_under_its_first_command_once_per_command(commands, first):
     slot = slot_for(*commands)
-    slot.started -= 0.003  # queued 3 ms ago
-    live._ticks[2] = 1  # the sample's turn
-    live.slot_done(slot)
+    slot.started -= 0.003  # read 3 ms ago
+    sampled_read(slot)
     durations = snapshot.build()["durations"]
     assert list(durations) == [first]
     histogram = durations[first]
@@ -89,24 +95,34 @@ def test_a_slot_is_timed_under_its_first_command_once_per_command(commands, firs
     assert histogram[-1] == pytest.approx(0.003 * len(commands), rel=0.2)
 
 
-def test_one_run_in_time_every_is_timed():
-    for _ in range(live.TIME_EVERY * 5):
-        live.slot_done(slot_for(("GET", "k"), ("GET", "j")))
+def test_one_read_in_sample_every_times_its_oldest_run():
+    conn = Conn(slot_for(("GET", "k"), ("GET", "j")))
+    for _ in range(live.SAMPLE_EVERY * 5):
+        live.upstream_read(conn, b"$1\r\nv\r\n")
     assert sum(live.DURATIONS[b"GET"][:-1]) == 2 * 5
 
 
-def test_local_replies_and_streams_are_not_timed():
-    live.slot_done(Slot(None, 0))  # a reply the proxy wrote itself
-    live.slot_done(Slot(None, -1))  # a subscription
-    assert live.DURATIONS == {}
+@pytest.mark.parametrize("slot", [
+    Pending(None, 1),  # the proxy's own command (a Question, a hidden command): UNTIMED
+    Slot(None, 0),  # a reply the proxy wrote itself
+    Slot(None, -1),  # a subscription
+], ids=["untimed", "local", "stream"])
+def test_what_is_not_a_clients_run_is_not_timed(slot):
+    cutoff = sampled_read(slot)
+    assert live.DURATIONS == {} and sum(live.RTT[:-1]) == 0
+    assert not slot.started < cutoff or slot.count <= 0  # nor ever slow
 
 
 def test_a_slow_run_enters_the_slow_log_with_its_key_and_no_value():
     slot = slot_for(("SET", "user:1", "secret value"), ("GET", "user:1"))
+    assert not slot.started < live.upstream_read(Conn(slot), b"+OK\r\n")  # just read: not slow
     slot.started -= 0.05
-    live.slot_done(slot)
+    cutoff = live.upstream_read(Conn(slot), b"+OK\r\n")
+    assert slot.started < cutoff
+    live.slow_done(slot, cutoff)
     (entry,) = snapshot.slow_log(snapshot.merge([snapshot.build()]))["entries"]
     assert (entry["command"], entry["key"], entry["args"], entry["pipelined"]) == ("set", "user:1", 3, 2)
+    assert entry["seconds"] == pytest.approx(0.05, abs=0.02)
     assert "secret" not in str(entry)
 
 
@@ -143,9 +159,9 @@ def test_reply_bytes_and_round_trips_are_sampled():
     slot = slot_for(("GET", "k"))
     slot.started -= 0.002
     conn = Conn(slot)
-    for _ in range(live.RTT_SAMPLE_EVERY * 3):
+    for _ in range(live.SAMPLE_EVERY * 3):
         live.upstream_read(conn, b"$1\r\nv\r\n")
-    assert live.TOTALS[1] == 7 * live.RTT_SAMPLE_EVERY * 3
+    assert live.TOTALS[1] == 7 * live.SAMPLE_EVERY * 3
     assert sum(live.RTT[:-1]) == 3
 
 
@@ -167,7 +183,7 @@ def test_big_requests_and_replies_are_kept_by_key():
 
 def test_hot_keys_are_sampled_from_the_timed_runs():
     for index in range(live.KEY_SAMPLE_EVERY * 10):
-        live.slot_done(slot_for(("GET", "hot:1" if index % 2 else f"cold:{index}")))
+        live.upstream_read(Conn(slot_for(("GET", "hot:1" if index % 2 else f"cold:{index}"))), b"+OK\r\n")
     table = snapshot.hot_keys(snapshot.merge([snapshot.build()]))
     assert table["samples"] == 10
     assert table["keys"][0]["key"] == "hot:1"

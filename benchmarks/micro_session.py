@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Micro-benchmark of the whole Python path of a request, without sockets: CPU per request.
+
+Clients' sessions over a standalone backend whose upstream connection is a fake (no socket, as
+in tests/session): each round, every client sends its requests (one GET or SET, or a pipeline of
+16), the upstream connection's coalesced write is taken, and all the replies come back in one
+upstream read, as they do at 50 clients. What it times is what the proxy's own code and hiredis
+cost per request (reader, dispatch, policy, reply queue, reply splitter, monitoring), none of
+the system calls: the part of `benchmarks/run.py`'s CPU per request that Python changes can
+change, measured steadily enough to compare two checkouts on a noisy machine (run it from each;
+take the best of several runs).
+
+    python benchmarks/micro_session.py [--clients 50] [--rounds 400] [--policy FILE]
+
+Steadier still: instructions, not seconds. Under `valgrind --tool=callgrind`, two runs of one
+case that differ only in `--rounds` differ by the instructions of those rounds alone:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null python benchmarks/micro_session.py \
+        --case GET-1 --repeats 1 --no-gc --rounds 40      # and again with --rounds 20
+
+(with PYTHONHASHSEED=0, so that dictionaries are laid out alike in both runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import hiredis  # noqa: E402
+
+from proxy.commands.table import CommandTable  # noqa: E402
+from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
+from proxy.monitor import live  # noqa: E402
+from proxy.server import Proxy  # noqa: E402
+from proxy.session.session import Session  # noqa: E402
+from proxy.upstream.connection import READY, UpstreamConnection  # noqa: E402
+from proxy.upstream.pools import Opener  # noqa: E402
+
+ADDRESS = Address("127.0.0.1", 7100)
+REPEATS = 7
+COMMANDS = {
+    "GET": (lambda i: (b"GET", b"bench:item:%012d:string" % i), b"$3\r\nxxx\r\n"),
+    "SET": (lambda i: (b"SET", b"bench:item:%012d:string" % i, b"xxx", b"EX", b"3600"), b"+OK\r\n"),
+}
+
+
+class Transport:
+    """Takes writes and forgets them."""
+
+    def __init__(self):
+        self.out = []
+
+    def write(self, data):
+        self.out.append(data)
+
+    def is_closing(self):
+        return False
+
+    def get_extra_info(self, name):
+        return None
+
+    def set_write_buffer_limits(self, high=None):
+        pass
+
+    def get_write_buffer_size(self):
+        return 0
+
+    def pause_reading(self):
+        pass
+
+    def resume_reading(self):
+        pass
+
+    def close(self):
+        pass
+
+    abort = close
+
+
+def build(policy: Path | None):
+    loop = asyncio.new_event_loop()
+    config = Config(upstream=Upstream(ADDRESS), shared_connections=1,
+                    policy=str(policy) if policy is not None else NO_POLICY, upstream_acl=False)
+    table = CommandTable.from_snapshot()
+    table.from_server = True
+    proxy = Proxy(loop, config, table)
+    backend = proxy.backend
+    opened = []
+    real = backend._opener
+
+    class FakeOpener(Opener):
+        __slots__ = ()
+
+        def open(self, role, on_close=None, **extra):
+            conn = UpstreamConnection(loop, ADDRESS, [], on_close)
+            conn.transport = Transport()
+            conn.state = READY
+            conn.role, conn.db, conn.protocol, conn.upstream = role, self.db, self.protocol, self.upstream
+            opened.append(conn)
+            return conn
+
+    def opener(identity, db, protocol):
+        found = real(identity, db, protocol)
+        found.__class__ = FakeOpener
+        return found
+
+    backend._opener = opener
+    backend.control.opener = opener(backend.default_identity, 0, 2)
+    return loop, proxy, opened
+
+
+def run_ticks(loop) -> None:
+    """What the event loop would run at the end of the tick: the coalesced upstream writes."""
+    ready = loop._ready
+    while ready:
+        ready.popleft()._run()
+
+
+def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats: int = REPEATS,
+            collect: bool = True, check: bool = False) -> float:
+    make, reply = COMMANDS[name]
+    loop, proxy, opened = build(policy)
+    sessions = []
+    for _ in range(clients):
+        session = Session(proxy)
+        session.connection_made(Transport())
+        sessions.append(session)
+    requests = [b"".join(hiredis.pack_command(make(c * 1000 + k)) for k in range(pipeline)) for c in range(clients)]
+    replies = reply * (clients * pipeline)
+    pairs = list(zip(sessions, requests))
+    gc.freeze()  # as `redis-guard serve` does once started
+    live.SLOW_SECONDS = 3600.0  # under valgrind every request would pass the slow log's threshold
+    if not collect:
+        gc.disable()  # instruction counts that do not depend on when a collection happens
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for session, request in pairs:
+                session.data_received(request)
+            run_ticks(loop)
+            conn = opened[-1]
+            if check:  # every request went upstream as sent, and every client got its replies
+                assert b"".join(conn.transport.out) == b"".join(requests), "requests not forwarded as sent"
+            conn.transport.out.clear()
+            conn.data_received(replies)
+            for session in sessions:
+                if check:
+                    assert b"".join(session.transport.out) == reply * pipeline, "replies not delivered"
+                session.transport.out.clear()
+        best = min(best, time.perf_counter() - started)
+    loop.close()
+    return best / (rounds * clients * pipeline) * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--policy", type=Path, default=None, help="a policy file (default: none)")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each case; the best counts")
+    parser.add_argument("--check", action="store_true", help="check every request and reply (a smoke test)")
+    parser.add_argument("--no-gc", action="store_true", help="no cyclic collection while measuring")
+    parser.add_argument("--case", default=None, help="one case only, e.g. GET-1 or SET-16 (--rounds as given)")
+    args = parser.parse_args()
+    print(f"ns of Python per request, best of {args.repeats}, {args.clients} clients, replies in one upstream read"
+          + (f", policy {args.policy.name}" if args.policy else ""))
+    for pipeline in (1, 16):
+        for name in COMMANDS:
+            if args.case is not None and args.case != f"{name}-{pipeline}":
+                continue
+            rounds = args.rounds if args.case else max(1, args.rounds // pipeline)
+            ns = measure(args.policy, args.clients, rounds, name, pipeline, args.repeats, not args.no_gc, args.check)
+            print(f"{name} -P {pipeline:<2}: {ns:7.0f} ns per request")
+
+
+if __name__ == "__main__":
+    main()
