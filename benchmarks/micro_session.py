@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Micro-benchmark of the whole Python path of a request, without sockets: CPU per request.
 
-Clients' sessions over a standalone backend whose upstream connection is a fake (no socket, as
-in tests/session): each round, every client sends its requests (one GET or SET, or a pipeline of
+Clients' sessions over a standalone backend whose upstream connection is a fake (no socket: the
+fakes of tests/session): each round, every client sends its requests (one GET or SET, or a pipeline of
 16), the upstream connection's coalesced write is taken, and all the replies come back in one
 upstream read, as they do at 50 clients. What it times is what the proxy's own code and hiredis
 cost per request (reader, dispatch, policy, reply queue, reply splitter, monitoring), none of
@@ -40,8 +40,7 @@ from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
 from proxy.monitor import live  # noqa: E402
 from proxy.server import Proxy  # noqa: E402
 from proxy.session.session import Session  # noqa: E402
-from proxy.upstream.connection import READY, UpstreamConnection  # noqa: E402
-from proxy.upstream.pools import Opener  # noqa: E402
+from tests.session.fakes import Transport, open_fakes  # noqa: E402
 
 ADDRESS = Address("127.0.0.1", 7100)
 REPEATS = 7
@@ -51,39 +50,6 @@ COMMANDS = {
 }
 
 
-class Transport:
-    """Takes writes and forgets them."""
-
-    def __init__(self):
-        self.out = []
-
-    def write(self, data):
-        self.out.append(data)
-
-    def is_closing(self):
-        return False
-
-    def get_extra_info(self, name):
-        return None
-
-    def set_write_buffer_limits(self, high=None):
-        pass
-
-    def get_write_buffer_size(self):
-        return 0
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
-
-    def close(self):
-        pass
-
-    abort = close
-
-
 def build(policy: Path | None):
     loop = asyncio.new_event_loop()
     config = Config(upstream=Upstream(ADDRESS), shared_connections=1,
@@ -91,28 +57,8 @@ def build(policy: Path | None):
     table = CommandTable.from_snapshot()
     table.from_server = True
     proxy = Proxy(loop, config, table)
-    backend = proxy.backend
     opened = []
-    real = backend._opener
-
-    class FakeOpener(Opener):
-        __slots__ = ()
-
-        def open(self, role, on_close=None, **extra):
-            conn = UpstreamConnection(loop, ADDRESS, [], on_close)
-            conn.transport = Transport()
-            conn.state = READY
-            conn.role, conn.db, conn.protocol, conn.upstream = role, self.db, self.protocol, self.upstream
-            opened.append(conn)
-            return conn
-
-    def opener(identity, db, protocol):
-        found = real(identity, db, protocol)
-        found.__class__ = FakeOpener
-        return found
-
-    backend._opener = opener
-    backend.control.opener = opener(backend.default_identity, 0, 2)
+    open_fakes(proxy.backend, loop, ADDRESS, opened)
     return loop, proxy, opened
 
 

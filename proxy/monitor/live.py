@@ -93,9 +93,7 @@ def count_batch(batch) -> None:
     commands = batch.commands
     name = commands[0][0]
     count = len(commands)
-    if count == 1:
-        NAMES[name] = NAMES.get(name, 0) + 1
-    elif commands[-1][0] == name and countOf(map(first, commands), name) == count:
+    if commands[-1][0] == name and countOf(map(first, commands), name) == count:
         NAMES[name] = NAMES.get(name, 0) + count  # a pipeline of one command: a third of the cost
     else:
         _count_elements(NAMES, map(first, commands))

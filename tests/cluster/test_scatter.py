@@ -18,47 +18,10 @@ from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.upstream.connection import READY
 from tests.servers import parse_all
+from tests.session.fakes import Transport
 
 NODES = [Address("127.0.0.1", 7000 + i) for i in range(4)]  # the fourth owns nothing at first
 RANGES = [(0, 5460, NODES[0], ()), (5461, 10922, NODES[1], ()), (10923, 16383, NODES[2], ())]
-
-
-class Transport:
-    def __init__(self):
-        self.out = []
-
-    def write(self, data):
-        self.out.append(data)
-
-    def is_closing(self):
-        return False
-
-    def get_extra_info(self, name):
-        return None
-
-    def set_write_buffer_limits(self, high=None):
-        pass
-
-    def pause_reading(self):
-        pass
-
-    def resume_reading(self):
-        pass
-
-    def close(self):
-        self.closed = True
-
-    def abort(self):
-        self.closed = True
-
-    def get_write_buffer_size(self):
-        return 0
-
-    closed = False
-
-    def taken(self) -> bytes:
-        data, self.out = b"".join(self.out), []
-        return data
 
 
 class Rig:

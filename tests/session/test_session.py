@@ -13,50 +13,11 @@ from proxy.config import Address, Config, Limits, Upstream
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING
-from proxy.upstream.connection import READY, UpstreamConnection
-from proxy.upstream.pools import Opener
+from proxy.upstream.connection import UpstreamConnection
 from tests.servers import parse_all
+from tests.session.fakes import Transport, open_fakes
 
 ADDRESS = Address("127.0.0.1", 7100)
-
-
-class Transport:
-    def __init__(self):
-        self.out = []
-        self.closed = False
-        self.reading = True
-        self.buffered = 0
-
-    def write(self, data):
-        self.out.append(data)
-
-    def is_closing(self):
-        return self.closed
-
-    def get_extra_info(self, name):
-        return None
-
-    def set_write_buffer_limits(self, high=None):
-        pass
-
-    def get_write_buffer_size(self):
-        return self.buffered
-
-    def pause_reading(self):
-        self.reading = False
-
-    def resume_reading(self):
-        self.reading = True
-
-    def close(self):
-        self.closed = True
-
-    def abort(self):
-        self.closed = True
-
-    def taken(self) -> bytes:
-        data, self.out = b"".join(self.out), []
-        return data
 
 
 class Rig:
@@ -70,34 +31,9 @@ class Rig:
         self.proxy = Proxy(self.loop, config, table)
         self.backend = self.proxy.backend
         self.opened: list[UpstreamConnection] = []
-        self.backend._opener = self._fake_opener(self.backend._opener)
-        self.backend.control.opener = self.backend._opener(self.backend.default_identity, 0, 2)
+        open_fakes(self.backend, self.loop, ADDRESS, self.opened)
         self.session = self.new_client()
         self.client = self.session.transport
-
-    def _fake_opener(self, real):
-        rig = self
-
-        class FakeOpener(Opener):
-            """Opens fake connections, READY at once."""
-
-            __slots__ = ()
-
-            def open(self, role, on_close=None, **extra):
-                conn = UpstreamConnection(rig.loop, ADDRESS, [], on_close)
-                conn.transport = Transport()
-                conn.state = READY
-                conn.role, conn.db, conn.protocol = role, self.db, self.protocol
-                conn.upstream = self.upstream
-                conn.sockname = b"127.0.0.1:%d" % (50000 + len(rig.opened))
-                rig.opened.append(conn)
-                return conn
-
-        def opener(identity, db, protocol):
-            found = real(identity, db, protocol)
-            found.__class__ = FakeOpener
-            return found
-        return opener
 
     def new_client(self) -> Session:
         session = Session(self.proxy)
