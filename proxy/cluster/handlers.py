@@ -207,7 +207,11 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     if hello_args is None and authenticates(args):
         return auth(session, batch, index)
     if session.state.in_transaction:
-        return forward_one(session, batch, index)  # queued: its reply comes in EXEC's
+        # Queued: its reply comes in EXEC's, which says the protocol the client has after it
+        # (`queued.ExecWatch`); the transaction's connection may change protocol: closed after.
+        session.queued_effects.append(args)
+        session.extra.tainted = True
+        return forward_one(session, batch, index)
     client = session.extra
     name = None
     rest = [arg.lower() for arg in args[2:]]
@@ -265,6 +269,7 @@ def reset(session, batch, index: int) -> int:
     session.protocol = 2
     session.policy_state = SessionState()
     session.after_exec = []
+    session.queued_effects = []
     session.app = None  # with applications: unauthenticated again
     session.route = session.backend.shared_route(session)
     session.bind()

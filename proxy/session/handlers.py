@@ -133,10 +133,10 @@ def setinfo(session, batch, index: int) -> int:
 def control(session, batch, index: int) -> int:
     """SCRIPT KILL, FUNCTION KILL, CLIENT PAUSE/UNPAUSE...: on the control connection at once,
     never behind the work they control. Inside a transaction they are queued like the rest (a
-    CLIENT PAUSE there takes effect at EXEC: `pause.ExecWatch`)."""
+    CLIENT PAUSE there takes effect at EXEC: `queued.ExecWatch`)."""
     if session.state.in_transaction:
         if watches(batch.commands[index]):
-            session.queued_pauses.append(batch.commands[index])
+            session.queued_effects.append(batch.commands[index])
         return forward_one(session, batch, index)
     conn = session.backend.control_connection()
     if conn is None:
@@ -414,7 +414,7 @@ def reset(session, batch, index: int) -> int:
     session.login_result = None
     session.policy_state = SessionState()
     session.after_exec = []
-    session.queued_pauses = []
+    session.queued_effects = []
     if session.state.txn is not NONE:
         session.state.to("end")
     backend.identity_changed(session)

@@ -82,21 +82,6 @@ class PauseWatch:
         self.session.pending_failed(pending, error, partial)
 
 
-class ExecWatch(PauseWatch):
-    """Receives EXEC's reply for a transaction that queued CLIENT PAUSE/UNPAUSE (`args`: their
-    arguments, in order): when the transaction ran, Redis paused (or unpaused) at its end."""
-
-    __slots__ = ()
-
-    def deliver(self, pending, data: bytes, done: int) -> None:
-        if self.args and data.startswith(b"*") and not data.startswith(b"*-1"):
-            pauses = self.session.backend.pauses
-            for args in self.args:
-                took_effect(pauses, args)
-        self.args = ()  # the reply's first bytes only
-        self.session.deliver(pending, data, done)
-
-
 def took_effect(pauses: Pauses, args) -> None:
     """A CLIENT PAUSE or UNPAUSE Redis accepted."""
     if args[1].lower() == b"unpause":

@@ -57,7 +57,7 @@ class Session(asyncio.Protocol):
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
         "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired", "started",
-        "queued_pauses",
+        "queued_effects",
     )
 
     def __init__(self, proxy):
@@ -90,7 +90,7 @@ class Session(asyncio.Protocol):
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
-        self.queued_pauses = []  # CLIENT PAUSE/UNPAUSE queued in the open transaction (`pause.ExecWatch`)
+        self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.started = UNTIMED  # when the batch being dispatched was read (monitor timing)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False

@@ -22,8 +22,8 @@ from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
 from ..resp.reader import Batch
 from .behaviour import PASS
-from .pause import ExecWatch
-from .states import DOOMED, HELD
+from .queued import ExecWatch, is_hello
+from .states import DOOMED, HELD, OPEN
 
 log = logging.getLogger("redis_guard.server")
 
@@ -96,7 +96,7 @@ def end_transaction(session, is_exec: bool, batch, index: int) -> int:
     state = session.policy_state
     doomed = session.state.txn is DOOMED
     extra = session.after_exec
-    pauses, session.queued_pauses = session.queued_pauses, []
+    effects, session.queued_effects = session.queued_effects, []
     unmet = state.unmet() if is_exec and not doomed else ()
     state.end_transaction()
     session.after_exec = []
@@ -117,10 +117,12 @@ def end_transaction(session, is_exec: bool, batch, index: int) -> int:
         session.unpaired = False
         return session.stream_on_own(batch, index)
     session.unpaired = False
-    if is_exec and pauses:
-        session.route.send(session, args, batch.span(index, index + 1), 1, ExecWatch(session, pauses))
+    if is_exec and effects:
+        session.route.send(session, args, batch.span(index, index + 1), 1, ExecWatch(session, effects))
     else:
         session.route.forward(session, batch, index, index + 1)
     if is_exec and extra:
         session.route.hidden(session, args, extra)
+    if is_exec and any(is_hello(queued) for queued in effects) and session.state.life is OPEN and session.inflight:
+        return session.wait(batch, index + 1)  # the client's next command goes in the protocol EXEC leaves
     return index + 1

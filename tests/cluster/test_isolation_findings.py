@@ -52,6 +52,23 @@ def test_hello_while_watching(cluster_proxy, one_node_cluster):
 
 
 @pytest.mark.parametrize("batches", [
+    [b"MULTI\r\nHELLO 3\r\nEXEC\r\n", b"GET {k}nokey\r\nCLIENT GETNAME\r\n"],
+    [b"MULTI\r\nGET {k}a\r\nHELLO 3\r\nEXEC\r\nGET {k}nokey\r\nCLIENT GETNAME\r\n"],  # one pipeline
+    [b"HELLO 3\r\n", b"MULTI\r\nHELLO 2\r\nEXEC\r\n", b"GET {k}nokey\r\n"],
+    [b"MULTI\r\nHELLO 3\r\nDISCARD\r\n", b"GET {k}nokey\r\n"],  # discarded: no change
+    [b"MULTI\r\nHELLO 3\r\nNOSUCHCMD\r\nEXEC\r\n", b"GET {k}nokey\r\n"],  # aborted: no change
+], ids=["exec", "exec-pipelined", "back-to-resp2", "discard", "execabort"])
+def test_hello_queued_in_multi(cluster_proxy, one_node_cluster, batches):
+    """The protocol a HELLO queued in MULTI leaves is the client's after EXEC (seeds 215307440
+    and 932020052), and the transaction's connection does not go back to other clients in it."""
+    expected = exchange_batches(one_node_cluster.port, batches)
+    got = exchange_batches(cluster_proxy.port, batches)
+    tail = len(b"$-1\r\n" * 2)  # the replies after EXEC's (which holds the connection's id)
+    assert got[-1][0][-tail:] == expected[-1][0][-tail:], (got, expected)
+    assert exchange_batches(cluster_proxy.port, [b"GET {k}nokey\r\n"] * 3) == [(b"$-1\r\n", False)] * 3
+
+
+@pytest.mark.parametrize("batches", [
     [b"CLIENT SETNAME nm\r\n", b"WATCH {k}a\r\n", b"CLIENT GETNAME\r\n"],
     [b"CLIENT SETNAME nm\r\n", b"MULTI\r\nCLIENT GETNAME\r\nEXEC\r\n"],
     [b"MULTI\r\nCLIENT SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
