@@ -88,17 +88,17 @@ def _commands(merged: dict):
     yield total
     duration = HistogramMetricFamily(
         "redis_guard_command_duration_seconds",
-        f"Time from a client's run of pipelined commands being read to its replies read from upstream, once "
-        f"per command under the run's first command; the oldest run of one upstream read in "
-        f"{live.SAMPLE_EVERY} is timed and the sample is scaled to the commands answered", labels=["command"])
+        "Time from a client's run of pipelined commands being read to its replies read from upstream, once "
+        "per command under the run's first command; the oldest run of each upstream read is timed and the "
+        "sample is scaled to the commands answered", labels=["command"])
     for name, histogram in sorted(merged["durations"].items()):
         answered = merged["names"].get(name, 0) - merged["rejected"].get(name, 0)
         buckets, total_seconds = _buckets(histogram, answered if answered > 0 else None)
         duration.add_metric([name], buckets, total_seconds)
     yield duration
     rtt = HistogramMetricFamily("redis_guard_upstream_rtt_seconds",
-                                f"Time from the oldest request in flight on an upstream connection being read "
-                                f"from its client to its reply, sampled every {live.SAMPLE_EVERY} upstream reads")
+                                "Time from the oldest request in flight on an upstream connection being read "
+                                "from its client to its reply, at each upstream read")
     buckets, total_seconds = _buckets(merged["rtt"])
     rtt.add_metric([], buckets, total_seconds)
     yield rtt

@@ -14,11 +14,11 @@ reply's start in the reads that hold a `-`:
   empty name, "unknown"), the request bytes, big requests (only when the batch itself is big).
 * `upstream_read` (a read from an upstream connection, before its replies are handed out):
   reply bytes; error replies, looked for only in reads where a `-` follows a line end or starts
-  the read (then walked reply by reply); every `SAMPLE_EVERY` reads, the connection's oldest run
+  the read (then walked reply by reply); at every read, the connection's oldest run
   of commands is timed from the moment its client's batch was read (`Pending.started`) into the
   histogram of its first command, weighted by its number of commands (the exporter scales the
   sample to the exact number of commands answered) and into the round-trip histogram, and one
-  such sample in `KEY_SAMPLE_EVERY // SAMPLE_EVERY` gives the hot-key sample its first key. It
+  such sample in `KEY_SAMPLE_EVERY` gives the hot-key sample its first key. It
   returns the slow log's cutoff: a run that the connection finishes answering in that read and
   that was read before the cutoff (`started < cutoff`) goes to `slow_done`, the slow log.
 * `rejected`: a command the policy refused.
@@ -44,8 +44,7 @@ first = itemgetter(0)
 BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 MAX_NAMES = 512  # distinct command spellings kept (clients may send any bytes as a name)
 UNKNOWN = b""  # the name garbage folds into
-SAMPLE_EVERY = 8  # one upstream read in SAMPLE_EVERY times the oldest run it answers
-KEY_SAMPLE_EVERY = 64  # one timed run in KEY_SAMPLE_EVERY // SAMPLE_EVERY gives a hot-key sample
+KEY_SAMPLE_EVERY = 64  # one timed run in KEY_SAMPLE_EVERY gives a hot-key sample
 ERROR_SCAN_LIMIT = 65536  # bigger reads are bulk bodies: not searched for error replies
 REDIRECTIONS = (b"-MOVED ", b"-ASK ", b"-TRYAGAIN")
 
@@ -56,7 +55,7 @@ DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +I
 RTT = [0] * (len(BOUNDS) + 1) + [0.0]
 TOTALS = [0, 0, 0]  # request bytes, reply bytes, redirections (a list: cheaper than a dict by name)
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
-_ticks = [SAMPLE_EVERY, KEY_SAMPLE_EVERY // SAMPLE_EVERY]
+_ticks = [KEY_SAMPLE_EVERY]
 _known: set[bytes] = set()  # every command name, lower and upper case
 _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
 
@@ -82,7 +81,7 @@ def reset() -> None:
         table.clear()
     RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
     TOTALS[:] = [0, 0, 0]
-    _ticks[:] = [SAMPLE_EVERY, KEY_SAMPLE_EVERY // SAMPLE_EVERY]
+    _ticks[:] = [KEY_SAMPLE_EVERY]
     keys.reset()
 
 
@@ -140,19 +139,14 @@ def upstream_read(conn, data: bytes) -> float:
         _count_errors(conn, data)
     if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies
-    ticks = _ticks
-    ticks[0] -= 1
-    if not ticks[0]:
-        ticks[0] = SAMPLE_EVERY
-        _sample(conn.pending, now)
+    pending = conn.pending
+    if pending:
+        _sample(pending[0], now)
     return now - SLOW_SECONDS
 
 
-def _sample(pending, now: float) -> None:
+def _sample(slot, now: float) -> None:
     """Time the oldest run a connection awaits, as of this read of its replies."""
-    if not pending:
-        return
-    slot = pending[0]
     started = slot.started
     count = getattr(slot, "count", 0)
     if started >= now or count <= 0:  # not a client's timed run (UNTIMED), or a stream
@@ -161,9 +155,9 @@ def _sample(pending, now: float) -> None:
     _observe(RTT, elapsed)
     _time(slot, elapsed, count)
     ticks = _ticks
-    ticks[1] -= 1
-    if not ticks[1]:  # the rarer samples, taken from the timed ones
-        ticks[1] = KEY_SAMPLE_EVERY // SAMPLE_EVERY
+    ticks[0] -= 1
+    if not ticks[0]:  # the rarer samples, taken from the timed ones
+        ticks[0] = KEY_SAMPLE_EVERY
         args = full_command(slot)
         if args:
             keys.sample((args,))
