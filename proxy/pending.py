@@ -19,11 +19,6 @@ from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
-# `Pending.started` of an entry that is not a client's timed run: later than any clock reading,
-# so the monitor's one comparison per answered run (`started < cutoff`) needs no other test.
-UNTIMED = float("inf")
-
-
 class Receiver(Protocol):
     """Who gets a Pending's replies."""
 
@@ -37,19 +32,18 @@ class Receiver(Protocol):
 class Pending:
     """Replies a client awaits from one upstream connection for one run of its requests.
     remaining < 0 marks a stream: everything after belongs to this client, unpaired. For the
-    monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands),
-    `started`, when the client's batch was read (UNTIMED: not timed), `count`, its commands."""
+    monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands; None
+    for what is not a client's run), `count`, its commands."""
 
-    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "started", "count")
+    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "count")
 
-    def __init__(self, receiver, remaining: int, conn=None, sent=None, started: float = UNTIMED):
+    def __init__(self, receiver, remaining: int, conn=None, sent=None):
         self.receiver = receiver
         self.remaining = remaining
         self.conn = conn
         self.buffered = None
         self.buffered_size = 0
         self.sent = sent
-        self.started = started
         self.count = remaining
 
     def fail(self, error: bytes, partial: bool) -> None:

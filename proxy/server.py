@@ -15,7 +15,7 @@ import logging
 import socket
 
 from .resp.reader import ParseLimits
-from .session.behaviour import LOCKED, dispatch_table, locked, with_login
+from .session.behaviour import LOCKED, counted, counted_unknown, dispatch_table, locked, with_login
 from .session.session import Session
 
 log = logging.getLogger("redis_guard.server")
@@ -105,8 +105,9 @@ class Proxy:
     def dispatch_for(self, actions, unknown: int, is_locked: bool, plans: dict):
         """A session's dispatch table and its action for names not in it: the backend's lane
         table, with AUTH/HELLO answered here when the policy has applications (NOAUTH for
-        everything before them), and a Guard for every name the policy checks. Shared by the
-        sessions with the same three; alive until `set_engine` drops them."""
+        everything before them), a Guard for every name the policy checks, and each command
+        that passes as its Tally (the monitor's count). Shared by the sessions with the same
+        three; alive until `set_engine` drops them."""
         if not isinstance(actions, dict):  # a table that gives every name one action
             return actions, unknown
         key = (id(actions), is_locked, id(plans))
@@ -120,8 +121,8 @@ class Proxy:
                 table = actions
             if not is_locked:
                 table = dispatch_table(table, plans)
-            self.tables[key] = table
-        return table, LOCKED if is_locked else unknown
+            table = self.tables[key] = counted(table)
+        return table, LOCKED if is_locked else counted_unknown(unknown)
 
     def assign_spread(self) -> int:
         """Which of the `shared_connections` of a pool the next client sticks to."""

@@ -29,7 +29,7 @@ log = logging.getLogger("redis_guard.server")
 
 def send_run(session, conn, data: bytes, count: int) -> None:
     """The hot path's send: a run of the client's own bytes, one entry in its reply queue."""
-    pending = Pending(session, count, conn, data, session.started)
+    pending = Pending(session, count, conn, data)
     session.queue.append(pending)
     session.inflight += 1
     conn.send(data, pending)

@@ -14,8 +14,6 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-from time import perf_counter as clock
-
 from ..monitor import live
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
@@ -33,7 +31,7 @@ class RoutedPending:
     Scatter of a stretch."""
 
     __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries", "started", "sent")
+                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries", "sent")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self.receiver = receiver
@@ -50,7 +48,7 @@ class RoutedPending:
         self.asking = False
         self.down_since = None  # when the cluster first answered CLUSTERDOWN for it
         self.down_tries = 0
-        self.started, self.sent = clock(), None  # for the monitor: timing (names come from source)
+        self.sent = None  # for the monitor, which takes the names from `source`
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""
@@ -84,6 +82,7 @@ def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
         conn.pending[0] = tail
     else:
         conn.pending.popleft()
+    conn.restamp(entry, tail)
     if done == 0:
         entry.count = entry.remaining = 1
         return entry, [tail] if tail else []
@@ -121,18 +120,22 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def data_received(self, data: bytes) -> None:
-        cutoff = live.upstream_read(self, data)
+        slow = live.upstream_read(self, data)
         reading = self.router.reading
         if reading.active:  # not expected: a delivery that reads again; its writes join ours
-            self._deliver_replies(data, cutoff)
-            return
-        reading.active = True
-        try:
-            self._deliver_replies(data, cutoff)
-        finally:
-            reading.done()
+            self._deliver_replies(data)
+        else:
+            reading.active = True
+            try:
+                self._deliver_replies(data)
+            finally:
+                reading.done()
+        if slow is not None:
+            live.slow_runs(self, slow)
+        if not self.pending:
+            self.stamps.clear()  # nothing in flight: no stamp keeps an answered run (its bytes) alive
 
-    def _deliver_replies(self, data: bytes, cutoff: float) -> None:
+    def _deliver_replies(self, data: bytes) -> None:
         pending = self.pending
         splitter = self.splitter
         scan = splitter.scan
@@ -176,8 +179,6 @@ class ClusterConnection(UpstreamConnection):
                 pos = end
                 if entry.remaining == 0 and pending and pending[0] is entry:
                     pending.popleft()
-                    if entry.started < cutoff:
-                        live.slow_done(entry, cutoff)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 

@@ -276,6 +276,7 @@ class ClusterRouter:
             retry = entry.owner.split_run(conn, entry)
         else:
             conn.pending.popleft()
+            conn.restamp(entry, None)
             retry = entry
         kind = classify_error(error)
         if kind is ClusterError.CLUSTERDOWN:

@@ -88,17 +88,17 @@ def _commands(merged: dict):
     yield total
     duration = HistogramMetricFamily(
         "redis_guard_command_duration_seconds",
-        "Time from a client's run of pipelined commands being read to its replies read from upstream, once "
-        "per command under the run's first command; the oldest run of each upstream read is timed and the "
-        "sample is scaled to the commands answered", labels=["command"])
+        "Time from a client's run of pipelined commands being queued for upstream (its upstream write's "
+        "first request) to its replies read, once per command under the run's first command; the oldest run "
+        "of each upstream read is timed and the sample is scaled to the commands answered", labels=["command"])
     for name, histogram in sorted(merged["durations"].items()):
         answered = merged["names"].get(name, 0) - merged["rejected"].get(name, 0)
         buckets, total_seconds = _buckets(histogram, answered if answered > 0 else None)
         duration.add_metric([name], buckets, total_seconds)
     yield duration
     rtt = HistogramMetricFamily("redis_guard_upstream_rtt_seconds",
-                                "Time from the oldest request in flight on an upstream connection being read "
-                                "from its client to its reply, at each upstream read")
+                                "Time from the oldest request in flight on an upstream connection being "
+                                "queued (its write's first request) to its reply, at each upstream read")
     buckets, total_seconds = _buckets(merged["rtt"])
     rtt.add_metric([], buckets, total_seconds)
     yield rtt
@@ -106,7 +106,7 @@ def _commands(merged: dict):
 
 def _traffic(merged: dict):
     totals = merged["totals"]
-    yield CounterMetricFamily("redis_guard_request_bytes", "Request bytes read from clients",
+    yield CounterMetricFamily("redis_guard_request_bytes", "Request bytes written to upstream servers",
                               value=totals.get("request_bytes", 0))
     yield CounterMetricFamily("redis_guard_reply_bytes", "Reply bytes read from upstream servers",
                               value=totals.get("reply_bytes", 0))

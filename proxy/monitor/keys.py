@@ -6,11 +6,11 @@
   A key that is not tracked replaces the one with the smallest count and inherits that count as
   its error bound, so every key whose sampled count exceeds the smallest is in the table. The
   counts are of the sample; multiply by the sampling period for an estimate of requests.
-* Big keys: requests of at least `BIG_BYTES` (one command's encoded size, from the offsets the
-  reader already has) and replies of at least that size (the upstream reads of one reply added
-  up), the `BIG_CAPACITY` biggest by (kind, command, key).
+* Big keys: requests of at least `BIG_BYTES` (one command's encoded size, looked for in the
+  runs of an upstream write of at least that size) and replies of at least that size (the
+  upstream reads of one reply added up), the `BIG_CAPACITY` biggest by (kind, command, key).
 * Slow log: the last `SLOW_CAPACITY` runs of commands that took `SLOW_SECONDS` or more from
-  their client's batch being read to their last reply read from upstream, with the first
+  being queued for upstream (their write's stamp) to their last reply read, with the first
   command's name, its key (never other arguments), its number of arguments and the number of
   commands in the run.
 
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import collections
 import time
+
+import hiredis
 
 HOT_CAPACITY = 32
 BIG_BYTES = 64 * 1024
@@ -99,16 +101,27 @@ def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY) -> None:
 # -- big keys ---------------------------------------------------------------------------------
 
 
-def big_requests(batch) -> None:
-    """The commands of a big batch that are big themselves."""
-    ends = batch.ends
-    start = 0
-    for index, end in enumerate(ends):
-        if end - start >= BIG_BYTES:
-            args = batch.commands[index]
-            COUNTS["big_requests"] += 1
-            _big("request", args, end - start)
-        start = end
+def big_requests(data: bytes) -> None:
+    """The commands of a big upstream write that are big themselves."""
+    reader = hiredis.Reader()
+    reader.feed(data)
+    while True:
+        try:
+            args = reader.gets()
+        except hiredis.ProtocolError:
+            return
+        if args is False:
+            return
+        if isinstance(args, list) and args:
+            size = encoded_size(args)
+            if size >= BIG_BYTES:
+                COUNTS["big_requests"] += 1
+                _big("request", args, size)
+
+
+def encoded_size(args) -> int:
+    """Bytes of a command as RESP (`*N`, then `$len` and the bytes of every argument)."""
+    return len(b"*%d\r\n" % len(args)) + sum(len(arg) + len(b"$%d\r\n\r\n" % len(arg)) for arg in args)
 
 
 def big_reply(conn, data: bytes, head_command) -> None:

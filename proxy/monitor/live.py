@@ -2,25 +2,30 @@
 
 Everything here is a dict or a list updated in place by the event loop's thread; nothing is
 exported from here (`snapshot` copies it at scrape time, from another thread: a dict or list
-copy is one C call under the GIL, so it sees a consistent state). Nothing runs per reply: the
-costs are per client batch (a dict update), per upstream read (one clock read) and one float
-comparison per run of commands answered; per byte only memchr, and a search for an error
-reply's start in the reads that hold a `-`:
+copy is one C call under the GIL, so it sees a consistent state). Nothing runs per reply and
+nothing looks anything up per request: the costs are one attribute increment per command, one
+clock reading per upstream write and a few steps per upstream read; per byte only memchr, and a
+search for an error reply's start in the reads that hold a `-`:
 
-* `count_batch` (a client's batch of requests; a batch of one command is counted inline by the
-  session): the command names as sent, counted with C loops (`operator.countOf` for a pipeline
-  of one command, else the loop of `collections.Counter`; names are folded to the command
-  table's at export; at most `MAX_NAMES` distinct spellings are kept, the rest fold into the
-  empty name, "unknown"), the request bytes, big requests (only when the batch itself is big).
+* commands, by name: a command that the session's dispatch loop passes on as it is (the usual
+  case) is counted by its dispatch-table entry, the name's `Tally` (`session/behaviour.py`
+  puts one in place of every PASS: one attribute increment, no lookup); any other (handled by
+  the proxy, refused, rewritten) by `count_names`, a dict by the name as sent (at most
+  `MAX_NAMES` distinct spellings are kept, the rest fold into the empty name, "unknown"; names
+  are folded to the command table's at export).
+* `written` (an upstream write, coalesced: one per connection per loop turn): request bytes,
+  and big requests when the write itself is big.
 * `upstream_read` (a read from an upstream connection, before its replies are handed out):
   reply bytes; error replies, looked for only in reads where a `-` follows a line end or starts
-  the read (then walked reply by reply); at every read, the connection's oldest run
-  of commands is timed from the moment its client's batch was read (`Pending.started`) into the
-  histogram of its first command, weighted by its number of commands (the exporter scales the
-  sample to the exact number of commands answered) and into the round-trip histogram, and one
-  such sample in `KEY_SAMPLE_EVERY` gives the hot-key sample its first key. It
-  returns the slow log's cutoff: a run that the connection finishes answering in that read and
-  that was read before the cutoff (`started < cutoff`) goes to `slow_done`, the slow log.
+  the read (then walked reply by reply); and the timing. Nothing is timed per request: the
+  upstream connection stamps each of its writes (`UpstreamConnection.stamps`: the clock when the
+  write's first request was queued, and the last entry it carries), so at every read the
+  connection's oldest run is timed from its write's stamp, into the histogram of its first
+  command, weighted by its number of commands (the exporter scales the sample to the exact
+  number of commands answered), and into the round-trip histogram; one such sample in
+  `KEY_SAMPLE_EVERY` gives the hot-key sample its first key. When that oldest write is
+  `SLOW_SECONDS` old, the read is a slow one: it returns what `slow_runs` needs to put every run
+  the read completes and that was written before the threshold into the slow log.
 * `rejected`: a command the policy refused.
 """
 
@@ -28,8 +33,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections import _count_elements
-from operator import countOf, itemgetter
+from itertools import islice
 
 import hiredis
 
@@ -38,7 +42,6 @@ from . import keys
 from .keys import BIG_BYTES, SLOW_SECONDS
 
 clock = time.perf_counter
-first = itemgetter(0)
 
 # Histogram bounds in seconds: a Redis reply takes about 0.1 ms; slow ones up to seconds.
 BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -47,13 +50,16 @@ UNKNOWN = b""  # the name garbage folds into
 KEY_SAMPLE_EVERY = 64  # one timed run in KEY_SAMPLE_EVERY gives a hot-key sample
 ERROR_SCAN_LIMIT = 65536  # bigger reads are bulk bodies: not searched for error replies
 REDIRECTIONS = (b"-MOVED ", b"-ASK ", b"-TRYAGAIN")
+SLOW_SCAN = 256  # runs of one slow read looked at for the slow log
 
-NAMES: dict[bytes, int] = {}  # command name as sent -> commands
+TALLIES: dict = {}  # command name -> its count of commands passed on as they are
+NAMES: dict[bytes, int] = {}  # command name as sent -> other commands
 ERRORS: dict[bytes, int] = {}  # command name as sent -> error replies from Redis
 REJECTED: dict[bytes, int] = {}  # command name as sent -> refused by the policy
 DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +Inf, sum of seconds]
 RTT = [0] * (len(BOUNDS) + 1) + [0.0]
-TOTALS = [0, 0, 0]  # request bytes, reply bytes, redirections (a list: cheaper than a dict by name)
+# request bytes written upstream, reply bytes read, redirections (a list: cheaper than a dict by name)
+TOTALS = [0, 0, 0]
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
 _ticks = [KEY_SAMPLE_EVERY]
 _known: set[bytes] = set()  # every command name, lower and upper case
@@ -79,6 +85,8 @@ def reset() -> None:
     """Forget every count (tests)."""
     for table in (NAMES, ERRORS, REJECTED, DURATIONS):
         table.clear()
+    for counter in TALLIES.values():
+        counter.n = 0
     RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
     TOTALS[:] = [0, 0, 0]
     _ticks[:] = [KEY_SAMPLE_EVERY]
@@ -88,28 +96,68 @@ def reset() -> None:
 # -- the hot path -----------------------------------------------------------------------------
 
 
-def count_batch(batch) -> None:
-    commands = batch.commands
-    name = commands[0][0]
-    count = len(commands)
-    if commands[-1][0] == name and countOf(map(first, commands), name) == count:
-        NAMES[name] = NAMES.get(name, 0) + count  # a pipeline of one command: a third of the cost
-    else:
-        _count_elements(NAMES, map(first, commands))
-    size = len(batch.raw)
+class Tally:
+    """The count of one command name's commands passed on as they are; it stands for PASS in
+    the sessions' dispatch tables."""
+
+    __slots__ = ("name", "n")
+
+    def __init__(self, name: bytes):
+        self.name = name
+        self.n = 0
+
+
+def tally(name: bytes) -> Tally:
+    """The one Tally of a command name (either case), made on first use."""
+    name = name.lower()
+    found = TALLIES.get(name)
+    if found is None:
+        found = TALLIES[name] = Tally(name)
+    return found
+
+
+def count_names(commands, start: int, stop: int) -> None:
+    """Commands the dispatch loop went past without a Tally (handled, refused, rewritten)."""
+    for index in range(start, min(stop, len(commands))):
+        name = commands[index][0]
+        NAMES[name] = NAMES.get(name, 0) + 1
+    if len(NAMES) > MAX_NAMES:
+        fold(NAMES)
+
+
+def written(data: bytes, chunks=()) -> None:
+    """An upstream write of `data` (`chunks` joined: each one run of a client's requests)."""
+    size = len(data)
     TOTALS[0] += size
-    if size >= BIG_BYTES:
-        keys.big_requests(batch)
+    if size >= BIG_BYTES:  # a run this big may hold big requests
+        for chunk in chunks or (data,):
+            if len(chunk) >= BIG_BYTES:
+                keys.big_requests(chunk)
 
 
-def slow_done(slot, cutoff: float) -> None:
-    """A run read before the slow log's cutoff was answered (`upstream_read` returned `cutoff`)."""
-    count = getattr(slot, "count", 0)
-    if count > 0:  # not a reply of the proxy's own, nor a stream
-        keys.slow(full_command(slot), cutoff + SLOW_SECONDS - slot.started, count)
+def slow_runs(conn, slow) -> None:
+    """After a slow read (`upstream_read` returned `slow`): the runs it completed that were
+    written `SLOW_SECONDS` or more before it, into the slow log. A write's runs are the entries
+    up to its stamp's last one, in the connection's order."""
+    now, entries, stamps = slow
+    if conn.closed:
+        return
+    at = 0
+    for entry in entries:
+        if entry.remaining != 0 or at >= len(stamps):
+            return  # not completed by this read (nor any after it), or never stamped
+        elapsed = now - stamps[at][0]
+        count = getattr(entry, "count", 0)
+        if elapsed >= SLOW_SECONDS and count > 0:
+            args = full_command(entry)
+            if args:
+                keys.slow(args, elapsed, count)
+        while at < len(stamps) and stamps[at][1] is entry:
+            at += 1
 
 
-def _time(slot, elapsed: float, count: int) -> None:
+def _time(slot, elapsed: float, count: int) -> bool:
+    """Into the histogram of the run's first command; False for what is not a client's run."""
     sent = slot.sent
     if sent is not None and sent[6] == 13 and sent[4] == 36:
         name = sent[8:sent[5] - 40]  # `*N\r\n$L\r\nNAME`: one-digit counts, no parser needed
@@ -117,7 +165,7 @@ def _time(slot, elapsed: float, count: int) -> None:
         namer = _namers.get(slot.__class__)
         args = namer(slot, 0) if namer is not None else None
         if args is None:
-            return
+            return False
         name = args[0]
     histogram = DURATIONS.get(name)
     if histogram is None:
@@ -126,11 +174,12 @@ def _time(slot, elapsed: float, count: int) -> None:
         histogram = DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])
     histogram[bisect_left(BOUNDS, elapsed)] += count
     histogram[-1] += elapsed * count
+    return True
 
 
-def upstream_read(conn, data: bytes) -> float:
+def upstream_read(conn, data: bytes):
     """Before `conn` hands out the replies in `data` (its pending entries still as they were);
-    returns the slow log's cutoff for the runs it completes."""
+    None, or for a slow read what `slow_runs` needs once the replies are handed out."""
     now = clock()
     size = len(data)
     TOTALS[1] += size
@@ -139,21 +188,30 @@ def upstream_read(conn, data: bytes) -> float:
         _count_errors(conn, data)
     if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies
+    stamps = conn.stamps
+    if not stamps:
+        return None
+    while stamps[0][1].remaining == 0:  # writes answered: the oldest left is the head's
+        stamps.popleft()
+        if not stamps:
+            return None
+    elapsed = now - stamps[0][0]
     pending = conn.pending
     if pending:
-        _sample(pending[0], now)
-    return now - SLOW_SECONDS
+        _sample(pending[0], elapsed)
+        if elapsed >= SLOW_SECONDS:
+            return now, list(islice(pending, SLOW_SCAN)), list(islice(stamps, SLOW_SCAN))
+    return None
 
 
-def _sample(slot, now: float) -> None:
+def _sample(slot, elapsed: float) -> None:
     """Time the oldest run a connection awaits, as of this read of its replies."""
-    started = slot.started
     count = getattr(slot, "count", 0)
-    if started >= now or count <= 0:  # not a client's timed run (UNTIMED), or a stream
+    if count <= 0 or slot.remaining <= 0:  # not a client's run (the proxy's own, a stream)
         return
-    elapsed = now - started
+    if not _time(slot, elapsed, count):
+        return
     _observe(RTT, elapsed)
-    _time(slot, elapsed, count)
     ticks = _ticks
     ticks[0] -= 1
     if not ticks[0]:  # the rarer samples, taken from the timed ones

@@ -57,6 +57,16 @@ def _names(table: dict) -> dict[str, int]:
     return out
 
 
+def _command_names() -> dict[str, int]:
+    """Commands by name: those counted by name, and those passed on as they are (the Tallies)."""
+    names = _names(live.NAMES)
+    for name, counter in list(live.TALLIES.items()):
+        if counter.n:
+            label = name.decode("ascii", "replace") if name else "unknown"
+            names[label] = names.get(label, 0) + counter.n
+    return names
+
+
 def _durations() -> dict[str, list]:
     out: dict[str, list] = {}
     for name, histogram in list(live.DURATIONS.items()):
@@ -100,7 +110,7 @@ def build() -> dict:
         "version": __version__,
         "started": proxy is not None,
         "draining": _attached["draining"],
-        "names": _names(live.NAMES),
+        "names": _command_names(),
         "errors": _names(live.ERRORS),
         "rejected": _names(live.REJECTED),
         "durations": _durations(),

@@ -40,6 +40,7 @@ that holds the plan too (`dispatch_table`), so the per-command decision is one d
 
 from __future__ import annotations
 
+from ..monitor import live
 from .states import LEASED, PINNED, SHARED, STREAMING
 
 # -- actions --------------------------------------------------------------------------------
@@ -305,11 +306,12 @@ class Guard:
     """A name's entry in a session's dispatch table when the policy checks the command: the
     engine's plan, what the session's loop reads of it, and the name's action once it passes."""
 
-    __slots__ = ("plan", "action", "keys_only", "passed_before")
+    __slots__ = ("plan", "action", "code", "keys_only", "passed_before")
 
     def __init__(self, plan, action: int):
         self.plan = plan
-        self.action = action
+        self.action = action  # once counted (`counted`), PASS is the name's Tally
+        self.code = action  # the action as a number, for the verdict's handling
         self.keys_only = plan.keys_only
         # (args, session state) -> True when the command may go without the engine's decision
         self.passed_before = plan.passed_before or _decide_each
@@ -327,6 +329,33 @@ def dispatch_table(actions: dict[bytes, int], plans: dict) -> dict:
     for name, plan in plans.items():
         table[name] = Guard(plan, actions.get(name, PASS))
     return table
+
+
+def counted(table: dict) -> dict:
+    """A session's final dispatch table with every PASS (also a Guard's) replaced by the
+    command's `Tally`: the loop counts a command where it passes it on, with no lookup of its
+    own (monitor/live.py)."""
+    out = {}
+    for name, action in table.items():
+        if action.__class__ is Guard:
+            if action.action == PASS:
+                action = copy_guard(action, live.tally(name))
+        elif action == PASS:
+            action = live.tally(name)
+        out[name] = action
+    return out
+
+
+def counted_unknown(action):
+    """The action for names not in the table: the commands outside the command table share one
+    Tally."""
+    return live.tally(live.UNKNOWN) if action == PASS else action
+
+
+def copy_guard(guard: Guard, action) -> Guard:
+    copy = Guard(guard.plan, guard.code)
+    copy.action = action
+    return copy
 
 
 class Always:

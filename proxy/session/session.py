@@ -30,15 +30,13 @@ import asyncio
 import collections
 import logging
 import time
-from time import perf_counter as clock
 
 import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..monitor.keys import BIG_BYTES
-from ..monitor.live import NAMES, TOTALS
-from ..pending import UNTIMED, HiddenCommand, Pending, keep
+from ..monitor.live import Tally
+from ..pending import HiddenCommand, Pending, keep
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
@@ -56,7 +54,7 @@ class Session(asyncio.Protocol):
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
-        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired", "started",
+        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired",
         "queued_effects",
     )
 
@@ -91,7 +89,6 @@ class Session(asyncio.Protocol):
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
-        self.started = UNTIMED  # when the batch being dispatched was read (monitor timing)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
@@ -176,16 +173,7 @@ class Session(asyncio.Protocol):
             self._close()
 
     def _handle(self, batch) -> None:
-        commands = batch.commands
-        if commands:
-            self.started = clock()  # replies are timed from the moment their request was read
-            size = len(batch.raw)
-            if len(commands) == 1 and size < BIG_BYTES:  # live.count_batch, for the commonest batch
-                name = commands[0][0]
-                NAMES[name] = NAMES.get(name, 0) + 1
-                TOTALS[0] += size
-            else:
-                live.count_batch(batch)
+        if batch.commands:
             self._run(batch, 0)
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
@@ -195,7 +183,9 @@ class Session(asyncio.Protocol):
             self._close()
 
     def _run(self, batch, index: int) -> None:
-        """The dispatch loop: every command of the batch from `index` on."""
+        """The dispatch loop: every command of the batch from `index` on. A command passed on as
+        it is counts in its Tally (the dispatch table's PASS); one the loop goes past otherwise
+        counts by name (`_went_past`), exactly once, also across a wait."""
         commands = batch.commands
         count = len(commands)
         start = index
@@ -219,10 +209,12 @@ class Session(asyncio.Protocol):
                     if verdict is not None:
                         if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
                             shadow.observe(commands, index, state, self.app, self.peer)
-                        next_index = self._apply_verdict(verdict, batch, start, index, action.action)
+                        next_index = self._apply_verdict(verdict, batch, start, index, action.code)
                         if next_index == HELD:
+                            self._went_past(batch, index)
                             return
                         if next_index is not None:
+                            live.count_names(commands, index, next_index)
                             start = index = next_index
                             if self.state.life is not OPEN:
                                 return
@@ -230,7 +222,11 @@ class Session(asyncio.Protocol):
                 action = action.action
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
                 shadow.observe(commands, index, state, self.app, self.peer)
-            if action == PASS:
+            if action.__class__ is Tally:
+                action.n += 1
+                index += 1
+                continue
+            if action == PASS:  # a table that is not a session's (benchmarks): not counted
                 index += 1
                 continue
             if start < index:
@@ -238,10 +234,13 @@ class Session(asyncio.Protocol):
             try:
                 next_index = self.handlers[action](self, batch, index)
             except Exception:  # a bug in a handler must not take the proxy's other clients down
+                live.count_names(commands, index, index + 1)
                 self.handler_failed(commands[index])
                 return
             if next_index == HELD:
+                self._went_past(batch, index)
                 return
+            live.count_names(commands, index, next_index)
             start = index = next_index
             if self.state.life is not OPEN:
                 return
@@ -253,6 +252,12 @@ class Session(asyncio.Protocol):
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
+
+    def _went_past(self, batch, index: int) -> None:
+        """Dispatch stopped at commands[index] to wait: what it resumes after is done with."""
+        resume = self.resume_at
+        if resume is not None and resume[0] is batch and resume[1] > index:
+            live.count_names(batch.commands, index, resume[1])
 
     def handler_failed(self, args) -> None:
         log.exception("client %s: the proxy failed on %r; closing the client's connection", _peer(self.peer),
@@ -342,7 +347,7 @@ class Session(asyncio.Protocol):
         if conn is None or conn.state is upstream_connection.CLOSED:
             self.upstream_unavailable(conn.close_reason if conn is not None else "")
             return None
-        pending = Pending(receiver or self, count, conn, data, self.started)
+        pending = Pending(receiver or self, count, conn, data)
         self.queue.append(pending)
         self.inflight += 1
         conn.send(data, pending)

@@ -21,12 +21,13 @@ import asyncio
 import collections
 import logging
 import socket
+from time import perf_counter as clock
 
 import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..pending import UNTIMED, Pending, hidden
+from ..pending import Pending, hidden
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -45,7 +46,6 @@ class StartupPending:
     error, so a client never sees them and never runs with the wrong credentials or database."""
 
     __slots__ = ("connection", "remaining", "received", "receiver")
-    started = UNTIMED  # not a client's run: the monitor does not time it
 
     def __init__(self, connection: UpstreamConnection, count: int):
         self.connection = connection
@@ -122,7 +122,7 @@ class UpstreamConnection(asyncio.Protocol):
         "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
-        "upstream", "owner", "refusal",
+        "upstream", "owner", "refusal", "stamps", "stamp",
     )
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
@@ -151,6 +151,10 @@ class UpstreamConnection(asyncio.Protocol):
         self.upstream = None  # the Upstream (address and credentials) it was opened with
         self.owner = None  # the session it is lent or pinned to: told when the connection fails
         self.refusal = None  # the server's reply when it refused the start-up (NOAUTH...)
+        # For the monitor (`monitor/live.py`), one per write: (clock when its first request was
+        # queued, the last pending entry it carries). Timing per write, not per request.
+        self.stamps = collections.deque()
+        self.stamp = 0.0
         if startup:
             # Client requests wait until these succeed: after a failed SELECT they would run in
             # the wrong database.
@@ -235,6 +239,7 @@ class UpstreamConnection(asyncio.Protocol):
             health.lost(self, reason)
         pending, self.pending = self.pending, collections.deque()
         self.out = []
+        self.stamps.clear()
         if reason != CLOSED_BY_PROXY:
             metrics.UPSTREAM_ERRORS.inc()
         if pending and reason != CLOSED_BY_PROXY:
@@ -275,12 +280,15 @@ class UpstreamConnection(asyncio.Protocol):
             # so another client's PUBLISH cannot overtake an earlier UNSUBSCRIBE.)
             if pending is not None:
                 queue.append(pending)
+                self.stamps.append((clock(), pending))
+            live.written(data)
             self.transport.write(data)
             return
         if pending is not None:
             queue.append(pending)
         self.out.append(data)
         if not self.flush_scheduled:
+            self.stamp = clock()
             self.flush_scheduled = True
             FLUSHES[0] += 1
             self.loop.call_soon(self._flush)
@@ -289,6 +297,8 @@ class UpstreamConnection(asyncio.Protocol):
         """Queue one request whose replies go to several entries, in their order."""
         self.send(data, None)
         self.pending.extend(entries)  # before any reply: replies are read on a later loop turn
+        if entries and not self.out:  # written at once: stamp it as `send` stamps its entry
+            self.stamps.append((clock(), entries[-1]))
 
     def send_hidden(self, commands) -> None:
         """Commands whose replies nobody sees (state the proxy restores on a client's behalf)."""
@@ -316,7 +326,21 @@ class UpstreamConnection(asyncio.Protocol):
         if not out or self.state is not READY:
             return
         self.out = []
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        pending = self.pending
+        if pending:
+            self.stamps.append((self.stamp, pending[-1]))
+        data = out[0] if len(out) == 1 else b"".join(out)
+        live.written(data, out)
+        self.transport.write(data)
+
+    def restamp(self, entry, replacement) -> None:
+        """`entry`, at the head, leaves unanswered (a redirection sends it elsewhere): the
+        monitor's stamp of its write now ends with `replacement` (None: with the runs before it,
+        all answered)."""
+        stamps = self.stamps
+        if any(last is entry for _, last in stamps):
+            self.stamps = collections.deque((stamp, replacement if last is entry else last) for stamp, last in stamps
+                                            if replacement is not None or last is not entry)
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -339,7 +363,14 @@ class UpstreamConnection(asyncio.Protocol):
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        cutoff = live.upstream_read(self, data)
+        slow = live.upstream_read(self, data)
+        self._deliver(data)
+        if slow is not None:
+            live.slow_runs(self, slow)
+        if not self.pending:
+            self.stamps.clear()  # nothing in flight: no stamp keeps an answered run (its bytes) alive
+
+    def _deliver(self, data: bytes) -> None:
         queue = self.pending
         scan = self.splitter.scan
         pos = 0
@@ -359,8 +390,6 @@ class UpstreamConnection(asyncio.Protocol):
                 pos = end
                 if entry.remaining == 0 and queue and queue[0] is entry:
                     queue.popleft()
-                    if entry.started < cutoff:
-                        live.slow_done(entry, cutoff)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 

@@ -1,6 +1,6 @@
 """The hot-path counts of `monitor.live`, without sockets: command names per batch, the timing
-sampled from upstream reads, the slow log's cutoff, error replies found in upstream reads, the
-bound on distinct names."""
+sampled from upstream reads against the connection's write stamps, the slow log, error replies
+found in upstream reads, the bound on distinct names."""
 
 import collections
 import time
@@ -30,27 +30,38 @@ def batch_of(*commands):
     return RequestReader().feed_read(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands))
 
 
-def Slot(receiver, remaining):  # noqa: N802 - a client's run, timed from now
-    return Pending(receiver, remaining, None, None, time.perf_counter())
-
-
 class Conn:
-    """What upstream_read reads of a connection: its pending slots and reply splitter."""
+    """What upstream_read reads of a connection: its pending slots, reply splitter and write
+    stamps (each slot its own write, made `ago` seconds before)."""
 
-    def __init__(self, *slots):
+    closed = False
+
+    def __init__(self, *slots, ago: float = 0.0):
         self.pending = collections.deque(slots)
         self.splitter = ReplySplitter()
+        now = time.perf_counter()
+        self.stamps = collections.deque((now - ago, slot) for slot in slots)
+
+    def answer(self, count: int) -> None:
+        """What the connection does with the replies of a read: the runs they complete leave."""
+        while count and self.pending:
+            slot = self.pending[0]
+            taken = min(count, slot.remaining)
+            slot.remaining -= taken
+            count -= taken
+            if slot.remaining == 0:
+                self.pending.popleft()
 
 
 def slot_for(*commands):
-    slot = Slot(None, len(commands))
+    slot = Pending(None, len(commands))
     slot.sent = b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands)
     return slot
 
 
-def sampled_read(slot, data=b"+OK\r\n"):
-    """An upstream read that times the oldest run (`slot`); the slow log's cutoff."""
-    return live.upstream_read(Conn(slot), data)
+def sampled_read(slot, data=b"+OK\r\n", ago: float = 0.0):
+    """An upstream read that times the oldest run (`slot`), written `ago` seconds before."""
+    return live.upstream_read(Conn(slot, ago=ago), data)
 
 
 @pytest.mark.parametrize("batches, names", [
@@ -59,18 +70,34 @@ def sampled_read(slot, data=b"+OK\r\n"):
     ([[("GET", "a")]] * 3 + [[("MULTI",), ("INCR", "n"), ("EXEC",)]], {"get": 3, "multi": 1, "incr": 1, "exec": 1}),
     ([[("NOSUCH", "x")], [("nosuch2",), ("PING",)]], {"unknown": 2, "ping": 1}),
 ])
-def test_command_names_are_counted_per_batch_and_folded_at_export(batches, names):
+def test_commands_counted_by_name_fold_into_the_tables_names_at_export(batches, names):
     for commands in batches:
-        live.count_batch(batch_of(*commands))
+        batch = batch_of(*commands)
+        live.count_names(batch.commands, 0, len(batch.commands))
     assert snapshot.build()["names"] == names
-    assert live.TOTALS[0] == sum(len(batch_of(*commands).raw) for commands in batches)
+
+
+def test_tallies_and_names_add_up_at_export():
+    live.tally(b"GET").n += 5
+    live.tally(b"get").n += 1  # one Tally for both cases
+    live.tally(live.UNKNOWN).n += 2
+    live.count_names([[b"GET", b"k"], [b"nosuch"]], 0, 2)
+    assert live.tally(b"GET") is live.tally(b"get")
+    assert snapshot.build()["names"] == {"get": 7, "unknown": 3}
+    live.reset()
+    assert snapshot.build()["names"] == {}
+
+
+def test_writes_count_request_bytes():
+    live.written(b"*1\r\n$4\r\nPING\r\n")
+    live.written(b"abc" * 3, [b"abc"] * 3)
+    assert live.TOTALS[0] == 14 + 9
 
 
 def test_distinct_names_are_bounded():
     for index in range(live.MAX_NAMES * 3):
-        live.count_batch(batch_of((f"junk{index}",), ("GET", "k")))
-        sampled_read(slot_for((f"junk{index}",), ("GET", "k")))  # the bound is checked at samples
-    assert len(live.NAMES) <= live.MAX_NAMES + live.KEY_SAMPLE_EVERY + 1
+        live.count_names([[f"junk{index}".encode()], [b"GET", b"k"]], 0, 2)
+    assert len(live.NAMES) <= live.MAX_NAMES + 2
     names = snapshot.build()["names"]
     assert names == {"unknown": live.MAX_NAMES * 3, "get": live.MAX_NAMES * 3}
 
@@ -83,9 +110,7 @@ def test_distinct_names_are_bounded():
     ([("CLIENT", "LIST")], "client"),
 ])
 def test_a_slot_is_timed_under_its_first_command_once_per_command(commands, first):
-    slot = slot_for(*commands)
-    slot.started -= 0.003  # read 3 ms ago
-    sampled_read(slot)
+    sampled_read(slot_for(*commands), ago=0.003)  # written 3 ms ago
     durations = snapshot.build()["durations"]
     assert list(durations) == [first]
     histogram = durations[first]
@@ -102,28 +127,71 @@ def test_each_read_times_its_oldest_run():
     assert b"SET" not in live.DURATIONS  # not the oldest
 
 
+def test_a_run_is_timed_from_its_writes_stamp():
+    first, second = slot_for(("GET", "a")), slot_for(("SET", "k", "v"))
+    conn = Conn(first, second)
+    now = time.perf_counter()
+    conn.stamps = collections.deque([(now - 0.003, first), (now - 0.0003, second)])
+    live.upstream_read(conn, b"$1\r\nv\r\n")
+    conn.answer(1)
+    live.upstream_read(conn, b"+OK\r\n")
+    assert live.DURATIONS[b"GET"][live.BOUNDS.index(0.005)] == 1  # 3 ms
+    assert live.DURATIONS[b"SET"][live.BOUNDS.index(0.0005)] == 1  # 0.3 ms: its own write's stamp
+    assert len(conn.stamps) == 1  # the answered write's stamp is gone
+
+
+def test_runs_of_one_write_share_its_stamp():
+    first, second = slot_for(("GET", "a")), slot_for(("SET", "k", "v"))
+    conn = Conn(first, second)
+    conn.stamps = collections.deque([(time.perf_counter() - 0.003, second)])  # one write carried both
+    live.upstream_read(conn, b"$1\r\nv\r\n")
+    conn.answer(1)
+    live.upstream_read(conn, b"+OK\r\n")
+    assert live.DURATIONS[b"SET"][live.BOUNDS.index(0.005)] == 1
+
+
 @pytest.mark.parametrize("slot", [
-    Pending(None, 1),  # the proxy's own command (a Question, a hidden command): UNTIMED
-    Slot(None, 0),  # a reply the proxy wrote itself
-    Slot(None, -1),  # a subscription
-], ids=["untimed", "local", "stream"])
+    Pending(None, 1),  # the proxy's own command (a Question, a hidden command): no request bytes
+    Pending(None, 0),  # a reply the proxy wrote itself
+    Pending(None, -1),  # a subscription
+], ids=["proxy's own", "local", "stream"])
 def test_what_is_not_a_clients_run_is_not_timed(slot):
-    cutoff = sampled_read(slot)
+    conn = Conn(slot, ago=1.0)
+    slow = live.upstream_read(conn, b"+OK\r\n")
     assert live.DURATIONS == {} and sum(live.RTT[:-1]) == 0
-    assert not slot.started < cutoff or slot.count <= 0  # nor ever slow
+    if slow is not None:
+        live.slow_runs(conn, slow)
+    assert not keys.SLOW  # nor ever slow
 
 
 def test_a_slow_run_enters_the_slow_log_with_its_key_and_no_value():
     slot = slot_for(("SET", "user:1", "secret value"), ("GET", "user:1"))
-    assert not slot.started < live.upstream_read(Conn(slot), b"+OK\r\n")  # just read: not slow
-    slot.started -= 0.05
-    cutoff = live.upstream_read(Conn(slot), b"+OK\r\n")
-    assert slot.started < cutoff
-    live.slow_done(slot, cutoff)
+    assert sampled_read(slot) is None  # just written: not slow
+    conn = Conn(slot, ago=0.05)
+    slow = live.upstream_read(conn, b"+OK\r\n+OK\r\n")
+    assert slow is not None
+    conn.answer(2)
+    live.slow_runs(conn, slow)
     (entry,) = snapshot.slow_log(snapshot.merge([snapshot.build()]))["entries"]
     assert (entry["command"], entry["key"], entry["args"], entry["pipelined"]) == ("set", "user:1", 3, 2)
     assert entry["seconds"] == pytest.approx(0.05, abs=0.02)
     assert "secret" not in str(entry)
+
+
+def test_a_slow_read_logs_every_run_it_completes_and_only_those():
+    runs = [slot_for(("GET", f"k{index}")) for index in range(4)]
+    conn = Conn(*runs)
+    now = time.perf_counter()
+    # two writes 50 ms ago (runs 0-1, then 2), one just now (run 3)
+    conn.stamps = collections.deque([(now - 0.05, runs[1]), (now - 0.05, runs[2]), (now, runs[3])])
+    slow = live.upstream_read(conn, b"$1\r\nv\r\n" * 2)
+    conn.answer(2)  # runs 0 and 1 answered by this read; 2 and 3 still waiting
+    live.slow_runs(conn, slow)
+    assert [entry[3] for entry in keys.SLOW] == [b"k0", b"k1"]
+    slow = live.upstream_read(conn, b"$1\r\nv\r\n" * 2)
+    conn.answer(2)
+    live.slow_runs(conn, slow)
+    assert [entry[3] for entry in keys.SLOW] == [b"k0", b"k1", b"k2"]  # run 3's write is recent
 
 
 @pytest.mark.parametrize("replies, expected", [
@@ -156,9 +224,7 @@ def test_a_read_that_starts_inside_a_reply_is_not_walked():
 
 
 def test_reply_bytes_and_round_trips_are_sampled():
-    slot = slot_for(("GET", "k"))
-    slot.started -= 0.002
-    conn = Conn(slot)
+    conn = Conn(slot_for(("GET", "k")), ago=0.002)
     for _ in range(3):
         live.upstream_read(conn, b"$1\r\nv\r\n")
     assert live.TOTALS[1] == 7 * 3
@@ -167,7 +233,9 @@ def test_reply_bytes_and_round_trips_are_sampled():
 
 def test_big_requests_and_replies_are_kept_by_key():
     value = "x" * keys.BIG_BYTES
-    live.count_batch(batch_of(("SET", "big:1", value), ("GET", "small")))
+    run = batch_of(("SET", "big:1", value), ("GET", "small")).raw
+    live.written(b"".join([b"*1\r\n$4\r\nPING\r\n", run]), [b"*1\r\n$4\r\nPING\r\n", run])
+    live.written(b"*1\r\n$4\r\nPING\r\n" * 5000)  # big, of small requests only
     slot = slot_for(("GET", "big:1"))
     conn = Conn(slot)
     for data in (b"$%d\r\n" % (3 * keys.BIG_BYTES) + b"x" * keys.BIG_BYTES, b"x" * keys.BIG_BYTES):
@@ -193,3 +261,15 @@ def test_a_read_of_many_small_replies_is_no_big_reply():
     conn = Conn(slot_for(*[("GET", f"k{i}") for i in range(20000)]))
     live.upstream_read(conn, b"$3\r\nxxx\r\n" * 20000)  # 180 KB of small replies
     assert keys.COUNTS["big_replies"] == 0 and not keys.big_now()
+
+
+def test_a_run_sent_elsewhere_leaves_its_writes_stamp():
+    from proxy.upstream.connection import UpstreamConnection
+
+    conn = UpstreamConnection(None, "127.0.0.1:1", [])
+    first, second, tail = Pending(None, 1), Pending(None, 2), Pending(None, 1)
+    conn.stamps.extend([(1.0, first), (2.0, second)])
+    conn.restamp(first, None)  # redirected, nothing of its write left here
+    assert list(conn.stamps) == [(2.0, second)]
+    conn.restamp(second, tail)  # cut: the rest of the run stays, and is the write's last entry now
+    assert list(conn.stamps) == [(2.0, tail)]
