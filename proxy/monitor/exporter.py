@@ -89,7 +89,7 @@ def _commands(merged: dict):
     duration = HistogramMetricFamily(
         "redis_guard_command_duration_seconds",
         "Time from a client's run of pipelined commands being queued for upstream (its upstream write's "
-        "first request) to its replies read, once per command under the run's first command; the oldest run "
+        "first request) to its replies read, under the run's first command; the oldest run "
         "of each upstream read is timed and the sample is scaled to the commands answered", labels=["command"])
     for name, histogram in sorted(merged["durations"].items()):
         answered = merged["names"].get(name, 0) - merged["rejected"].get(name, 0)

@@ -21,8 +21,8 @@ search for an error reply's start in the reads that hold a `-`:
   upstream connection stamps each of its writes (`UpstreamConnection.stamps`: the clock when the
   write's first request was queued, and the last entry it carries), so at every read the
   connection's oldest run is timed from its write's stamp, into the histogram of its first
-  command, weighted by its number of commands (the exporter scales the sample to the exact
-  number of commands answered), and into the round-trip histogram; one such sample in
+  command (the exporter scales each command's sample to the exact number of its commands
+  answered; the round-trip histogram is all of them added up); one such sample in
   `KEY_SAMPLE_EVERY` gives the hot-key sample its first key. When that oldest write is
   `SLOW_SECONDS` old, the read is a slow one: it returns what `slow_runs` needs to put every run
   the read completes and that was written before the threshold into the slow log.
@@ -57,7 +57,6 @@ NAMES: dict[bytes, int] = {}  # command name as sent -> other commands
 ERRORS: dict[bytes, int] = {}  # command name as sent -> error replies from Redis
 REJECTED: dict[bytes, int] = {}  # command name as sent -> refused by the policy
 DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +Inf, sum of seconds]
-RTT = [0] * (len(BOUNDS) + 1) + [0.0]
 # request bytes written upstream, reply bytes read, redirections (a list: cheaper than a dict by name)
 TOTALS = [0, 0, 0]
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
@@ -87,7 +86,6 @@ def reset() -> None:
         table.clear()
     for counter in TALLIES.values():
         counter.n = 0
-    RTT[:] = [0] * (len(BOUNDS) + 1) + [0.0]
     TOTALS[:] = [0, 0, 0]
     _ticks[:] = [KEY_SAMPLE_EVERY]
     keys.reset()
@@ -156,31 +154,10 @@ def slow_runs(conn, slow) -> None:
             at += 1
 
 
-def _time(slot, elapsed: float, count: int) -> bool:
-    """Into the histogram of the run's first command; False for what is not a client's run."""
-    sent = slot.sent
-    if sent is not None and sent[6] == 13 and sent[4] == 36:
-        name = sent[8:sent[5] - 40]  # `*N\r\n$L\r\nNAME`: one-digit counts, no parser needed
-    else:
-        namer = _namers.get(slot.__class__)
-        args = namer(slot, 0) if namer is not None else None
-        if args is None:
-            return False
-        name = args[0]
-    histogram = DURATIONS.get(name)
-    if histogram is None:
-        if len(DURATIONS) >= MAX_NAMES:
-            name = UNKNOWN
-        histogram = DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])
-    histogram[bisect_left(BOUNDS, elapsed)] += count
-    histogram[-1] += elapsed * count
-    return True
-
-
 def upstream_read(conn, data: bytes):
     """Before `conn` hands out the replies in `data` (its pending entries still as they were);
-    None, or for a slow read what `slow_runs` needs once the replies are handed out."""
-    now = clock()
+    None, or for a slow read what `slow_runs` needs once the replies are handed out. Inline and
+    in one frame: at one client this runs once per request."""
     size = len(data)
     TOTALS[1] += size
     # memchr first: searching "\r\n-" in reply-dense bytes costs about 1 ns a byte
@@ -191,36 +168,67 @@ def upstream_read(conn, data: bytes):
     stamps = conn.stamps
     if not stamps:
         return None
-    while stamps[0][1].remaining == 0:  # writes answered: the oldest left is the head's
-        stamps.popleft()
-        if not stamps:
+    stamp = stamps[0]
+    if stamp[1].remaining == 0:  # writes answered: the oldest left is the head's
+        stamp = _unanswered(stamps)
+        if stamp is None:
             return None
-    elapsed = now - stamps[0][0]
     pending = conn.pending
-    if pending:
-        _sample(pending[0], elapsed)
-        if elapsed >= SLOW_SECONDS:
-            return now, list(islice(pending, SLOW_SCAN)), list(islice(stamps, SLOW_SCAN))
+    if not pending:
+        return None
+    now = clock()
+    elapsed = now - stamp[0]
+    slot = pending[0]
+    sent = slot.sent
+    if sent is not None and sent[6] == 13 and sent[4] == 36:
+        name = sent[8:sent[5] - 40]  # `*N\r\n$L\r\nNAME`: one-digit counts, no parser needed
+    else:
+        name = _name_of(slot)
+    if name is not None:
+        histogram = DURATIONS.get(name)
+        if histogram is None:
+            histogram = _histogram(name)
+        histogram[bisect_left(BOUNDS, elapsed)] += 1
+        histogram[-1] += elapsed
+        ticks = _ticks
+        ticks[0] -= 1
+        if not ticks[0]:
+            _rare_samples(slot)
+    if elapsed >= SLOW_SECONDS:
+        return now, list(islice(pending, SLOW_SCAN)), list(islice(stamps, SLOW_SCAN))
     return None
 
 
-def _sample(slot, elapsed: float) -> None:
-    """Time the oldest run a connection awaits, as of this read of its replies."""
-    count = getattr(slot, "count", 0)
-    if count <= 0 or slot.remaining <= 0:  # not a client's run (the proxy's own, a stream)
-        return
-    if not _time(slot, elapsed, count):
-        return
-    _observe(RTT, elapsed)
-    ticks = _ticks
-    ticks[0] -= 1
-    if not ticks[0]:  # the rarer samples, taken from the timed ones
-        ticks[0] = KEY_SAMPLE_EVERY
-        args = full_command(slot)
-        if args:
-            keys.sample((args,))
-        if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
-            fold(NAMES)
+def _unanswered(stamps):
+    """Drop the stamps of writes whose runs are all answered; the oldest left, or None."""
+    while stamps and stamps[0][1].remaining == 0:
+        stamps.popleft()
+    return stamps[0] if stamps else None
+
+
+def _name_of(slot):
+    """The first command's name of a client's run, None for anything else (the proxy's own
+    commands, a stream, a reply it wrote itself)."""
+    if getattr(slot, "count", 0) <= 0 or slot.remaining <= 0:
+        return None
+    args = command_of(slot, 0)
+    return args[0] if args else None
+
+
+def _histogram(name: bytes) -> list:
+    if len(DURATIONS) >= MAX_NAMES:
+        name = UNKNOWN
+    return DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])
+
+
+def _rare_samples(slot) -> None:
+    """One timed run in KEY_SAMPLE_EVERY: the hot-key sample, and the bound on names."""
+    _ticks[0] = KEY_SAMPLE_EVERY
+    args = full_command(slot)
+    if args:
+        keys.sample((args,))
+    if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
+        fold(NAMES)
 
 
 def rejected(name: bytes) -> None:
@@ -236,11 +244,6 @@ def fold(names: dict) -> None:
         lower = name.lower()
         target = lower if lower in _known else UNKNOWN
         names[target] = names.get(target, 0) + names.pop(name)
-
-
-def _observe(histogram: list, seconds: float) -> None:
-    histogram[bisect_left(BOUNDS, seconds)] += 1
-    histogram[-1] += seconds
 
 
 def _sent_command(slot, k: int):

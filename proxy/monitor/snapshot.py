@@ -67,6 +67,18 @@ def _command_names() -> dict[str, int]:
     return names
 
 
+def _empty_histogram() -> list:
+    return [0] * (len(live.BOUNDS) + 1) + [0.0]
+
+
+def _round_trips() -> list:
+    """Every timing sample, whatever its command: the round-trip histogram."""
+    total = _empty_histogram()
+    for histogram in list(live.DURATIONS.values()):
+        total = [a + b for a, b in zip(total, histogram)]
+    return total
+
+
 def _durations() -> dict[str, list]:
     out: dict[str, list] = {}
     for name, histogram in list(live.DURATIONS.items()):
@@ -114,7 +126,7 @@ def build() -> dict:
         "errors": _names(live.ERRORS),
         "rejected": _names(live.REJECTED),
         "durations": _durations(),
-        "rtt": list(live.RTT),
+        "rtt": _round_trips(),
         "totals": dict(zip(live.TOTAL_NAMES, list(live.TOTALS))),
         "clients": len(proxy.sessions) if proxy is not None else 0,
         "upstream_connections": _connections(proxy) if proxy is not None else {},
@@ -153,7 +165,7 @@ def merge(snapshots: list[dict]) -> dict:
     """One snapshot for all workers: counts added, policies listed, keys re-ranked."""
     merged = {
         "workers": len(snapshots), "started": bool(snapshots), "draining": False,
-        "names": {}, "errors": {}, "rejected": {}, "durations": {}, "rtt": [0] * len(live.RTT),
+        "names": {}, "errors": {}, "rejected": {}, "durations": {}, "rtt": _empty_histogram(),
         "totals": {}, "clients": 0, "upstream_connections": {}, "upstreams": {}, "policies": [],
         "registry": {}, "hot": {}, "counts": {}, "big": {}, "slow": [], "slow_by_name": {},
     }
