@@ -46,6 +46,7 @@ class StartupPending:
     error, so a client never sees them and never runs with the wrong credentials or database."""
 
     __slots__ = ("connection", "remaining", "received", "receiver")
+    sent = None  # not a client's run: the monitor reads no command from it
 
     def __init__(self, connection: UpstreamConnection, count: int):
         self.connection = connection

@@ -14,6 +14,7 @@ from proxy.monitor import keys, live, snapshot
 from proxy.pending import Pending
 from proxy.resp.reader import RequestReader
 from proxy.resp.replies import ReplySplitter
+from proxy.upstream.connection import StartupPending
 
 TABLE = CommandTable.from_snapshot()
 
@@ -154,7 +155,8 @@ def test_runs_of_one_write_share_its_stamp():
     Pending(None, 1),  # the proxy's own command (a Question, a hidden command): no request bytes
     Pending(None, 0),  # a reply the proxy wrote itself
     Pending(None, -1),  # a subscription
-], ids=["proxy's own", "local", "stream"])
+    StartupPending(None, 1),  # the connection's own start-up, run again (a busy script refused it)
+], ids=["proxy's own", "local", "stream", "start-up"])
 def test_what_is_not_a_clients_run_is_not_timed(slot):
     conn = Conn(slot, ago=1.0)
     slow = live.upstream_read(conn, b"+OK\r\n")
