@@ -26,7 +26,15 @@ from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
 from proxy.policy.shadow import ShadowPolicy  # noqa: E402
-from proxy.session.behaviour import PASS, STANDALONE, Behaviour, dispatch_table, lane_tables  # noqa: E402
+from proxy.session.behaviour import (  # noqa: E402
+    PASS,
+    STANDALONE,
+    Behaviour,
+    counted,
+    counted_unknown,
+    dispatch_table,
+    lane_tables,
+)
 from proxy.session.session import Session  # noqa: E402
 from proxy.session.states import SHARED, ConnState  # noqa: E402
 
@@ -62,8 +70,8 @@ def session(engine: Engine, actions, shadow=None) -> Session:
     client.engine = engine
     client.plans = engine.plans
     client.policy_state = SessionState()
-    client.dispatch = dispatch_table(actions, engine.plans)
-    client.unknown = PASS
+    client.dispatch = counted(dispatch_table(actions, engine.plans))  # as `Server.dispatch_for` makes it
+    client.unknown = counted_unknown(PASS)
     client.state = ConnState()
     client.route = NoRoute()
     return client

@@ -226,9 +226,6 @@ class Session(asyncio.Protocol):
                 action.n += 1
                 index += 1
                 continue
-            if action == PASS:  # a table that is not a session's (benchmarks): not counted
-                index += 1
-                continue
             if start < index:
                 self.route.forward(self, batch, start, index)
             try:
