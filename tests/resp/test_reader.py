@@ -1,10 +1,13 @@
 """The request reader: hiredis fast path, exact fallback, and the bytes it hands on."""
 
+import random
+import re
 import time
 
 import hiredis
 import pytest
 
+from proxy.resp import reader as reader_module
 from proxy.resp.exact import ParseLimits
 from proxy.resp.reader import RequestReader
 
@@ -110,3 +113,79 @@ def test_limits():
     reader = RequestReader(ParseLimits(max_args=10, max_request_bytes=100))
     reader.feed(pack("SET", "a", "x" * 200))
     assert "request too large" in reader.read().error.message
+
+
+class GuardedHiredis:
+    """hiredis as the reader uses it, except that a Reader fed a huge aggregate header fails the
+    test where the real one would try to allocate the element list (and hang or exhaust memory)."""
+
+    ProtocolError = hiredis.ProtocolError
+    pack_command = staticmethod(hiredis.pack_command)
+
+    class Reader:
+        def __init__(self):
+            self._reader = hiredis.Reader()
+            self._fed = b""
+
+        def feed(self, data):
+            self._fed += data
+            self._reader.feed(data)
+
+        def gets(self):
+            # A partial header line is harmless (the reader's next feed sees it whole); a
+            # complete one is parsed, and allocated, by this very call.
+            assert HUGE_HEADER.search(self._fed) is None, f"hiredis was fed {self._fed[-40:]!r}"
+            return self._reader.gets()
+
+
+HUGE_HEADER = re.compile(rb"[*~>|%][0-9]{7,}\r\n")
+PREFIXES = [b"", pack("GET", "k"), pack("SET", "k", "v" * 30) * 2, b"PING\r\n"]
+HUGE_CASES = [
+    b"*3000000000\r\n",
+    b"*1\r\n*2000000000\r\n",
+    b"*2\r\n$4\r\nECHO\r\n%3000000000\r\n",
+    b"*2\r\n$4\r\nECHO\r\n~2000000000\r\n",
+    b"*2\r\n$4\r\nECHO\r\n>2000000000\r\n",
+    b"*2\r\n$4\r\nECHO\r\n|2000000000\r\n",
+    b"~3000000000\r\n",
+]
+# Only looks like a huge header: a value, which hiredis may well hold.
+LOOKALIKE = pack("SET", "k", "*3000000000\r\n") + pack("GET", "k")
+
+
+def read_in_pieces(payload, cuts):
+    reader = RequestReader()
+    commands, raw, errors = [], b"", []
+    start = 0
+    for stop in [*cuts, len(payload)]:
+        c, r, e = read_all(reader, payload[start:stop])
+        commands += c
+        raw += r
+        errors += e
+        start = stop
+        if e:
+            break
+    return commands, raw, errors
+
+
+@pytest.mark.parametrize("prefix", PREFIXES, ids=["alone", "after GET", "after SETs", "after inline"])
+@pytest.mark.parametrize("payload", [case[0] for case in CASES] + HUGE_CASES + [LOOKALIKE])
+def test_any_cut_reads_the_same_and_never_hands_hiredis_a_huge_header(monkeypatch, prefix, payload):
+    if payload != LOOKALIKE:
+        monkeypatch.setattr(reader_module, "hiredis", GuardedHiredis)
+    stream = prefix + payload
+    whole = read_in_pieces(stream, [])
+    rng = random.Random(stream)
+    cut_sets = [list(range(1, len(stream)))]  # one byte at a time
+    for _ in range(40):
+        cuts, at = [], 0
+        while True:
+            at += rng.randint(1, 12)
+            if at >= len(stream):
+                break
+            cuts.append(at)
+        cut_sets.append(cuts)
+    for cuts in cut_sets:
+        assert read_in_pieces(stream, cuts) == whole, cuts
+    if payload == LOOKALIKE:
+        assert whole[0][-2:] == [[b"SET", b"k", b"*3000000000\r\n"], [b"GET", b"k"]] and not whole[2]
