@@ -159,9 +159,10 @@ def client_setname(session, batch, index: int) -> int:
         session.refused_in_transaction()
         return index + 1
     queued = queued_on_own(session, batch, index)
-    session.extra.name = args[2] or None  # Redis checks the name when queueing; EXEC sets it
-    if queued is not None:
+    if queued is not None:  # Redis checks the name when queueing; EXEC sets it, if it runs
+        session.queued_effects.append(args)
         return queued
+    session.extra.name = args[2] or None
     if session.own is not None:  # watching: the transaction's connection answers GETNAME in MULTI
         name_connection(session, args[2])
     session._local(errors.OK)

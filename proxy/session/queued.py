@@ -4,10 +4,11 @@ Theory of operation: what a client queues between MULTI and EXEC runs at EXEC, o
 connection the transaction took. Two such commands change more than that connection: CLIENT
 PAUSE/UNPAUSE (Redis pauses every client: the proxy's dispatch tables must know) and, in front
 of a cluster, HELLO (the client's protocol: its later commands go to the shared connections of
-the other protocol). Their handlers list them in `Session.queued_effects`; EXEC goes with an
-`ExecWatch`, which reads EXEC's whole reply: when the transaction ran, the pauses took effect
-and the last HELLO reply in it says the client's protocol (an aborted transaction changes
-nothing).
+the other protocol) and CLIENT SETNAME (the proxy answers CLIENT GETNAME outside transactions).
+Their handlers list them in `Session.queued_effects`; EXEC goes with an `ExecWatch`, which reads
+EXEC's whole reply: when the transaction ran, the pauses took effect, the last HELLO reply in it
+says the client's protocol and the last CLIENT SETNAME names the client (Redis checked the name
+when it queued the command). A discarded, aborted or WATCH-failed transaction changes nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ HELLO_KEYS = frozenset((b"server", b"version", b"proto", b"id", b"mode"))
 
 def is_hello(args) -> bool:
     return args[0].lower() == b"hello"
+
+
+def is_setname(args) -> bool:
+    return len(args) == 3 and args[0].lower() == b"client" and args[1].lower() == b"setname"
+
+
+def hello_name(args, name):
+    """The name HELLO's SETNAME option gives the client, else `name`."""
+    options = [arg.lower() for arg in args]
+    at = options.index(b"setname", 2) if b"setname" in options[2:] else -1
+    return args[at + 1] if 0 <= at < len(args) - 1 else name
 
 
 class ExecWatch:
@@ -54,17 +66,20 @@ class ExecWatch:
         if not isinstance(results, list):  # EXECABORT, or a null reply: nothing ran
             return
         session = self.session
+        hellos = [args for args in self.effects if is_hello(args)]
+        accepted = [found for found in map(hello_protocol, results) if found is not None]
+        name = None
         for args in self.effects:
             if watches(args):
                 took_effect(session.backend.pauses, args)
-        if any(is_hello(args) for args in self.effects):
-            protocol = None
-            for result in results:  # the last HELLO that Redis accepted sets the protocol
-                found = hello_protocol(result)
-                if found is not None:
-                    protocol = found
-            if protocol in (2, 3):
-                session.protocol = session.policy_state.protocol = protocol
+            elif is_setname(args):
+                name = args[2]
+            elif len(accepted) == len(hellos) and is_hello(args):  # (which HELLO failed is not known)
+                name = hello_name(args, name)
+        if name is not None:
+            session.extra.name = name or None
+        if accepted and accepted[-1] in (2, 3):  # the last HELLO that Redis accepted sets the protocol
+            session.protocol = session.policy_state.protocol = accepted[-1]
 
 
 def hello_protocol(result) -> int | None:

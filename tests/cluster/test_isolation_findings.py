@@ -72,10 +72,38 @@ def test_hello_queued_in_multi(cluster_proxy, one_node_cluster, batches):
     [b"CLIENT SETNAME nm\r\n", b"WATCH {k}a\r\n", b"CLIENT GETNAME\r\n"],
     [b"CLIENT SETNAME nm\r\n", b"MULTI\r\nCLIENT GETNAME\r\nEXEC\r\n"],
     [b"MULTI\r\nCLIENT SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
-], ids=["getname-watching", "getname-in-multi", "setname-in-multi"])
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nGET {k}a\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+], ids=["getname-watching", "getname-in-multi", "setname-in-multi", "setname-in-keyed-multi"])
 def test_client_name_in_transaction(cluster_proxy, one_node_cluster, batches):
     expected = exchange_batches(one_node_cluster.port, batches)
     assert b"nm" in expected[-1][0]
+    assert exchange_batches(cluster_proxy.port, batches) == expected
+
+
+@pytest.mark.parametrize("batches, name", [
+    ([b"MULTI\r\nHELLO 2 SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"], b"nm"),
+    ([b"MULTI\r\nHELLO 2 SETNAME nm\r\nCLIENT SETNAME other\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"], b"other"),
+    ([b"MULTI\r\nCLIENT SETNAME other\r\nHELLO 3 SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"], b"nm"),
+    ([b"MULTI\r\nHELLO 4 SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"], None),  # refused: no name
+    ([b"MULTI\r\nHELLO 2 SETNAME nm\r\nDISCARD\r\n", b"CLIENT GETNAME\r\n"], None),
+], ids=["exec", "setname-after", "setname-before", "refused", "discard"])
+def test_a_name_hello_sets_in_a_transaction(cluster_proxy, one_node_cluster, batches, name):
+    """EXEC's reply holds connection ids, which differ: only the name asked after it is compared."""
+    expected = exchange_batches(one_node_cluster.port, batches)[-1]
+    assert expected[0] == (b"$%d\r\n%s\r\n" % (len(name), name) if name else b"$-1\r\n")
+    assert exchange_batches(cluster_proxy.port, batches)[-1] == expected
+
+
+@pytest.mark.parametrize("batches", [
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nDISCARD\r\n", b"CLIENT GETNAME\r\n"],
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nGET {k}a\r\nDISCARD\r\n", b"CLIENT GETNAME\r\n"],  # seed 410691102
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nGET {k}a\r\nNOSUCHCMD\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+    [b"WATCH {k}a\r\n", b"SET {k}a 1\r\n", b"MULTI\r\nCLIENT SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+    [b"CLIENT SETNAME old\r\nMULTI\r\nCLIENT SETNAME nm\r\nDISCARD\r\n", b"CLIENT GETNAME\r\n"],
+], ids=["discard", "keyed-discard", "execabort", "watch-failed", "discard-keeps-old"])
+def test_a_name_set_in_a_transaction_that_did_not_run_is_not_taken(cluster_proxy, one_node_cluster, batches):
+    expected = exchange_batches(one_node_cluster.port, batches)
+    assert b"nm" not in expected[-1][0]
     assert exchange_batches(cluster_proxy.port, batches) == expected
 
 
