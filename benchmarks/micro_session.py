@@ -10,7 +10,10 @@ the system calls: the part of `benchmarks/run.py`'s CPU per request that Python 
 change, measured steadily enough to compare two checkouts on a noisy machine (run it from each;
 take the best of several runs).
 
-    python benchmarks/micro_session.py [--clients 50] [--rounds 400] [--policy FILE]
+    python benchmarks/micro_session.py [--clients 50] [--rounds 400] [--policy FILE] [--cluster]
+
+With `--cluster` the backend is a Redis Cluster's: three masters (a third of the slots each),
+one fake connection to each, and every round's replies come back in one read per master.
 
 Steadier still: instructions, not seconds. Under `valgrind --tool=callgrind`, two runs of one
 case that differ only in `--rounds` differ by the instructions of those rounds alone:
@@ -35,14 +38,19 @@ sys.path.insert(0, str(REPO))
 
 import hiredis  # noqa: E402
 
+from proxy.cluster.connection import ClusterConnection  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
 from proxy.monitor import live  # noqa: E402
+from proxy.routing.slotmap import SlotMap  # noqa: E402
 from proxy.server import Proxy  # noqa: E402
 from proxy.session.session import Session  # noqa: E402
+from proxy.upstream.connection import READY  # noqa: E402
 from tests.session.fakes import Transport, open_fakes  # noqa: E402
 
 ADDRESS = Address("127.0.0.1", 7100)
+MASTERS = [Address("127.0.0.1", 7200 + i) for i in range(3)]
+RANGES = [(0, 5460, MASTERS[0], ()), (5461, 10922, MASTERS[1], ()), (10923, 16383, MASTERS[2], ())]
 REPEATS = 7
 COMMANDS = {
     "GET": (lambda i: (b"GET", b"bench:item:%012d:string" % i), b"$3\r\nxxx\r\n"),
@@ -62,6 +70,28 @@ def build(policy: Path | None):
     return loop, proxy, opened
 
 
+def build_cluster(policy: Path | None):
+    """A proxy in front of three masters, one shared fake connection to each."""
+    loop = asyncio.new_event_loop()
+    seeds = tuple(Upstream(node) for node in MASTERS)
+    config = Config(upstream=seeds[0], upstream_cluster=seeds, shared_connections=1,
+                    policy=str(policy) if policy is not None else NO_POLICY, upstream_acl=False)
+    table = CommandTable.from_snapshot()
+    table.from_server = True
+    proxy = Proxy(loop, config, table, databases=1)
+    router = proxy.backend.router
+    router.request_refresh = lambda: None
+    router._use(SlotMap.from_ranges(RANGES, []))
+    opened = []
+    for node in MASTERS:
+        conn = ClusterConnection(loop, node, [], None, router=router, place=(2, 0))
+        conn.transport = Transport()
+        conn.state = READY
+        router.pool(node, 2).connections[0] = conn
+        opened.append(conn)
+    return loop, proxy, opened
+
+
 def run_ticks(loop) -> None:
     """What the event loop would run at the end of the tick: the coalesced upstream writes."""
     ready = loop._ready
@@ -70,15 +100,19 @@ def run_ticks(loop) -> None:
 
 
 def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats: int = REPEATS,
-            collect: bool = True, check: bool = False) -> float:
+            collect: bool = True, check: bool = False, cluster: bool = False) -> float:
     make, reply = COMMANDS[name]
-    loop, proxy, opened = build(policy)
-    sessions = []
+    loop, proxy, opened = build_cluster(policy) if cluster else build(policy)
+    sessions, outs = [], []  # (a cluster session writes to its transport through a wrapper)
     for _ in range(clients):
         session = Session(proxy)
-        session.connection_made(Transport())
+        transport = Transport()
+        session.connection_made(transport)
         sessions.append(session)
-    requests = [b"".join(hiredis.pack_command(make(c * 1000 + k)) for k in range(pipeline)) for c in range(clients)]
+        outs.append(transport.out)
+    # Keys spread like redis-benchmark's `-r 100000` (over a cluster's masters too), all as long.
+    requests = [b"".join(hiredis.pack_command(make((c * 1000 + k) * 2654435761 % 100000)) for k in range(pipeline))
+                for c in range(clients)]
     replies = reply * (clients * pipeline)
     pairs = list(zip(sessions, requests))
     gc.freeze()  # as `redis-guard serve` does once started
@@ -92,18 +126,32 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
             for session, request in pairs:
                 session.data_received(request)
             run_ticks(loop)
-            conn = opened[-1]
-            if check:  # every request went upstream as sent, and every client got its replies
-                assert b"".join(conn.transport.out) == b"".join(requests), "requests not forwarded as sent"
-            conn.transport.out.clear()
-            conn.data_received(replies)
-            for session in sessions:
+            if cluster:
+                answer_masters(opened, reply)
+            else:
+                conn = opened[-1]
+                if check:  # every request went upstream as sent, and every client got its replies
+                    assert b"".join(conn.transport.out) == b"".join(requests), "requests not forwarded as sent"
+                conn.transport.out.clear()
+                conn.data_received(replies)
+            for out in outs:
                 if check:
-                    assert b"".join(session.transport.out) == reply * pipeline, "replies not delivered"
-                session.transport.out.clear()
+                    assert b"".join(out) == reply * pipeline, "replies not delivered"
+                out.clear()
         best = min(best, time.perf_counter() - started)
     loop.close()
     return best / (rounds * clients * pipeline) * 1e9
+
+
+def answer_masters(conns, reply: bytes) -> None:
+    """Each master answers what it was sent in one read (its requests counted by their headers:
+    the benchmark's commands have fewer than ten arguments)."""
+    for conn in conns:
+        out = conn.transport.out
+        if out:
+            count = sum(chunk.count(b"*") for chunk in out)
+            out.clear()
+            conn.data_received(reply * count)
 
 
 def main() -> None:
@@ -115,15 +163,17 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="check every request and reply (a smoke test)")
     parser.add_argument("--no-gc", action="store_true", help="no cyclic collection while measuring")
     parser.add_argument("--case", default=None, help="one case only, e.g. GET-1 or SET-16 (--rounds as given)")
+    parser.add_argument("--cluster", action="store_true", help="in front of a cluster of three masters")
     args = parser.parse_args()
     print(f"ns of Python per request, best of {args.repeats}, {args.clients} clients, replies in one upstream read"
-          + (f", policy {args.policy.name}" if args.policy else ""))
+          + (" per master" if args.cluster else "") + (f", policy {args.policy.name}" if args.policy else ""))
     for pipeline in (1, 16):
         for name in COMMANDS:
             if args.case is not None and args.case != f"{name}-{pipeline}":
                 continue
             rounds = args.rounds if args.case else max(1, args.rounds // pipeline)
-            ns = measure(args.policy, args.clients, rounds, name, pipeline, args.repeats, not args.no_gc, args.check)
+            ns = measure(args.policy, args.clients, rounds, name, pipeline, args.repeats, not args.no_gc, args.check,
+                         args.cluster)
             print(f"{name} -P {pipeline:<2}: {ns:7.0f} ns per request")
 
 

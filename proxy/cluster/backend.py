@@ -66,22 +66,32 @@ _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, S
 
 class CoalescingTransport:
     """The client's transport, with the writes made while one upstream read is handed out sent
-    as one (`ReadBatch`): a pipeline's replies come back from several masters, one entry per
-    master change, and each entry's reply would otherwise be a system call of its own."""
+    in at most two (`ReadBatch`): the first at once, the rest together when the read is done.
+    A client's entries that complete in one read (runs and merged replies around a Scatter,
+    pipelines that came in several reads) would otherwise be a system call each; the first
+    leaves at once because most clients get one write per read, and holding it would cost each
+    of them a second call into Python."""
 
-    __slots__ = ("transport", "batch", "out")
+    __slots__ = ("transport", "batch", "out", "read")
 
     def __init__(self, transport, batch):
         self.transport = transport
         self.batch = batch
         self.out = None
+        self.read = 0  # the last read in which this client was written to
 
     def write(self, data: bytes) -> None:
         if self.out is not None:
             self.out.append(data)
-        elif self.batch.active:
+            return
+        batch = self.batch
+        if batch.active:
+            if self.read != batch.reads:
+                self.read = batch.reads
+                self.transport.write(data)
+                return
             self.out = [data]
-            self.batch.dirty.append(self)
+            batch.dirty.append(self)
         else:
             self.transport.write(data)
 

@@ -94,14 +94,16 @@ def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
 
 
 class ReadBatch:
-    """While a cluster connection hands out one read's replies (`active`), client writes wait in
-    `dirty` transports; they leave, one write per client, when the read is done."""
+    """While a cluster connection hands out one read's replies (`active`, the `reads`-th), a
+    client's first write leaves at once and the writes after it wait in `dirty` transports;
+    they leave, one write per client, when the read is done."""
 
-    __slots__ = ("active", "dirty")
+    __slots__ = ("active", "dirty", "reads")
 
     def __init__(self):
         self.active = False
         self.dirty = []
+        self.reads = 0
 
     def done(self) -> None:
         self.active = False
@@ -126,6 +128,7 @@ class ClusterConnection(UpstreamConnection):
             self._deliver_replies(data)
         else:
             reading.active = True
+            reading.reads += 1
             try:
                 self._deliver_replies(data)
             finally:

@@ -18,13 +18,15 @@ place in its reply queue when a redirection cuts a run.
 
 from __future__ import annotations
 
+from binascii import crc_hqx
+
 import hiredis
 
 from .. import errors
 from ..pending import UNSEEN, Pending, hidden
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
-from ..routing.slots import hash_slot
+from ..routing.slots import SLOT_COUNT, hash_slot
 from ..session.behaviour import both_cases
 from ..upstream.connection import CLOSED
 from .connection import RoutedPending, cut_run
@@ -195,23 +197,41 @@ def gather(session, parts, merge) -> None:
 class ClusterRoute:
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
-    __slots__ = ("router", "routes", "protocol", "index")
+    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_conns")
 
     def __init__(self, router, routes: RouteTable, protocol: int, index: int):
         self.router = router
         self.routes = routes
         self.protocol = protocol
         self.index = index
+        # The common case, decided here without a call: commands whose one key is argument 1.
+        self.first_arg = frozenset(name for name, kind in routes.kinds.items() if kind == RouteTable.FIRST_ARG)
+        self.slot_conns = router.slot_connections(protocol, index)
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         commands = batch.commands
-        decide = self.routes.decide
+        slot_conns = self.slot_conns
+        first_arg = self.first_arg
         router = self.router
+        replica_reads = router.read_from_replicas
+        if stop - start == 1 and not replica_reads:  # one command (no pipeline): no stretch to walk
+            args = commands[start]
+            if args[0] in first_arg and len(args) > 1:
+                key = args[1]
+                routed = hash_slot(key) if b"{" in key else crc_hqx(key, 0) % SLOT_COUNT
+                conn = slot_conns[routed]
+                if conn is not None and conn.state is not CLOSED:
+                    entry = RoutedPending(session, 1, conn, batch, start, routed, session.extra)
+                    session.queue.append(entry)
+                    session.inflight += 1
+                    conn.send(batch.span(start, stop), entry)
+                    if conn.write_paused:
+                        session.wait_for_upstream(conn)
+                    return
+        decide = self.routes.decide
         protocol = self.protocol
         spread = self.index
-        replica_reads = router.read_from_replicas
         reads = self.routes.reads
-        slot_conns = router.slot_connections(protocol, spread)
         master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
         run_slot = None
@@ -219,7 +239,14 @@ class ClusterRoute:
         run_start = index = start
         while index < stop:
             args = commands[index]
-            routed = decide(args, master_for_slot)
+            if args[0] in first_arg and len(args) > 1:
+                key = args[1]
+                routed = hash_slot(key) if b"{" in key else crc_hqx(key, 0) % SLOT_COUNT
+                if slot_conns[routed] is run_conn and run_conn is not None and not replica_reads:
+                    index += 1  # the run goes on (its connection's state was checked at its start)
+                    continue
+            else:
+                routed = decide(args, master_for_slot)
             if type(routed) is int:
                 if replica_reads and args[0] in reads:
                     conn = router.replica_connection(routed, protocol, spread)

@@ -37,6 +37,7 @@ from ..routing.slots import SLOT_COUNT
 from ..upstream.probe import ask
 from .connection import NodePool, ReadBatch, RoutedPending
 
+_NO_CONNECTIONS = (None,) * SLOT_COUNT
 log = logging.getLogger("redis_guard.cluster")
 
 ASKING = hiredis.pack_command(("ASKING",))
@@ -133,7 +134,8 @@ class ClusterRouter:
             return
         for router in (self, *self.followers):
             router.slotmap = slotmap
-            router.by_slot.clear()
+            for conns in router.by_slot.values():  # emptied in place: routes hold these lists
+                conns[:] = _NO_CONNECTIONS
 
     def _redispatch_all(self) -> None:
         for router in (self, *self.followers):
@@ -191,7 +193,7 @@ class ClusterRouter:
     def slot_connections(self, protocol: int, index: int) -> list:
         """Per hash slot, the shared connection `connection` last gave for it, or None (not
         asked yet, or none then): the hot path's lookup is one list index and a state check.
-        Forgotten whenever the slot map changes."""
+        Forgotten whenever the slot map changes (the same list, emptied)."""
         conns = self.by_slot.get((protocol, index))
         if conns is None:
             conns = self.by_slot[(protocol, index)] = [None] * SLOT_COUNT

@@ -73,7 +73,8 @@ class Scatter(Pending):
     def deliver(self, entry: RoutedPending, data: bytes, done: int) -> None:
         if done:
             entry.remaining -= done
-        if self._gone():
+        session = self.session
+        if self.remaining == 0 or session.state.life == "closed":  # _gone(), once per run: inline
             return
         if entry is self.front:
             self.ready.append(data)
@@ -86,7 +87,6 @@ class Scatter(Pending):
             return
         # Replies far ahead of the one awaited: buffered, against the client's output limit.
         keep(entry, data)
-        session = self.session
         session.held_bytes += len(data)
         if session.held_bytes > session.output_limit:
             session.overflow()

@@ -120,7 +120,8 @@ class RequestReader:
 
     def feed_read(self, data: bytes) -> Batch | None:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
-        if not self._fast or self._chunks or not data or _huge(data):
+        if (not self._fast or self._chunks or not data or _HUGE_AFTER_LINE.search(data) is not None
+                or _HUGE_AGGREGATE.match(data) is not None):  # _huge(data), without the call
             self.feed(data)
             return self.read()
         self._chunks = [data]

@@ -129,6 +129,31 @@ def test_one_master_is_one_run(rig):
     assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
 
 
+@pytest.mark.parametrize("commands", [1, 3], ids=["one command", "pipeline"])
+def test_a_new_slot_map_sends_the_next_command_to_the_new_owner(rig, commands):
+    key = KEYS[NODES[0]][0]
+    rig.send([(b"GET", key)] * commands)
+    rig.answer(NODES[0], replies_for(rig.sent(NODES[0])))
+    rig.client.taken()
+    rig.router._use(SlotMap.from_ranges([(lo, hi, NODES[3] if node == NODES[0] else node, ())
+                                          for lo, hi, node, _ in RANGES], []))
+    rig.send([(b"GET", key)] * commands)
+    assert rig.sent(NODES[0]) == []  # not through the slot's connection remembered from before
+    assert rig.sent(NODES[3]) == [[b"GET", key]] * commands
+
+
+def test_a_clients_writes_in_one_read_are_at_most_two(rig):
+    keys = KEYS[NODES[0]][:3]
+    for key in keys:  # three pipelines in three reads: three runs on one connection
+        rig.send([(b"GET", key)])
+    rig.answer(NODES[0], replies_for(rig.sent(NODES[0])))
+    replies = [bulk(b"value of " + key) for key in keys]
+    assert rig.client.out == [replies[0], replies[1] + replies[2]]  # the first at once, the rest together
+    rig.send([(b"GET", keys[0])])
+    rig.answer(NODES[0], replies_for(rig.sent(NODES[0])))
+    assert rig.client.out[2:] == [replies[0]]  # a later read: at once again
+
+
 def test_replies_wait_for_the_ones_before_them(rig):
     keys = pipeline()
     rig.send([(b"GET", key) for key in keys])
