@@ -43,6 +43,7 @@ from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
 from proxy.monitor import live  # noqa: E402
 from proxy.routing.slotmap import SlotMap  # noqa: E402
+from proxy.routing.slots import hash_slot  # noqa: E402
 from proxy.server import Proxy  # noqa: E402
 from proxy.session.session import Session  # noqa: E402
 from proxy.upstream.connection import READY  # noqa: E402
@@ -127,7 +128,7 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
                 session.data_received(request)
             run_ticks(loop)
             if cluster:
-                answer_masters(opened, reply)
+                answer_masters(opened, reply, requests if check else None)
             else:
                 conn = opened[-1]
                 if check:  # every request went upstream as sent, and every client got its replies
@@ -143,15 +144,27 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
     return best / (rounds * clients * pipeline) * 1e9
 
 
-def answer_masters(conns, reply: bytes) -> None:
+def answer_masters(conns, reply: bytes, requests=None) -> None:
     """Each master answers what it was sent in one read (its requests counted by their headers:
-    the benchmark's commands have fewer than ten arguments)."""
-    for conn in conns:
+    the benchmark's commands have fewer than ten arguments). With `requests`, check that every
+    request reached the master that owns its key, once."""
+    received = []
+    for conn, (low, high, _node, _replicas) in zip(conns, RANGES):
         out = conn.transport.out
+        if requests is not None:
+            commands = hiredis.Reader()
+            commands.feed(b"".join(out))
+            while (command := commands.gets()) is not False:
+                assert low <= hash_slot(command[1]) <= high, f"{command} sent to the master of {low}-{high}"
+                received.append(command)
         if out:
             count = sum(chunk.count(b"*") for chunk in out)
             out.clear()
             conn.data_received(reply * count)
+    if requests is not None:
+        sent = hiredis.Reader()
+        sent.feed(b"".join(requests))
+        assert sorted(received) == sorted(iter(sent.gets, False)), "requests not forwarded once each"
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """benchmarks/micro_session.py still drives the whole request path it measures: requests in,
-replies out, with and without a policy (a smoke run, no timing)."""
+replies out, with and without a policy, in front of one server or a cluster (a smoke run, no timing)."""
 
 import re
 import subprocess
@@ -10,7 +10,8 @@ import pytest
 from tests.servers import REPO
 
 
-@pytest.mark.parametrize("policy", [[], ["--policy", "configs/policies/strict-dotted.yaml"]], ids=["none", "strict"])
+@pytest.mark.parametrize("policy", [[], ["--policy", "configs/policies/strict-dotted.yaml"], ["--cluster"]],
+                         ids=["none", "strict", "cluster"])
 def test_the_session_micro_benchmark_answers_every_request(policy):
     done = subprocess.run([sys.executable, "benchmarks/micro_session.py", "--rounds", "16", "--repeats", "1",
                            "--clients", "4", "--check", *policy],
