@@ -245,9 +245,6 @@ class StandaloneBackend:
     def session_extra(self, session):
         return None
 
-    def client_transport(self, transport):
-        return transport
-
     def session_closed(self, session) -> None:
         pass
 

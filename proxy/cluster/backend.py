@@ -64,53 +64,6 @@ _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, S
              CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND}
 
 
-class CoalescingTransport:
-    """The client's transport, with the writes made while one upstream read is handed out sent
-    in at most two (`ReadBatch`): the first at once, the rest together when the read is done.
-    A client's entries that complete in one read (runs and merged replies around a Scatter,
-    pipelines that came in several reads) would otherwise be a system call each; the first
-    leaves at once because most clients get one write per read, and holding it would cost each
-    of them a second call into Python."""
-
-    __slots__ = ("transport", "batch", "out", "read")
-
-    def __init__(self, transport, batch):
-        self.transport = transport
-        self.batch = batch
-        self.out = None
-        self.read = 0  # the last read in which this client was written to
-
-    def write(self, data: bytes) -> None:
-        if self.out is not None:
-            self.out.append(data)
-            return
-        batch = self.batch
-        if batch.active:
-            if self.read != batch.reads:
-                self.read = batch.reads
-                self.transport.write(data)
-                return
-            self.out = [data]
-            batch.dirty.append(self)
-        else:
-            self.transport.write(data)
-
-    def flush(self) -> None:
-        out, self.out = self.out, None
-        if out and not self.transport.is_closing():
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def get_write_buffer_size(self) -> int:
-        return self.transport.get_write_buffer_size() + (sum(map(len, self.out)) if self.out else 0)
-
-    def __getattr__(self, name):
-        return getattr(self.transport, name)
-
-
 class ClusterBackend:
     kind = "Cluster"
     column = CLUSTER
@@ -168,9 +121,6 @@ class ClusterBackend:
 
     def session_closed(self, session) -> None:
         pass
-
-    def client_transport(self, transport):
-        return CoalescingTransport(transport, self.router.reading)
 
     def actions_for(self, session) -> tuple:
         state = session.state

@@ -93,25 +93,6 @@ def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
     return retry, [retry, tail] if tail else [retry]
 
 
-class ReadBatch:
-    """While a cluster connection hands out one read's replies (`active`, the `reads`-th), a
-    client's first write leaves at once and the writes after it wait in `dirty` transports;
-    they leave, one write per client, when the read is done."""
-
-    __slots__ = ("active", "dirty", "reads")
-
-    def __init__(self):
-        self.active = False
-        self.dirty = []
-        self.reads = 0
-
-    def done(self) -> None:
-        self.active = False
-        dirty, self.dirty = self.dirty, []
-        for transport in dirty:
-            transport.flush()
-
-
 class ClusterConnection(UpstreamConnection):
     __slots__ = ("router", "error_partial", "index")
 
@@ -123,16 +104,7 @@ class ClusterConnection(UpstreamConnection):
 
     def data_received(self, data: bytes) -> None:
         slow = live.upstream_read(self, data)
-        reading = self.router.reading
-        if reading.active:  # not expected: a delivery that reads again; its writes join ours
-            self._deliver_replies(data)
-        else:
-            reading.active = True
-            reading.reads += 1
-            try:
-                self._deliver_replies(data)
-            finally:
-                reading.done()
+        self._deliver_replies(data)
         if slow is not None:
             live.slow_runs(self, slow)
         if not self.pending:

@@ -35,7 +35,7 @@ from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
 from ..routing.slots import SLOT_COUNT
 from ..upstream.probe import ask
-from .connection import NodePool, ReadBatch, RoutedPending
+from .connection import NodePool, RoutedPending
 
 _NO_CONNECTIONS = (None,) * SLOT_COUNT
 log = logging.getLogger("redis_guard.cluster")
@@ -68,15 +68,13 @@ class ClusterRouter:
         self.last_refresh = -1e9
         self.refreshes = 0
         self._master_slots = (None, [])
-        self.reading = ReadBatch()  # client writes made during one upstream read leave together
         # A router for another upstream user (an application's ACL user) follows a leader: one
-        # topology, one refresh loop, one read batch; connections and parked requests of its own.
+        # topology, one refresh loop; connections and parked requests of its own.
         self.leader = leader
         self.followers: list[ClusterRouter] = []
         if leader is not None:
             leader.followers.append(self)
             self.slotmap = leader.slotmap
-            self.reading = leader.reading
 
     # -- topology ----------------------------------------------------------------------------
 

@@ -114,7 +114,7 @@ class Session(asyncio.Protocol):
     # -- transport events -------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
-        self.transport = self.backend.client_transport(transport)
+        self.transport = transport
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
@@ -485,18 +485,26 @@ class Session(asyncio.Protocol):
             self.loop.call_soon(self._resume)
 
     def _advance(self) -> None:
-        """The head entry completed: flush the entries behind it that have replies waiting."""
+        """The head entry completed: flush the entries behind it that have replies waiting, in
+        one write (behind a cluster's pipeline, entries for several masters complete out of
+        order: each would otherwise be a system call)."""
         queue = self.queue
+        ready = None
         while queue:
             head = queue[0]
             if head.buffered is not None:
                 self.held_bytes -= head.buffered_size
-                self._write(b"".join(head.buffered))
+                if ready is None:
+                    ready = head.buffered
+                else:
+                    ready += head.buffered
                 head.buffered = None
                 head.buffered_size = 0
             if head.remaining != 0:
                 break
             queue.popleft()
+        if ready is not None:
+            self._write(ready[0] if len(ready) == 1 else b"".join(ready))
         if not self.write_paused:
             self._release_upstreams()
         if self.state.life is CLOSING:

@@ -142,16 +142,17 @@ def test_a_new_slot_map_sends_the_next_command_to_the_new_owner(rig, commands):
     assert rig.sent(NODES[3]) == [[b"GET", key]] * commands
 
 
-def test_a_clients_writes_in_one_read_are_at_most_two(rig):
-    keys = KEYS[NODES[0]][:3]
-    for key in keys:  # three pipelines in three reads: three runs on one connection
+def test_entries_completed_behind_the_head_leave_in_one_write(rig):
+    head, behind = KEYS[NODES[0]][0], KEYS[NODES[1]][:3]
+    rig.send([(b"GET", head)])
+    for key in behind:  # three more pipelines, for another master: three entries behind the head
         rig.send([(b"GET", key)])
+    rig.answer(NODES[1], replies_for(rig.sent(NODES[1])))
+    assert rig.client.out == []  # held behind the head
     rig.answer(NODES[0], replies_for(rig.sent(NODES[0])))
-    replies = [bulk(b"value of " + key) for key in keys]
-    assert rig.client.out == [replies[0], replies[1] + replies[2]]  # the first at once, the rest together
-    rig.send([(b"GET", keys[0])])
-    rig.answer(NODES[0], replies_for(rig.sent(NODES[0])))
-    assert rig.client.out[2:] == [replies[0]]  # a later read: at once again
+    replies = [bulk(b"value of " + key) for key in (head, *behind)]
+    assert rig.client.out == [replies[0], b"".join(replies[1:])]  # the head's, then the rest at once
+    assert not rig.session.queue and rig.session.held_bytes == 0
 
 
 def test_replies_wait_for_the_ones_before_them(rig):
