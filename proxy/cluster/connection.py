@@ -14,7 +14,6 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-from ..monitor import live
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
@@ -102,15 +101,7 @@ class ClusterConnection(UpstreamConnection):
         self.protocol, self.index = place  # its pool's protocol and its index there: where a retry goes
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
-    def data_received(self, data: bytes) -> None:
-        slow = live.upstream_read(self, data)
-        self._deliver_replies(data)
-        if slow is not None:
-            live.slow_runs(self, slow)
-        if not self.pending:
-            self.stamps.clear()  # nothing in flight: no stamp keeps an answered run (its bytes) alive
-
-    def _deliver_replies(self, data: bytes) -> None:
+    def _deliver(self, data: bytes) -> None:
         pending = self.pending
         splitter = self.splitter
         scan = splitter.scan

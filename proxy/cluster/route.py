@@ -58,6 +58,8 @@ class RouteTable:
                 reads[spec.name] = True
         self.kinds = both_cases(kinds)
         self.reads = set(both_cases(reads))
+        # The common case, decided by the route without a call: commands whose one key is argument 1.
+        self.first_arg = frozenset(name for name, kind in self.kinds.items() if kind == self.FIRST_ARG)
 
     def decide(self, args, master_for_slot):
         """A hash slot (int), None (no key: any master), or the Planner's Split/Reject."""
@@ -204,8 +206,7 @@ class ClusterRoute:
         self.routes = routes
         self.protocol = protocol
         self.index = index
-        # The common case, decided here without a call: commands whose one key is argument 1.
-        self.first_arg = frozenset(name for name, kind in routes.kinds.items() if kind == RouteTable.FIRST_ARG)
+        self.first_arg = routes.first_arg
         self.slot_conns = router.slot_connections(protocol, index)
 
     def forward(self, session, batch, start: int, stop: int) -> None:
@@ -221,12 +222,7 @@ class ClusterRoute:
                 routed = hash_slot(key) if b"{" in key else crc_hqx(key, 0) % SLOT_COUNT
                 conn = slot_conns[routed]
                 if conn is not None and conn.state is not CLOSED:
-                    entry = RoutedPending(session, 1, conn, batch, start, routed, session.extra)
-                    session.queue.append(entry)
-                    session.inflight += 1
-                    conn.send(batch.span(start, stop), entry)
-                    if conn.write_paused:
-                        session.wait_for_upstream(conn)
+                    self._send_run(session, batch, start, stop, conn, routed)
                     return
         decide = self.routes.decide
         protocol = self.protocol

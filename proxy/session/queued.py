@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hiredis
 
+from ..login import parse_hello
 from .pause import took_effect, watches
 
 HELLO_KEYS = frozenset((b"server", b"version", b"proto", b"id", b"mode"))
@@ -30,9 +31,10 @@ def is_setname(args) -> bool:
 
 def hello_name(args, name):
     """The name HELLO's SETNAME option gives the client, else `name`."""
-    options = [arg.lower() for arg in args]
-    at = options.index(b"setname", 2) if b"setname" in options[2:] else -1
-    return args[at + 1] if 0 <= at < len(args) - 1 else name
+    login = parse_hello(args)
+    if isinstance(login, bytes) or len(login.hello) < 4:  # refused, or no SETNAME
+        return name
+    return login.hello[-1]  # `[HELLO, version, SETNAME, name]`
 
 
 class ExecWatch:
@@ -67,7 +69,7 @@ class ExecWatch:
             return
         session = self.session
         hellos = [args for args in self.effects if is_hello(args)]
-        accepted = [found for found in map(hello_protocol, results) if found is not None]
+        accepted = [found for found in map(hello_protocol, results) if found is not None] if hellos else []
         name = None
         for args in self.effects:
             if watches(args):
