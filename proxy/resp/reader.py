@@ -278,6 +278,7 @@ class RequestReader:
 
     def _fail(self) -> None:
         self._failed = True
+        self._fast = False  # feed_read's shortcut is closed too
         self._chunks = []
         self._size = 0
         self._hiredis = None

@@ -106,6 +106,15 @@ def test_malformed_header_after_large_argument_is_answered_at_once():
     assert reader.read().error.message == "Protocol error: invalid bulk length"
 
 
+@pytest.mark.parametrize("more", [pack("PING"), b"*1\r\n$4\r\nPI", b"garbage\r\n"])
+def test_a_failed_reader_reads_nothing_more(more):
+    reader = RequestReader()
+    assert reader.feed_read(b"*1\r\n*1\r\n$1\r\na").error is not None  # a partial request found malformed
+    assert reader.feed_read(more) is None
+    reader.feed(more)
+    assert reader.read() is None
+
+
 def test_limits():
     reader = RequestReader(ParseLimits(max_args=3, max_request_bytes=100))
     reader.feed(pack("MSET", "a", "1", "b", "2"))
