@@ -161,7 +161,7 @@ def upstream_read(conn, data: bytes):
     size = len(data)
     TOTALS[1] += size
     # memchr first: searching "\r\n-" in reply-dense bytes costs about 1 ns a byte
-    if 45 in data and (data[0] == 45 or (size <= ERROR_SCAN_LIMIT and b"\r\n-" in data)):
+    if 45 in data and (data[0] == 45 or (size <= ERROR_SCAN_LIMIT and data.find(b"\r\n-") >= 0)):
         _count_errors(conn, data)
     if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies

@@ -142,6 +142,25 @@ def test_a_new_slot_map_sends_the_next_command_to_the_new_owner(rig, commands):
     assert rig.sent(NODES[3]) == [[b"GET", key]] * commands
 
 
+def whole_key_owner(key: bytes):
+    """The owner of the key's slot if its hash tag were ignored."""
+    return owner(key.replace(b"{", b"(").replace(b"}", b")"))
+
+
+# Keys whose hash tag's slot has another owner than the whole key's would.
+TAGGED = [key for key in (b"{user%d}:profile" % i for i in range(100)) if owner(key) is not whole_key_owner(key)][:4]
+
+
+@pytest.mark.parametrize("commands", [1, 4], ids=["one command", "pipeline"])
+def test_a_hash_tag_routes_by_its_tag(rig, commands):
+    keys = TAGGED[:commands]
+    rig.send([(b"GET", key) for key in keys])
+    received = {node: rig.sent(node) for node in NODES}
+    for key in keys:
+        assert [b"GET", key] in received[owner(key)]
+        assert [b"GET", key] not in received[whole_key_owner(key)]
+
+
 def test_entries_completed_behind_the_head_leave_in_one_write(rig):
     head, behind = KEYS[NODES[0]][0], KEYS[NODES[1]][:3]
     rig.send([(b"GET", head)])
