@@ -158,7 +158,7 @@ def answer_masters(conns, reply: bytes, requests=None) -> None:
                 assert low <= hash_slot(command[1]) <= high, f"{command} sent to the master of {low}-{high}"
                 received.append(command)
         if out:
-            count = sum(chunk.count(b"*") for chunk in out)
+            count = (out[0] if len(out) == 1 else b"".join(out)).count(b"*")
             out.clear()
             conn.data_received(reply * count)
     if requests is not None:

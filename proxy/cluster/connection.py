@@ -102,12 +102,17 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def _deliver(self, data: bytes) -> None:
+        dash = data.find(b"\n-")  # where an error reply may start, found again once passed
+        if dash < 0 and data[0] != 45 and self.error_partial is None:
+            # No reply in this read is an error (every reply after the first starts after a
+            # line feed): nothing to catch, each entry's replies are cut as a server's are.
+            UpstreamConnection._deliver(self, data)
+            return
         pending = self.pending
         splitter = self.splitter
         scan = splitter.scan
         pos = 0
         size = len(data)
-        dash = data.find(b"\n-")  # where an error reply may start, found again once passed
         try:
             while pos < size:
                 if not pending:

@@ -205,7 +205,8 @@ def test_a_big_front_reply_streams_before_the_stretch_is_complete(rig):
 
 @pytest.mark.parametrize("kind", ["MOVED", "ASK"])
 @pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])
-def test_a_redirected_command_keeps_its_place(rig, kind, at):
+@pytest.mark.parametrize("step", [None, 1, 5], ids=["whole", "byte", "5-bytes"])  # an error cut across reads
+def test_a_redirected_command_keeps_its_place(rig, kind, at, step):
     keys = pipeline()
     rig.send([(b"GET", key) for key in keys])
     node = NODES[1]
@@ -214,7 +215,7 @@ def test_a_redirected_command_keeps_its_place(rig, kind, at):
     target = NODES[3]
     replies = [bulk(b"value of " + c[1]) for c in commands]
     replies[at] = b"-%s %d %s:%d\r\n" % (kind.encode(), hash_slot(moved), target.host.encode(), target.port)
-    rig.answer(node, b"".join(replies))
+    rig.answer(node, b"".join(replies), step)
     resent = rig.sent(target)
     assert resent == ([[b"ASKING"]] if kind == "ASK" else []) + [[b"GET", moved]]
     rig.answer(target, (b"+OK\r\n" if kind == "ASK" else b"") + bulk(b"value of " + moved))
