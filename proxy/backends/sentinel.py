@@ -28,7 +28,7 @@ from ..pending import Pending
 from ..upstream.connection import CLOSED, SHARED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 from ..upstream.probe import ask
-from .standalone import SharedRoute, StandaloneBackend, send_run
+from .standalone import SharedRoute, StandaloneBackend
 
 log = logging.getLogger("redis_guard.sentinel")
 
@@ -170,16 +170,12 @@ class ParkingRoute(SharedRoute):
         self.key = key
 
     def forward(self, session, batch, start: int, stop: int) -> None:
-        if self.backend.parked:
-            self._park_or_send(session, batch.span(start, stop), stop - start, session)
-            return
-        conn = self.conn
-        if conn is None or conn.state is CLOSED:
-            conn = self.connection()
-            if conn is None:
-                self._park_or_send(session, batch.span(start, stop), stop - start, session)
+        if not self.backend.parked:
+            conn = self.conn
+            if (conn is not None and conn.state is not CLOSED) or self.connection() is not None:
+                SharedRoute.forward(self, session, batch, start, stop)
                 return
-        send_run(session, conn, batch.span(start, stop), stop - start)
+        self._park_or_send(session, batch.span(start, stop), stop - start, session)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         self._park_or_send(session, data, count, receiver)

@@ -27,16 +27,6 @@ from .base import OwnRoute, StreamRoute, relogin
 log = logging.getLogger("redis_guard.server")
 
 
-def send_run(session, conn, data: bytes, count: int) -> None:
-    """The hot path's send: a run of the client's own bytes, one entry in its reply queue."""
-    pending = Pending(session, count, conn, data)
-    session.queue.append(pending)
-    session.inflight += 1
-    conn.send(data, pending)
-    if conn.write_paused:
-        session.wait_for_upstream(conn)
-
-
 class SharedRoute:
     """The shared connection of one pool a session sticks to: a stretch is one slice of the
     client's bytes and one entry in its reply queue."""
@@ -61,7 +51,15 @@ class SharedRoute:
             if conn is None:
                 session.no_connection(self.pool.opener, stop - start)
                 return
-        send_run(session, conn, batch.span(start, stop), stop - start)
+        # The hot path's send, in this frame (once per client read): the run is one slice of the
+        # client's bytes and one entry in its reply queue.
+        count = stop - start
+        pending = Pending(session, count, conn, batch.raw if count == len(batch.commands) else batch.span(start, stop))
+        session.queue.append(pending)
+        session.inflight += 1
+        conn.send(pending.sent, pending)
+        if conn.write_paused:
+            session.wait_for_upstream(conn)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         conn = self.connection()

@@ -140,7 +140,10 @@ class Session(asyncio.Protocol):
         if self.state.life is OPEN:
             batch = self.reader.feed_read(data)
             if batch is not None:
-                self._handle(batch)
+                if batch.error is None:  # _handle, inline: this is once per client read
+                    self._run(batch, 0)
+                else:
+                    self._handle(batch)
         else:
             self.reader.feed(data)
 
