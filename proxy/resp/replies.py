@@ -92,6 +92,18 @@ class ReplySplitter:
         if want <= 0:
             return start, 0, 0
         n = len(data)
+        if want == 1 and start < n and not (self._state or self._top or self._attr):
+            # One reply at a time (a client's one command): a short bulk string or a line whole
+            # in the chunk is cut as the hot loop below cuts it, without setting the loop up.
+            t = data[start]
+            if t == 36:
+                end = _SHORT_BULK.get(data[start + 1 : start + 5], 0) + start
+                if start < end <= n and data[end - 1] == 10:
+                    return end, 1, 0
+            elif _KIND[t] == _LINE:
+                nl = data.find(b"\n", start)
+                if nl >= 0:
+                    return nl + 1, 1, 0
         pos = start
         done = pushes = 0
 

@@ -63,6 +63,22 @@ def _expect(is_push: bool) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("enc,is_push", [r[1:] for r in REPLIES], ids=IDS)
+def test_one_reply_at_a_time_cuts_as_the_general_loop(enc: bytes, is_push: bool) -> None:
+    """scan(want=1) has a shortcut for a short bulk or a line whole in the chunk: after any
+    prefix, cut at any point, it consumes what the general loop (want=2 over the same bytes,
+    one reply in them) consumes, and leaves the same state."""
+    for prefix in (b"", b"junk", TRAILING):
+        data = prefix + enc + TRAILING
+        for cut in range(len(prefix), len(prefix) + len(enc) + 1):
+            one, general = ReplySplitter(), ReplySplitter()
+            got = one.scan(data[:cut], len(prefix), 1)
+            assert got == general.scan(data[:cut], len(prefix), 2 if not is_push else 1), cut
+            assert one.in_reply == general.in_reply
+            if got[0] == cut and cut < len(data):  # the rest continues alike
+                assert one.scan(data, cut, 1) == general.scan(data, cut, 1)
+
+
+@pytest.mark.parametrize("enc,is_push", [r[1:] for r in REPLIES], ids=IDS)
 def test_all_at_once(enc: bytes, is_push: bool) -> None:
     sp = ReplySplitter()
     assert sp.scan(enc, 0, 1) == (len(enc), *_expect(is_push))
@@ -307,14 +323,15 @@ BAD = [
 ]
 
 
+@pytest.mark.parametrize("want", [1, 5])
 @pytest.mark.parametrize("data", [b[1] for b in BAD], ids=[b[0] for b in BAD])
-def test_not_resp(data: bytes) -> None:
+def test_not_resp(data: bytes, want: int) -> None:
     with pytest.raises(ReplyStreamError):
-        ReplySplitter().scan(data, 0, 5)
+        ReplySplitter().scan(data, 0, want)
     sp = ReplySplitter()
     with pytest.raises(ReplyStreamError):
         for i in range(len(data)):
-            sp.scan(data[i : i + 1], 0, 5)
+            sp.scan(data[i : i + 1], 0, want)
 
 
 def test_needs_bytes() -> None:
