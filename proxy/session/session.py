@@ -140,7 +140,7 @@ class Session(asyncio.Protocol):
         if self.state.life is OPEN:
             batch = self.reader.feed_read(data)
             if batch is not None:
-                if batch.error is None:  # _handle, inline: this is once per client read
+                if batch.error is None:  # _handle's usual case without its frame (once per client read)
                     self._run(batch, 0)
                 else:
                     self._handle(batch)
