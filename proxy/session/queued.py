@@ -70,13 +70,14 @@ class ExecWatch:
         session = self.session
         hellos = [args for args in self.effects if is_hello(args)]
         accepted = [found for found in map(hello_protocol, results) if found is not None] if hellos else []
+        every_hello_ran = len(accepted) == len(hellos)  # else which HELLO failed is not known
         name = None
         for args in self.effects:
             if watches(args):
                 took_effect(session.backend.pauses, args)
             elif is_setname(args):
                 name = args[2]
-            elif len(accepted) == len(hellos) and is_hello(args):  # (which HELLO failed is not known)
+            elif every_hello_ran and is_hello(args):
                 name = hello_name(args, name)
         if name is not None:
             session.extra.name = name or None
