@@ -14,13 +14,16 @@
 # Arguments after the image name are appended to `redis-guard serve ...` (a later flag wins).
 
 # -- build: the package and its dependencies installed into a virtual environment -------------
+# gcc builds the compiled RESP modules (setup.py; without it the image would run pure Python).
 FROM python:3.11-slim AS build
 
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY proxy ./proxy
-RUN python -m venv /opt/redis-guard && /opt/redis-guard/bin/pip install .
+RUN python -m venv /opt/redis-guard && /opt/redis-guard/bin/pip install . \
+    && /opt/redis-guard/bin/python -c "from proxy.resp import compiled; print('RESP modules:', compiled.status())"
 
 # -- run: the environment and the configuration files only; no source, no build tools ---------
 FROM python:3.11-slim

@@ -34,6 +34,7 @@ from .config import (
     parse_switch,
     parse_upstream,
 )
+from .resp import compiled
 
 log = logging.getLogger("redis_guard")
 
@@ -279,10 +280,11 @@ def _log_ready(config, address, source: str, workers: int, engine=None, shadow=N
               "policy": engine.policy.name if engine is not None else None,
               "shadow_policy": shadow.name if shadow is not None else None,
               "upstream_acl": acl.line() if acl is not None else None,
-              "metrics": str(config.metrics) if config.metrics is not None else None}
+              "metrics": str(config.metrics) if config.metrics is not None else None,
+              "resp_modules": compiled.status()}
     logging.getLogger("redis_guard.ready").info(  # written at any --log-level
-        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s%s",
-        listen, upstream, policy, source, workers, "s" if workers != 1 else "",
+        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s, RESP modules %s%s",
+        listen, upstream, policy, source, workers, "s" if workers != 1 else "", fields["resp_modules"],
         f", {acl.line()}" if acl is not None else "", extra={"fields": fields})
 
 

@@ -9,6 +9,10 @@ in a shape Redis rejects would get that connection closed for everyone. Anything
 does not vouch for (inline commands, malformed input, a request split across reads whose headers
 may already be wrong) goes through `exact.parse_request`, which reproduces redis-server's own
 parser and error texts. No I/O here: `feed()` bytes, `read()` batches.
+
+Compiled, `_compiled_requests.split_requests` takes a read's leading canonical requests in one C
+call before any of this (nothing buffered before: a client's usual read), and hands what it
+cannot vouch for to the Python path at a request boundary.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 
 import hiredis
 
+from . import compiled
 from .exact import ParseLimits, ProtocolError, parse_request
 
 __all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]
@@ -31,6 +36,7 @@ _DOLLAR = 36  # b'$'
 _HUGE_AGGREGATE = re.compile(rb"[*~>|%][0-9]{7}")
 _HUGE_AFTER_LINE = re.compile(rb"\n[*~>|%][0-9]{7}")
 _OVERLAP = 12  # a header split across two reads is seen whole
+_compiled = compiled.load("_compiled_requests")
 
 
 def _huge(data: bytes) -> bool:
@@ -87,6 +93,9 @@ class Batch:
 class RequestReader:
     __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed")
 
+    # The compiled split of a read's leading canonical requests, None in pure Python.
+    _split = staticmethod(_compiled.split_requests) if _compiled is not None else None
+
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits or ParseLimits()
         self._chunks: list[bytes] = []
@@ -120,6 +129,27 @@ class RequestReader:
 
     def feed_read(self, data: bytes) -> Batch | None:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
+        split = self._split
+        if split is not None and self._fast and not self._chunks and data:
+            limits = self._limits
+            commands, ends, pos = split(data, limits.max_args, limits.max_request_bytes)
+            if pos == len(data):
+                return Batch(commands, data, ends)
+            if pos:
+                return self._after_split(data, commands, ends, pos)
+        return self._feed_read(data)
+
+    def _after_split(self, data: bytes, commands: list, ends: list, pos: int) -> Batch | None:
+        """The compiled split took data[:pos]; the Python path reads the rest as a new read."""
+        rest = self._feed_read(data[pos:])
+        if rest is None:
+            return Batch(commands, data[:pos], ends)
+        rest.commands[:0] = commands
+        rest.ends = ends + [end + pos for end in rest.ends]
+        rest.raw = data[:pos] + rest.raw
+        return rest
+
+    def _feed_read(self, data: bytes) -> Batch | None:
         if (not self._fast or self._chunks or not data or _HUGE_AFTER_LINE.search(data) is not None
                 or _HUGE_AGGREGATE.match(data) is not None):  # _huge(data), without the call
             self.feed(data)

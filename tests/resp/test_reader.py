@@ -1,5 +1,8 @@
-"""The request reader: hiredis fast path, exact fallback, and the bytes it hands on."""
+"""The request reader: hiredis fast path, exact fallback, and the bytes it hands on; every test
+runs on the pure-Python reader and on the one with the compiled split (test_reader_compiled.py
+compares the two read by read)."""
 
+import os
 import random
 import re
 import time
@@ -10,6 +13,20 @@ import pytest
 from proxy.resp import reader as reader_module
 from proxy.resp.exact import ParseLimits
 from proxy.resp.reader import RequestReader
+
+COMPILED_SPLIT = RequestReader._split
+
+
+@pytest.fixture(autouse=True, params=["compiled", "pure"])
+def reader_kind(request, monkeypatch):
+    """Each test once with the compiled split of canonical requests and once without it."""
+    if request.param == "pure":
+        monkeypatch.setattr(RequestReader, "_split", None)
+    elif COMPILED_SPLIT is None:
+        if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
+            pytest.fail("the compiled request split is not built (REDIS_GUARD_EXPECT_COMPILED is set)")
+        pytest.skip("the compiled request split is not built")
+    return request.param
 
 
 def pack(*args):
@@ -198,3 +215,4 @@ def test_any_cut_reads_the_same_and_never_hands_hiredis_a_huge_header(monkeypatc
         assert read_in_pieces(stream, cuts) == whole, cuts
     if payload == LOOKALIKE:
         assert whole[0][-2:] == [[b"SET", b"k", b"*3000000000\r\n"], [b"GET", b"k"]] and not whole[2]
+
