@@ -17,6 +17,8 @@ pushes (``>``) at top level are counted apart from replies.
 
 from __future__ import annotations
 
+from . import compiled
+
 __all__ = ["ReplySplitter", "ReplyStreamError"]
 
 
@@ -368,3 +370,9 @@ def _bad_header(data: bytes, pos: int, nl: int) -> str:
     if line[1:2] == b"?":
         return f"streamed RESP3 type {line!r} is not supported (Redis never sends it)"
     return f"malformed RESP header {line[:40]!r} at offset {pos}"
+
+
+PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
+_compiled = compiled.load("_compiled_replies")
+if _compiled is not None:
+    ReplySplitter = _compiled.ReplySplitter
