@@ -30,10 +30,15 @@ def docs():
     return CommandDocs.from_snapshot()
 
 
-@pytest.fixture(scope="module")
-def behind_proxy():
+@pytest.fixture(scope="module", params=["compiled", "pure"])
+def behind_proxy(request):
+    """The proxy as installed (its compiled RESP modules, where built), and with the pure-Python
+    ones that are their reference (proxy/resp/compiled.py)."""
     server = RedisServer()
-    proxy = ProxyProcess(server.url, PASSTHROUGH)
+    proxy = ProxyProcess(server.url, PASSTHROUGH, env={"REDIS_GUARD_PURE_PYTHON": "1"} if request.param == "pure" else {})
+    expected = ("RESP modules pure Python" if request.param == "pure" else
+                "RESP modules compiled" if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") else "RESP modules ")
+    assert expected in proxy.log, proxy.log
     randomclients.prepare(server.port)
     yield proxy
     proxy.stop()
@@ -41,7 +46,8 @@ def behind_proxy():
 
 
 @pytest.fixture(scope="module")
-def reference():
+def reference(behind_proxy):
+    """A fresh server for each proxy: the same sequences, the same starting state."""
     server = RedisServer()
     randomclients.prepare(server.port)
     yield server
