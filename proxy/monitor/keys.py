@@ -12,7 +12,11 @@
 * Slow log: the last `SLOW_CAPACITY` runs of commands that took `SLOW_SECONDS` or more from
   being queued for upstream (their write's stamp) to their last reply read, with the first
   command's name, its key (never other arguments), its number of arguments and the number of
-  commands in the run.
+  commands in the run. Runs tend to be slow all at once (the process was short of CPU: every
+  run in flight is late), so recording one is cheap: a run whose request's header gives its
+  name (`slow_request`) is kept as that name and its request bytes, parsed for key and number
+  of arguments only when the log is read (`slow_log`), for the entries still in it.
+  `SLOW_BY_NAME` counts every slow run by name, exactly.
 
 Keys are cut to `KEY_BYTES`. Everything is read at scrape time by `snapshot` (copies).
 """
@@ -29,12 +33,18 @@ BIG_BYTES = 64 * 1024
 BIG_CAPACITY = 32
 SLOW_SECONDS = 0.01  # redis-server's own slowlog-log-slower-than default, 10 ms
 SLOW_CAPACITY = 128
+# A slow run's request bytes up to this size are kept until the log is read (at most
+# SLOW_CAPACITY of them: 512 KiB; a 16-deep pipeline of small SETs is 1.1 KiB); bigger ones are
+# parsed at once, rather than keeping a big value alive.
+SLOW_LAZY_BYTES = 4096
 KEY_BYTES = 128
 KEY_PER_SAMPLE = 1
 
 _first_key: set[bytes] = set()  # names (both cases) whose first key is argument 1
 HOT: dict[bytes, list] = {}  # key -> [sampled count, error bound]
 BIG: dict[tuple, int] = {}  # (kind, name, key) -> biggest size seen
+# (time, seconds, name, key, arguments, count, request): `request` is None, or the run's request
+# bytes whose first command gives key and arguments when the log is read (`slow_log`)
 SLOW: collections.deque = collections.deque(maxlen=SLOW_CAPACITY)
 COUNTS = {"hot_samples": 0, "big_requests": 0, "big_replies": 0}
 SLOW_BY_NAME: dict[bytes, int] = {}
@@ -169,7 +179,41 @@ def big_now() -> dict:
 # -- slow log ---------------------------------------------------------------------------------
 
 
-def slow(args, seconds: float, count: int) -> None:
+def slow(args, seconds: float, count: int, at: float | None = None) -> None:
+    """A slow run whose first command is parsed (`args`), at wall-clock time `at` (now)."""
     name = args[0].lower() if args else b"?"
     SLOW_BY_NAME[name] = SLOW_BY_NAME.get(name, 0) + 1
-    SLOW.append((time.time(), seconds, name, key_of(args), len(args) if args else 0, count))
+    SLOW.append((time.time() if at is None else at, seconds, name, key_of(args), len(args) if args else 0, count,
+                 None))
+
+
+def slow_request(request: bytes, name: bytes, seconds: float, count: int, at: float) -> None:
+    """A slow run by its first command's name (lower case) and its request bytes (at most
+    SLOW_LAZY_BYTES), left unparsed: nothing but the name is needed until the log is read."""
+    SLOW_BY_NAME[name] = SLOW_BY_NAME.get(name, 0) + 1
+    SLOW.append((at, seconds, name, None, 0, count, request))
+
+
+def slow_log() -> list[tuple]:
+    """The slow log, oldest first: (time, seconds, name, key, arguments, count) of every entry,
+    the requests kept unparsed parsed now (on the scraping thread: SLOW is copied in one C call
+    and a request is bytes, never changed)."""
+    entries = []
+    for at, seconds, name, key, argc, count, request in list(SLOW):
+        if request is not None:
+            args = _first_command(request)
+            if args is None:
+                continue  # never: these are bytes the proxy sent as a client's commands
+            key, argc = key_of(args), len(args)
+        entries.append((at, seconds, name, key, argc, count))
+    return entries
+
+
+def _first_command(request: bytes):
+    reader = hiredis.Reader()
+    reader.feed(request)
+    try:
+        args = reader.gets()
+    except hiredis.ProtocolError:
+        return None
+    return args if isinstance(args, list) and args else None

@@ -39,7 +39,7 @@ import hiredis
 
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from . import keys
-from .keys import BIG_BYTES, SLOW_SECONDS
+from .keys import BIG_BYTES, SLOW_LAZY_BYTES, SLOW_SECONDS
 
 clock = time.perf_counter
 
@@ -136,20 +136,31 @@ def written(data: bytes, chunks=()) -> None:
 def slow_runs(conn, slow) -> None:
     """After a slow read (`upstream_read` returned `slow`): the runs it completed that were
     written `SLOW_SECONDS` or more before it, into the slow log. A write's runs are the entries
-    up to its stamp's last one, in the connection's order."""
+    up to its stamp's last one, in the connection's order. A slow read is often one of many at
+    once (the process was descheduled: every run in flight is late), so a run costs a name and
+    an append: one wall-clock reading for the read, the name from its request's header when that
+    is the usual one-digit one, the rest parsed when the slow log is read (`keys.slow_log`)."""
     now, entries, stamps = slow
     if conn.closed:
         return
     at = 0
+    wall = None
     for entry in entries:
         if entry.remaining != 0 or at >= len(stamps):
             return  # not completed by this read (nor any after it), or never stamped
         elapsed = now - stamps[at][0]
         count = getattr(entry, "count", 0)
         if elapsed >= SLOW_SECONDS and count > 0:
-            args = full_command(entry)
-            if args:
-                keys.slow(args, elapsed, count)
+            if wall is None:
+                wall = time.time()
+            sent = getattr(entry, "sent", None)
+            if sent is not None and len(sent) <= SLOW_LAZY_BYTES and sent[6] == 13 and sent[4] == 36:
+                # `*N\r\n$L\r\nNAME`: one-digit counts, the name without a parser (as in `upstream_read`)
+                keys.slow_request(sent, sent[8:sent[5] - 40].lower(), elapsed, count, wall)
+            else:  # a big request, a long name or many arguments, a routed entry (its commands parsed)
+                args = full_command(entry)
+                if args:
+                    keys.slow(args, elapsed, count, wall)
         while at < len(stamps) and stamps[at][1] is entry:
             at += 1
 

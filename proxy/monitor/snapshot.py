@@ -138,7 +138,7 @@ def build() -> dict:
         "counts": dict(keys.COUNTS),
         "big": [[kind, _text(name), _text(key), size] for (kind, name, key), size in keys.big_now().items()],
         "slow": [[at, seconds, _text(name), _text(key), args, count]
-                 for at, seconds, name, key, args, count in list(keys.SLOW)],
+                 for at, seconds, name, key, args, count in keys.slow_log()],
         "slow_by_name": {_text(name): count for name, count in list(keys.SLOW_BY_NAME.items())},
     }
 
@@ -195,7 +195,8 @@ def merge(snapshots: list[dict]) -> dict:
         for kind, name, key, size in snap["big"]:
             entry = (kind, name, key)
             merged["big"][entry] = max(merged["big"].get(entry, 0), size)
-        merged["slow"] += snap["slow"]
+        # newest first: the runs of one slow read share its time, so a worker's later entry first
+        merged["slow"] += reversed(snap["slow"])
     merged["slow"].sort(key=lambda entry: entry[0], reverse=True)
     del merged["slow"][keys.SLOW_CAPACITY:]
     return merged
