@@ -133,3 +133,12 @@ def test_the_dockerfile_is_multi_stage_non_root_with_a_healthcheck_and_no_source
 def test_the_image_is_built_without_tests_or_deploy_files():
     ignored = (Path(REPO) / ".dockerignore").read_text().split()
     assert {"tests", "deploy", "benchmarks"} <= set(ignored)
+
+
+def test_the_image_builds_the_compiled_resp_modules():
+    """The build stage has setup.py and a C compiler, and says which RESP modules it built; a
+    developer's own in-place build never reaches the image."""
+    build = " ".join(dockerfile_stages()[0])
+    assert "setup.py" in build and "gcc" in build and "compiled.status()" in build
+    ignored = (Path(REPO) / ".dockerignore").read_text().split()
+    assert {"**/*.so", "proxy/resp/_compiled_*.c"} <= set(ignored)
