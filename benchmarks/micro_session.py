@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO))
 
 import hiredis  # noqa: E402
 
+from proxy.cli import build_engine  # noqa: E402
 from proxy.cluster.connection import ClusterConnection  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
@@ -65,7 +66,7 @@ def build(policy: Path | None):
                     policy=str(policy) if policy is not None else NO_POLICY, upstream_acl=False)
     table = CommandTable.from_snapshot()
     table.from_server = True
-    proxy = Proxy(loop, config, table)
+    proxy = Proxy(loop, config, table, engine=build_engine(config.policy, table))
     opened = []
     open_fakes(proxy.backend, loop, ADDRESS, opened)
     return loop, proxy, opened
@@ -79,7 +80,7 @@ def build_cluster(policy: Path | None):
                     policy=str(policy) if policy is not None else NO_POLICY, upstream_acl=False)
     table = CommandTable.from_snapshot()
     table.from_server = True
-    proxy = Proxy(loop, config, table, databases=1)
+    proxy = Proxy(loop, config, table, databases=1, engine=build_engine(config.policy, table))
     router = proxy.backend.router
     router.request_refresh = lambda: None
     router._use(SlotMap.from_ranges(RANGES, []))
