@@ -150,6 +150,7 @@ class RequestReader:
         return rest
 
     def _feed_read(self, data: bytes) -> Batch | None:
+        """feed(data) then read(), in Python (the compiled split's fallback, or feed_read itself)."""
         if (not self._fast or self._chunks or not data or _HUGE_AFTER_LINE.search(data) is not None
                 or _HUGE_AGGREGATE.match(data) is not None):  # _huge(data), without the call
             self.feed(data)
@@ -312,3 +313,7 @@ class RequestReader:
         self._chunks = []
         self._size = 0
         self._hiredis = None
+
+
+if RequestReader._split is None:  # pure Python: feed_read is the Python path itself, without the hook's frame
+    RequestReader.feed_read = RequestReader._feed_read
