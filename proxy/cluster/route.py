@@ -310,7 +310,8 @@ class ClusterRoute:
         if conn is None:
             self.router.park(entry, self.protocol, self.index)
             return
-        conn.send(batch.span(start, stop), entry)
+        # A whole read is its raw bytes without span's call, as on a shared standalone route.
+        conn.send(batch.raw if stop - start == len(batch.commands) else batch.span(start, stop), entry)
         if conn.write_paused:
             session.wait_for_upstream(conn)
 

@@ -37,7 +37,9 @@ cdef inline Py_ssize_t _number(const unsigned char* s, Py_ssize_t i, Py_ssize_t 
     return i + 2
 
 
-def split_requests(bytes data, Py_ssize_t max_args, Py_ssize_t max_bytes):
+def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
+    if type(data) is not bytes:  # a transport's bytearray or memoryview: the Python reader takes it
+        return [], [], 0
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t pos = 0, p, first, count, length, k

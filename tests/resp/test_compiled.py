@@ -21,7 +21,8 @@ def test_the_compiled_modules_are_used_where_built():
 
 def test_pure_python_on_request():
     code = ("from proxy.resp import compiled, replies; from proxy.resp.reader import RequestReader; "
-            "print(compiled.status(), RequestReader._split is None, replies.ReplySplitter is replies.PureReplySplitter)")
+            "print(compiled.status(), RequestReader._split is None, replies.ReplySplitter is replies.PureReplySplitter, "
+            "RequestReader.feed_read is RequestReader._feed_read)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "REDIS_GUARD_PURE_PYTHON": "1"}).stdout
-    assert out.strip() == "pure Python (REDIS_GUARD_PURE_PYTHON) True True"
+    assert out.strip() == "pure Python (REDIS_GUARD_PURE_PYTHON) True True True"

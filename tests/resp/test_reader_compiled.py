@@ -71,3 +71,10 @@ def read_pure(reader, data):
         return reader.feed_read(data) if data is not None else reader.read()
     finally:
         RequestReader._split = split
+
+
+def test_reads_that_are_not_bytes_go_to_the_python_reader():
+    """A transport's bytearray (uvloop hands bytes, others may not) is read as the pure reader reads it."""
+    data = bytearray(pack("GET", "k") + pack("SET", "k", "v"))
+    assert RequestReader._split(data, 10, 100) == ([], [], 0)
+    assert batch_view(RequestReader().feed_read(data)) == batch_view(read_pure(RequestReader(), data))
