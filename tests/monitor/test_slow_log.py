@@ -7,16 +7,7 @@ import pytest
 
 from proxy.cluster.connection import RoutedPending as RoutedSlot
 from proxy.monitor import keys, live, snapshot
-from tests.monitor.test_live import NOW, TABLE, Conn, batch_of, slot_for
-
-
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    monkeypatch.setattr(live, "clock", lambda: NOW)
-    live.setup(TABLE)
-    live.reset()
-    yield
-    live.reset()
+from tests.monitor.test_live import Conn, batch_of, fresh, slot_for  # noqa: F401 (fresh: the same autouse fixture)
 
 
 @pytest.fixture
