@@ -372,8 +372,13 @@ def auth(session, batch, index: int) -> int:
     whose first command is that AUTH (the proxy's start-up commands could be refused on a
     server that now requires a password). The client's next command waits for the reply; then
     the connection is put in the client's protocol (the one its HELLO asked for, when Redis
-    accepted it, else the one it had) and database."""
-    if session.state.lane is not SHARED:
+    accepted it, else the one it had) and database. On a lent connection (a blocking command
+    holds it), the client keeps that connection for good: it holds the client's user now, and
+    must never go back to the spares for another client."""
+    lane = session.state.lane
+    if lane is LEASED:
+        return promote(session, batch, index)
+    if lane is not SHARED:
         return forward_one(session, batch, index)
     if session.inflight:
         return session.wait(batch, index)

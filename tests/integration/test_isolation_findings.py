@@ -186,3 +186,27 @@ def test_client_pause_queued_in_a_transaction_holds_writes_only(own_redis, own_p
         say(connect(own_redis.port), b"CLIENT UNPAUSE\r\n")
         pauser.close()
         writer.close()
+
+
+@pytest.mark.parametrize("login", [b"HELLO 3 AUTH alice pw", b"AUTH alice pw"])
+def test_login_on_a_lent_connection_keeps_it_from_other_clients(own_redis, own_proxy, login):
+    """A client's AUTH (or HELLO 3 AUTH) while a blocking command holds a connection lent to it
+    goes to that connection, which then holds the client's user (and protocol): the client keeps
+    it for good. It used to go back to the spares when the blocking command was answered, and the
+    next client's blocking command ran on it as the first client's user and in its protocol
+    (found by the random isolation test, seed 159309165: a RESP2 client's BLMOVE answered in RESP3)."""
+    admin = connect(own_redis.port)
+    assert say(admin, b"ACL SETUSER alice on >pw ~* &* +@all\r\n")[0] == b"+OK\r\n"
+    admin.close()
+
+    def scenario(port):
+        first, second = connect(port), connect(port)
+        logged = say(first, b"BLPOP {t}:none 0.05\r\n" + login + b"\r\n", settle=0.4)[0]
+        after = say(second, b"BLPOP {t}:none 0.05\r\nACL WHOAMI\r\n", settle=0.4)[0]
+        first.close()
+        second.close()
+        return logged.startswith(b"*-1\r\n"), after
+
+    direct, through = both(own_redis, own_proxy, scenario)
+    assert direct == (True, b"*-1\r\n$7\r\ndefault\r\n")
+    assert through == direct
