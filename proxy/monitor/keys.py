@@ -201,7 +201,7 @@ def slow_log() -> list[tuple]:
     entries = []
     for at, seconds, name, key, argc, count, request in list(SLOW):
         if request is not None:
-            args = _first_command(request)
+            args = nth_command(request, 0)
             if args is None:
                 continue  # never: these are bytes the proxy sent as a client's commands
             key, argc = key_of(args), len(args)
@@ -209,11 +209,15 @@ def slow_log() -> list[tuple]:
     return entries
 
 
-def _first_command(request: bytes):
+def nth_command(data: bytes, k: int):
+    """The k-th command (from 0) in request bytes the proxy sent upstream, or None."""
     reader = hiredis.Reader()
-    reader.feed(request)
+    reader.feed(data)
     try:
-        args = reader.gets()
+        for _ in range(k + 1):
+            command = reader.gets()
+            if command is False or not isinstance(command, list) or not command:
+                return None
     except hiredis.ProtocolError:
         return None
-    return args if isinstance(args, list) and args else None
+    return command

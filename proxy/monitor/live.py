@@ -35,8 +35,6 @@ import time
 from bisect import bisect_left
 from itertools import islice
 
-import hiredis
-
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from . import keys
 from .keys import BIG_BYTES, SLOW_LAZY_BYTES, SLOW_SECONDS
@@ -265,26 +263,16 @@ def _sent_command(slot, k: int):
     if k == 0 and sent[6:7] == b"\r" and sent[:1] == b"*" and sent[4:5] == b"$":
         # `*N\r\n$L\r\nNAME`: the usual one-digit header, without a parser
         return (sent[8:8 + sent[5] - 48],)
-    return _parse_nth(sent, k)
+    return keys.nth_command(sent, k)
 
 
 def _routed_command(slot, k: int):
     source = slot.source
     if isinstance(source, bytes):
-        return _parse_nth(source, k)
+        return keys.nth_command(source, k)
     at = slot.first + k
     commands = source.commands
     return commands[at] if at < len(commands) else None
-
-
-def _parse_nth(data: bytes, k: int):
-    reader = hiredis.Reader()
-    reader.feed(data)
-    for _ in range(k + 1):
-        command = reader.gets()
-        if command is False or not isinstance(command, list) or not command:
-            return None
-    return command
 
 
 def command_of(slot, k: int = 0):
@@ -297,7 +285,7 @@ def command_of(slot, k: int = 0):
 def full_command(slot, k: int = 0):
     """The k-th command of a slot with all its arguments."""
     if getattr(slot, "sent", None) is not None:
-        return _parse_nth(slot.sent, k)
+        return keys.nth_command(slot.sent, k)
     return command_of(slot, k)
 
 
