@@ -214,19 +214,24 @@ class ClusterRoute:
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         commands = batch.commands
+        if stop - start == 1:  # one command (no pipeline): no stretch to walk, sent from this frame
+            args = commands[start]
+            if args[0] in self.first_arg and len(args) > 1 and not self.router.read_from_replicas:
+                key = args[1]
+                routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
+                conn = self.slot_conns[routed]
+                if conn is not None and conn.state is not CLOSED:
+                    entry = RoutedPending(session, 1, conn, batch, start, routed, session.extra)
+                    session.queue.append(entry)
+                    session.inflight += 1
+                    conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
+                    if conn.write_paused:
+                        session.wait_for_upstream(conn)
+                    return
         slot_conns = self.slot_conns
         first_arg = self.first_arg
         router = self.router
         replica_reads = router.read_from_replicas
-        if stop - start == 1 and not replica_reads:  # one command (no pipeline): no stretch to walk
-            args = commands[start]
-            if args[0] in first_arg and len(args) > 1:
-                key = args[1]
-                routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
-                conn = slot_conns[routed]
-                if conn is not None and conn.state is not CLOSED:
-                    self._send_run(session, batch, start, stop, conn, routed)
-                    return
         decide = self.routes.decide
         protocol = self.protocol
         spread = self.index

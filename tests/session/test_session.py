@@ -10,6 +10,7 @@ import pytest
 
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Limits, Upstream
+from proxy.monitor import live
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING
@@ -234,3 +235,19 @@ def test_quit_is_answered_here_and_nothing_after_it_runs(rig):
     rig.send([b"QUIT"], [b"SET", b"after", b"quit"])
     assert replies(rig) == [b"OK"] and rig.client.closed
     assert rig.session.state.life is not OPEN and rig.sent(rig.shared()) == []
+
+
+@pytest.mark.parametrize("reads", [
+    [[[b"GET", b"a"]], [[b"get", b"b"]], [[b"Get", b"c"]], [[b"PING"]]],  # one command a read
+    [[[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"PING"]]],  # one read: the dispatch loop
+], ids=["alone", "pipelined"])
+def test_commands_passed_on_are_forwarded_and_counted_alike_alone_or_pipelined(rig, reads):
+    counts = {name: live.tally(name).n for name in (b"get", b"ping")}
+    for commands in reads:
+        rig.send(*commands)
+    conn = rig.shared()
+    assert rig.sent(conn) == [[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"PING"]]
+    rig.answer(conn, b"$-1\r\n$1\r\nx\r\n$-1\r\n+PONG\r\n")
+    assert replies(rig) == [None, b"x", None, b"PONG"]
+    assert live.tally(b"get").n - counts[b"get"] == 3 and live.tally(b"ping").n - counts[b"ping"] == 1
+    assert not rig.session.queue and rig.session.inflight == 0
