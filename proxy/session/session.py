@@ -144,8 +144,14 @@ class Session(asyncio.Protocol):
                     commands = batch.commands
                     if len(commands) == 1 and self.proxy.shadow is None:
                         # One command passed on as it is (a client that waits for each reply): what
-                        # _run would do with it, without _run's frame and set-up.
-                        action = self.dispatch.get(commands[0][0])
+                        # _run would do with it, without _run's frame and set-up. A Guard's command
+                        # passes here only by its cheap checks (pure lookups); else _run decides.
+                        args = commands[0]
+                        action = self.dispatch.get(args[0])
+                        if action.__class__ is Guard and (action.keys_only and len(args) > 1 and (
+                                args[1].translate(self.engine.key_classes) in self.engine.good_keys) or (
+                                action.passed_before(args, self.policy_state))):
+                            action = action.action
                         if action.__class__ is Tally:
                             action.n += 1
                             self.route.forward(self, batch, 0, 1)

@@ -8,6 +8,7 @@ import asyncio
 import hiredis
 import pytest
 
+from proxy.cli import build_engine
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Limits, Upstream
 from proxy.monitor import live
@@ -24,12 +25,13 @@ ADDRESS = Address("127.0.0.1", 7100)
 class Rig:
     """A session, its client transport, and the fake connections the backend hands out."""
 
-    def __init__(self, **limits):
+    def __init__(self, policy=None, **limits):
         self.loop = asyncio.new_event_loop()
         config = Config(upstream=Upstream(ADDRESS), limits=Limits(**limits))
         table = CommandTable.from_snapshot()
         table.from_server = True
-        self.proxy = Proxy(self.loop, config, table)
+        engine = build_engine(str(policy), table) if policy is not None else None
+        self.proxy = Proxy(self.loop, config, table, engine=engine)
         self.backend = self.proxy.backend
         self.opened: list[UpstreamConnection] = []
         open_fakes(self.backend, self.loop, ADDRESS, self.opened)
@@ -251,3 +253,27 @@ def test_commands_passed_on_are_forwarded_and_counted_alike_alone_or_pipelined(r
     assert replies(rig) == [None, b"x", None, b"PONG"]
     assert live.tally(b"get").n - counts[b"get"] == 3 and live.tally(b"ping").n - counts[b"ping"] == 1
     assert not rig.session.queue and rig.session.inflight == 0
+
+
+def test_a_command_alone_under_a_policy_passes_or_is_refused_as_in_a_pipeline(tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: alone\nrules:\n  K2: {style: lowercase}\n  T3: {min_ttl: 1, max_ttl: 60}\n")
+    rig = Rig(policy)
+    try:
+        session = rig.session
+        # Twice each: the second time the key's class and the command's shape are known (a
+        # command alone that passed before goes without the engine's decision).
+        alone = [[b"GET", b"user:1"], [b"GET", b"user:2"], [b"GET", b"UserProfile"], [b"GET", b"UserProfile"],
+                 [b"SET", b"user:1", b"v", b"EX", b"30"], [b"SET", b"user:2", b"v", b"EX", b"30"],
+                 [b"SET", b"user:3", b"v", b"EX", b"3600"], [b"SET", b"user:4", b"v", b"EX", b"3600"]]
+        for command in alone:
+            rig.send(command, session=session)
+        conn = session.route.connection()
+        assert rig.sent(conn) == [alone[0], alone[1], alone[4], alone[5]]
+        rig.answer(conn, b"$-1\r\n$-1\r\n+OK\r\n+OK\r\n")
+        got = parse_all(session.transport.taken())
+        assert got[:2] == [None, None] and got[4:6] == [b"OK", b"OK"]
+        assert all(isinstance(reply, hiredis.ReplyError) and "K2" in str(reply) for reply in got[2:4])
+        assert all(isinstance(reply, hiredis.ReplyError) and "T3" in str(reply) for reply in got[6:])
+    finally:
+        rig.close()
