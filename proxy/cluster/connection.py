@@ -14,6 +14,7 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
+from ..pending import Pending
 from ..resp.replies import ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
@@ -67,6 +68,25 @@ class RoutedPending:
         self.receiver.pending_failed(self, error, partial)
 
 
+class Part(Pending):
+    """The runs of one stretch bound for one connection (`runs`: [(connection, start, stop, hash
+    slot)] of the client's batch, in order), sent as one request and awaited as one entry in that
+    connection's queue. Its replies are only kept (`chunks`) until all are in; its receiver,
+    the stretch's Scatter, cuts them per run. What the runs' entries do besides (a redirection,
+    a failure, parking) the Scatter leaves to them: it turns its parts into run entries first
+    (`Scatter.explode`), `entries` once it has."""
+
+    __slots__ = ("source", "runs", "chunks", "size", "entries")
+
+    def __init__(self, scatter, count: int, conn, batch, runs: list):
+        super().__init__(scatter, count, conn)
+        self.source = batch
+        self.runs = runs
+        self.chunks = []
+        self.size = 0
+        self.entries = None
+
+
 def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
     """`conn` answered the next command of the run `entry` with a redirection: cut the run
     there, as the router will send that one command again elsewhere. Returns the entry that now
@@ -118,6 +138,11 @@ class ClusterConnection(UpstreamConnection):
                 if not pending:
                     raise ReplyStreamError("reply with no request waiting for it")
                 entry = pending[0]
+                if type(entry) is Part:  # a reply of its runs may be a redirection: one entry a run
+                    entry.receiver.explode()
+                    if pending and pending[0] is entry:  # never left in place: a loop would not end
+                        raise ReplyStreamError("a stretch's part was not replaced by its runs")
+                    continue
                 remaining = entry.remaining
                 if remaining < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
@@ -156,6 +181,8 @@ class ClusterConnection(UpstreamConnection):
     def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:
         if self.state is CLOSED:
             return
+        for entry in [entry for entry in self.pending if type(entry) is Part]:
+            entry.receiver.explode()  # run entries fail, or wait for a new owner, each in its place
         if connecting and self.router is not None:
             # Never connected: nothing was sent, so the routed requests wait for a new owner.
             kept = [entry for entry in self.pending if type(entry) is RoutedPending]

@@ -303,8 +303,8 @@ class ClusterRoute:
         scatter, sends = Scatter.of_runs(session, batch, runs)
         session.queue.append(scatter)
         session.inflight += 1
-        for conn, runs_there, data in sends:
-            conn.send_all(data, runs_there)
+        for conn, part, data in sends:
+            conn.send(data, part)
             if conn.write_paused:
                 session.wait_for_upstream(conn)
 

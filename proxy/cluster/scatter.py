@@ -3,25 +3,29 @@
 Theory of operation: a stretch of consecutive ordinary commands whose keys live on several
 masters is sent as one request per connection, holding that connection's commands in pipeline
 order, and the client's reply queue gets one `Scatter` for the whole stretch. Inside, the
-stretch is a list of runs (`RoutedPending`s of consecutive commands for one connection, in
-client order) queued on their connections like any routed entry, so the connection's one reply
-scan cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on them
-as on a session's runs. The Scatter is their receiver: it keeps them in order, as the session
-keeps its reply queue, and passes the replies on to the client in that order: in one piece once
-the stretch is complete, or whenever 64 KiB are ready, so that a big reply streams through the
-session's usual flow control. Replies of runs far ahead of the one awaited are buffered and
-counted against the client's output limit; the shared connections that carry them are never
-paused for one client. Once complete it lets go of its runs (they point back at it). When a run
-fails, the client gets the replies before it, then the session's own failure handling (its
-connection closes); one that fails half-way through a reply the client has started to receive
-closes the client at once.
+stretch is a list of runs (consecutive commands for one connection, in client order). In the
+usual case each connection awaits its runs as one `Part`: its replies are kept until every
+part's are in, then each part's are cut per run and passed on in client order, in one piece.
+Anything else turns the parts into run entries (`explode`: a read in which a reply may be a
+redirection, a connection that fails, a part past 64 KiB): `RoutedPending`s queued on their
+connections in the parts' places, with the replies already received, so that the connection's
+reply scan cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on
+them as on a session's runs. The Scatter is their receiver: it keeps them in order, as the
+session keeps its reply queue, and passes the replies on to the client in that order: in one
+piece once the stretch is complete, or whenever 64 KiB are ready, so that a big reply streams
+through the session's usual flow control. Replies received ahead of the one awaited are
+buffered and counted against the client's output limit (a part's, all of them); the shared
+connections that carry them are never paused for one client. Once complete it lets go of its
+parts and runs (they point back at it). When a run fails, the client gets the replies before
+it, then the session's own failure handling (its connection closes); one that fails half-way
+through a reply the client has started to receive closes the client at once.
 """
 
 from __future__ import annotations
 
 from ..pending import Pending, keep
 from ..resp.replies import ReplySplitter
-from .connection import RoutedPending, cut_run
+from .connection import Part, RoutedPending, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete
 
@@ -29,12 +33,15 @@ FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complet
 class Scatter(Pending):
     """The client's entry for a stretch, and the receiver (and owner) of the stretch's runs."""
 
-    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session")
+    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "order", "left")
 
-    def __init__(self, session, runs: list):
+    def __init__(self, session):
         super().__init__(session, 1)
         self.session = session
-        self.runs = runs  # RoutedPendings, in the client's order
+        self.parts = None  # one Part a connection, while the stretch is awaited as parts
+        self.order = None  # the index in `parts` of each run, in client order
+        self.left = 0  # parts not complete
+        self.runs = None  # RoutedPendings, in the client's order, once the parts exploded
         self.at = 0
         self.front = None  # the run whose replies the client gets next
         self.ready = []  # reply bytes in client order, not passed on yet
@@ -43,26 +50,40 @@ class Scatter(Pending):
 
     @classmethod
     def of_runs(cls, session, batch, runs: list) -> tuple[Scatter, list]:
-        """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, and what
-        to send: [(connection, its runs, one request with their commands)]."""
-        entries = []
-        scatter = cls(session, entries)
-        by_conn = {}
+        """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, in client
+        order, and what to send: [(connection, its Part, one request with its runs' commands)]."""
+        scatter = cls(session)
         raw = batch.raw
         ends = batch.ends
-        for conn, start, stop, hash_slot in runs:
-            entry = RoutedPending(scatter, stop - start, conn, batch, start, hash_slot, scatter)
-            entries.append(entry)
-            span = raw[ends[start - 1] if start else 0:ends[stop - 1]]
-            there = by_conn.get(conn)
-            if there is None:
-                by_conn[conn] = ([entry], [span])
+        by_conn = {}  # connection -> its index in the lists below
+        runs_of = []  # a connection's runs
+        spans_of = []  # their request bytes
+        counts = []  # their commands
+        order = []
+        for run in runs:
+            conn, start, stop, _hash_slot = run
+            index = by_conn.get(conn)
+            if index is None:
+                index = by_conn[conn] = len(runs_of)
+                runs_of.append([run])
+                spans_of.append([raw[ends[start - 1] if start else 0:ends[stop - 1]]])
+                counts.append(stop - start)
             else:
-                there[0].append(entry)
-                there[1].append(span)
-        scatter.front = entries[0]
-        return scatter, [(conn, there, spans[0] if len(spans) == 1 else b"".join(spans))
-                         for conn, (there, spans) in by_conn.items()]
+                runs_of[index].append(run)
+                spans_of[index].append(raw[ends[start - 1]:ends[stop - 1]])  # (not the first run: start > 0)
+                counts[index] += stop - start
+            order.append(index)
+        parts = []
+        sends = []
+        for conn, index in by_conn.items():
+            part = Part(scatter, counts[index], conn, batch, runs_of[index])
+            parts.append(part)
+            spans = spans_of[index]
+            sends.append((conn, part, spans[0] if len(spans) == 1 else b"".join(spans)))
+        scatter.parts = parts
+        scatter.order = order
+        scatter.left = len(parts)
+        return scatter, sends
 
     def _gone(self) -> bool:
         """The client is gone, or the stretch already ended in a failure."""
@@ -70,11 +91,24 @@ class Scatter(Pending):
 
     # -- what the connections hand over (the Scatter stands where a session would) ----------
 
-    def deliver(self, entry: RoutedPending, data: bytes, done: int) -> None:
+    def deliver(self, entry, data: bytes, done: int) -> None:
         if done:
             entry.remaining -= done
         session = self.session
         if self.remaining == 0 or session.state.life == "closed":  # _gone(), once per run: inline
+            return
+        if self.parts is not None:  # a Part's replies: kept whole, cut when every part's are in
+            entry.chunks.append(data)
+            size = entry.size = entry.size + len(data)
+            held = session.held_bytes = session.held_bytes + len(data)
+            if held > session.output_limit:
+                session.overflow()
+            elif size >= FLUSH_BYTES:
+                self.explode()  # a big reply: per run, the front's streams
+            elif entry.remaining == 0:
+                self.left -= 1
+                if self.left == 0:
+                    self._assemble()
             return
         if entry is self.front:
             self.ready.append(data)
@@ -91,7 +125,14 @@ class Scatter(Pending):
         if session.held_bytes > session.output_limit:
             session.overflow()
 
-    def pending_failed(self, entry: RoutedPending, error: bytes, partial: bool) -> None:
+    def pending_failed(self, entry, error: bytes, partial: bool) -> None:
+        if type(entry) is Part:  # (its connection explodes its parts before it fails them)
+            self.explode()
+            for run in entry.entries or ():
+                if run.remaining:
+                    self.pending_failed(run, error, partial)
+                    partial = False
+            return
         count = entry.remaining
         if count == 0:
             return
@@ -111,6 +152,86 @@ class Scatter(Pending):
             entry.buffered_size = end
         if self.failed is None or self.runs.index(entry, self.at) < self.runs.index(self.failed[0], self.at):
             self.failed = (entry, error)
+
+    # -- parts --------------------------------------------------------------------------------
+
+    def _assemble(self) -> None:
+        """Every part's replies are in: cut them per run, pass them on in client order."""
+        parts, self.parts = self.parts, None
+        cuts = []
+        held = 0
+        for part in parts:
+            chunks = part.chunks
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            held += part.size
+            part.chunks = None
+            runs = part.runs
+            if len(runs) == 1:
+                cuts.append(iter((data,)))
+                continue
+            scan = ReplySplitter().scan
+            pieces = []
+            pos = 0
+            for _conn, start, stop, _hash_slot in runs:
+                end, _done, _pushes = scan(data, pos, stop - start)
+                pieces.append(data[pos:end])
+                pos = end
+            cuts.append(iter(pieces))
+        self.session.held_bytes -= held
+        self.conn = parts[-1].conn
+        self.ready = [next(cuts[index]) for index in self.order]
+        self.order = None
+        self._pass_on(1)
+
+    def explode(self) -> None:
+        """Go on with a run entry for every run of every part: each in its part's place in its
+        connection's queue (the runs not answered yet), with the replies received so far."""
+        parts, self.parts = self.parts, None
+        if parts is None:
+            return
+        session = self.session
+        made = []
+        for part in parts:
+            chunks = part.chunks
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            part.chunks = None
+            scan = ReplySplitter().scan
+            pos = 0
+            entries = part.entries = []
+            for _conn, start, stop, hash_slot in part.runs:
+                entry = RoutedPending(self, stop - start, part.conn, part.source, start, hash_slot, self)
+                if pos < len(data):  # (replies end on run boundaries but the last one's)
+                    end, done, _pushes = scan(data, pos, stop - start)
+                    entry.remaining -= done
+                    entry.buffered = [data[pos:end]]
+                    entry.buffered_size = end - pos
+                    pos = end
+                entries.append(entry)
+            made.append(iter(entries))
+            waiting = [entry for entry in entries if entry.remaining]
+            queue = part.conn.pending
+            if waiting and part in queue:  # (not when its connection failed and let go of it)
+                at = queue.index(part)
+                del queue[at]
+                for offset, entry in enumerate(waiting):
+                    queue.insert(at + offset, entry)
+                part.conn.restamp(part, waiting[-1])
+        runs = self.runs = [next(made[index]) for index in self.order]
+        self.order = None
+        front = self.front = runs[0]
+        if front.buffered is not None:  # the front's replies are ready, not held
+            self.ready = front.buffered
+            self.ready_size = front.buffered_size
+            session.held_bytes -= front.buffered_size
+            front.buffered = None
+            front.buffered_size = 0
+            self.conn = front.conn
+        if front.remaining == 0:
+            self._advance()
+        elif self.ready_size >= FLUSH_BYTES:
+            self._pass_on(0)
+
+    # -- runs -----------------------------------------------------------------------------------
 
     def split_run(self, conn, entry: RoutedPending) -> RoutedPending:
         """The router sends the next command of `entry` again elsewhere (see `cut_run`)."""

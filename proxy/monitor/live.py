@@ -66,7 +66,7 @@ _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of i
 def setup(table) -> None:
     """Learn the command table's names and the slot classes (imported here, not at module
     import: the connection modules import this one)."""
-    from ..cluster.connection import RoutedPending
+    from ..cluster.connection import Part, RoutedPending
     from ..pending import Pending
 
     for spec in table:
@@ -75,6 +75,7 @@ def setup(table) -> None:
             _known.add(spec.name.upper().encode())
     _namers[Pending] = _sent_command
     _namers[RoutedPending] = _routed_command
+    _namers[Part] = _part_command
     keys.setup(table)
 
 
@@ -273,6 +274,16 @@ def _routed_command(slot, k: int):
     at = slot.first + k
     commands = source.commands
     return commands[at] if at < len(commands) else None
+
+
+def _part_command(slot, k: int):
+    """The k-th command of a Scatter's part: its runs' commands, in order."""
+    commands = slot.source.commands
+    for _conn, start, stop, _hash_slot in slot.runs:
+        if k < stop - start:
+            return commands[start + k]
+        k -= stop - start
+    return None
 
 
 def command_of(slot, k: int = 0):

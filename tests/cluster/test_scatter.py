@@ -8,7 +8,7 @@ import itertools
 import hiredis
 import pytest
 
-from proxy.cluster.connection import ClusterConnection, RoutedPending
+from proxy.cluster.connection import ClusterConnection, Part, RoutedPending
 from proxy.cluster.scatter import FLUSH_BYTES, Scatter
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Upstream
@@ -343,3 +343,64 @@ def test_clusterdown_is_sent_again_until_the_cluster_answers(rig):
     assert rig.sent(NODES[0]) == [[b"GET", key]]
     rig.answer(NODES[0], bulk(b"value"))
     assert rig.client.taken() == bulk(b"value") and conn.pending == type(conn.pending)()
+
+
+def test_each_master_awaits_its_runs_of_a_stretch_as_one_part(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    for node in NODES[:3]:
+        conn = rig.conns[node]
+        assert [type(entry) for entry in conn.pending] == [Part]
+        assert conn.pending[0].count == sum(owner(key) == node for key in keys)
+    received = 0
+    for node in NODES[:2]:
+        data = replies_for(rig.sent(node))
+        rig.answer(node, data)
+        received += len(data)
+        assert rig.client.out == [] and rig.session.held_bytes == received  # held, counted
+    rig.answer(NODES[2], replies_for(rig.sent(NODES[2])))
+    assert rig.client.out == [b"".join(bulk(b"value of " + key) for key in keys)]  # in one write
+    assert rig.session.held_bytes == 0 and all(not rig.conns[node].pending for node in NODES[:3])
+    assert all(not rig.conns[node].stamps for node in NODES[:3])
+
+
+@pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])
+@pytest.mark.parametrize("step", [None, 1], ids=["whole", "byte"])
+def test_an_error_reply_in_a_part_reaches_the_client_in_its_place(rig, at, step):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    node = NODES[2]
+    commands = rig.sent(node)
+    wrong = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    replies = [bulk(b"value of " + c[1]) for c in commands]
+    failing = commands[at][1]
+    replies[at] = wrong
+    rig.answer(node, b"".join(replies), step)
+    assert all(type(entry) is not Part for n in NODES[:3] for entry in rig.conns[n].pending)
+    for other in (NODES[0], NODES[1]):
+        rig.answer(other, replies_for(rig.sent(other)))
+    want = b"".join(wrong if key == failing else bulk(b"value of " + key) for key in keys)
+    assert rig.client.taken() == want
+    assert rig.session.held_bytes == 0 and not rig.session.queue
+    assert all(not rig.conns[n].pending and not rig.conns[n].stamps for n in NODES[:3])
+
+
+def test_a_redirection_leaves_no_write_stamp_on_the_part_it_replaced(rig):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    rig.loop.run_until_complete(asyncio.sleep(0))  # the coalesced writes leave, stamped
+    node = NODES[1]
+    commands = rig.sent(node)
+    conn = rig.conns[node]
+    assert [type(last) for _, last in conn.stamps] == [Part]
+    target = NODES[3]
+    moved = commands[1][1]
+    rig.answer(node, bulk(b"value of " + commands[0][1]))  # the part has a reply; the rest come later
+    rig.answer(node, b"-MOVED %d %s:%d\r\n" % (hash_slot(moved), target.host.encode(), target.port))
+    assert [type(last) for _, last in conn.stamps] == [RoutedPending]
+    rig.answer(node, replies_for(commands[2:]))
+    rig.answer(target, replies_for(rig.sent(target)))
+    for other in (NODES[0], NODES[2]):
+        rig.answer(other, replies_for(rig.sent(other)))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+    assert not conn.pending and not conn.stamps

@@ -7,6 +7,7 @@ import collections
 import hiredis
 import pytest
 
+from proxy.cluster.connection import Part
 from proxy.cluster.connection import RoutedPending as RoutedSlot
 from proxy.commands.table import CommandTable
 from proxy.monitor import keys, live, snapshot
@@ -214,6 +215,19 @@ def test_errors_across_slots_and_routed_slots():
     conn = Conn(slot_for(("SET", "x", "1")), routed)
     live.upstream_read(conn, b"+OK\r\n-ERR value is not an integer or out of range\r\n$-1\r\n")
     assert snapshot.build()["errors"] == {"incr": 1}
+
+
+def test_errors_and_timing_of_a_stretchs_part_go_by_its_runs_commands():
+    """A Scatter's part holds runs that are not next to each other in the client's batch: its
+    k-th reply is the k-th command of its runs, in order."""
+    batch = batch_of(("GET", "a"), ("SET", "x", "1"), ("INCR", "a"), ("SET", "y", "2"), ("LPUSH", "a", "v"))
+    part = Part(None, 3, None, batch, [(None, 0, 1, 0), (None, 2, 3, 0), (None, 4, 5, 0)])  # GET, INCR, LPUSH
+    conn = Conn(part, ago=0.002)
+    live.upstream_read(conn, b"$-1\r\n-ERR value is not an integer or out of range\r\n"
+                             b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n")
+    built = snapshot.build()
+    assert built["errors"] == {"incr": 1, "lpush": 1}
+    assert set(built["durations"]) == {"get"}
 
 
 def test_a_read_that_starts_inside_a_reply_is_not_walked():
