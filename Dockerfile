@@ -14,7 +14,7 @@
 # Arguments after the image name are appended to `redis-guard serve ...` (a later flag wins).
 
 # -- build: the package and its dependencies installed into a virtual environment -------------
-# gcc builds the compiled RESP modules (setup.py; without it the image would run pure Python).
+# gcc builds the compiled hot path (setup.py; without it the image would run pure Python).
 FROM python:3.11-slim AS build
 
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -23,7 +23,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY proxy ./proxy
 RUN python -m venv /opt/redis-guard && /opt/redis-guard/bin/pip install . \
-    && /opt/redis-guard/bin/python -c "from proxy.resp import compiled; print('RESP modules:', compiled.status())"
+    && /opt/redis-guard/bin/python -c "from proxy import compiled; print('hot path:', compiled.status())"
 
 # -- run: the environment and the configuration files only; no source, no build tools ---------
 FROM python:3.11-slim

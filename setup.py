@@ -1,18 +1,25 @@
-"""The optional compiled RESP modules (Cython): built when Cython and a C compiler are at hand.
+"""The optional compiled modules (Cython): built when Cython and a C compiler are at hand.
 
 Everything else about the package is in pyproject.toml. A machine without a C compiler still
 installs it: the extensions are optional (a failed build leaves the pure-Python modules in use,
-proxy/resp/compiled.py), and REDIS_GUARD_PURE_PYTHON=1 at install time skips them.
+proxy/compiled.py), and REDIS_GUARD_PURE_PYTHON=1 at install time skips them. Two kinds:
+
+* the RESP scanners, `.pyx` twins of Python modules (`proxy/resp/_compiled_*.pyx`);
+* the session core, compiled from its own `.py` sources: the `.pxd` file beside each makes its
+  classes `cdef` classes with typed fields and typed locals (Cython's "pure Python mode"), so
+  the source of truth stays one `.py` file, which is what runs without the build.
 """
 
 import os
 
 from setuptools import Extension, setup
 
-SOURCES = {
+RESP = {
     "proxy.resp._compiled_requests": "proxy/resp/_compiled_requests.pyx",
     "proxy.resp._compiled_replies": "proxy/resp/_compiled_replies.pyx",
 }
+CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
+        "proxy.session.session", "proxy.backends.standalone")
 
 
 def extensions():
@@ -22,9 +29,14 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:  # an install without build isolation and without Cython
         return []
-    modules = [Extension(name, [path]) for name, path in SOURCES.items() if os.path.exists(path)]
-    built = cythonize(modules, language_level=3, quiet=True,
+    resp = [Extension(name, [path]) for name, path in RESP.items() if os.path.exists(path)]
+    core = [Extension(name, [name.replace(".", "/") + ".py"]) for name in CORE]
+    built = cythonize(resp, language_level=3, quiet=True,
                       compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True})
+    # Annotations stay documentation (`data: bytes` would refuse a bytearray): types come from
+    # the .pxd files only. Methods stay builtins (binding=False): a CyFunction per call costs.
+    built += cythonize(core, language_level=3, quiet=True,
+                       compiler_directives={"annotation_typing": False, "binding": False})
     for module in built:
         module.optional = True  # set after cythonize, which makes Extensions of its own without it
     return built

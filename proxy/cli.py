@@ -21,6 +21,7 @@ import threading
 
 import hiredis
 
+from . import compiled
 from .config import (
     NO_POLICY,
     Address,
@@ -34,7 +35,6 @@ from .config import (
     parse_switch,
     parse_upstream,
 )
-from .resp import compiled
 
 log = logging.getLogger("redis_guard")
 
@@ -281,10 +281,10 @@ def _log_ready(config, address, source: str, workers: int, engine=None, shadow=N
               "shadow_policy": shadow.name if shadow is not None else None,
               "upstream_acl": acl.line() if acl is not None else None,
               "metrics": str(config.metrics) if config.metrics is not None else None,
-              "resp_modules": compiled.status()}
+              "compiled": compiled.status()}
     logging.getLogger("redis_guard.ready").info(  # written at any --log-level
-        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s, RESP modules %s%s",
-        listen, upstream, policy, source, workers, "s" if workers != 1 else "", fields["resp_modules"],
+        "redis-guard ready: listening on %s, upstream %s, %s, command table from %s, %d worker%s, hot path %s%s",
+        listen, upstream, policy, source, workers, "s" if workers != 1 else "", fields["compiled"],
         f", {acl.line()}" if acl is not None else "", extra={"fields": fields})
 
 

@@ -1,8 +1,28 @@
 """Fixtures shared by all tests: real redis-server and proxy processes on free ports."""
 
+import importlib.util
+import os
+
 import pytest
 
+from proxy import compiled
 from tests.servers import ProxyProcess, RedisServer
+
+
+def pytest_configure(config):
+    """An in-place build of the session core older than its source would be tested instead of
+    it (the build shadows the .py): stop at once and say how to rebuild."""
+    if compiled.PURE:
+        return
+    for name in compiled.CORE:
+        built = importlib.util.find_spec(name).origin
+        if built.endswith(".py"):
+            continue
+        source = os.path.join(os.path.dirname(built), name.rsplit(".", 1)[1])
+        newest = max(os.path.getmtime(source + suffix) for suffix in (".py", ".pxd") if os.path.exists(source + suffix))
+        if newest > os.path.getmtime(built):
+            pytest.exit(f"{built} is older than its source: rebuild it (./dev test does; or pip install -e .), "
+                        "or test the pure modules with REDIS_GUARD_PURE_PYTHON=1", returncode=4)
 
 
 @pytest.fixture(scope="session")

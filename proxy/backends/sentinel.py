@@ -25,7 +25,7 @@ import hiredis
 from .. import errors
 from ..config import Address, Upstream
 from ..pending import Pending
-from ..upstream.connection import CLOSED, SHARED, UpstreamConnection
+from ..upstream.connection import CLOSED, SHARED, StartupPending, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 from ..upstream.probe import ask
 from .standalone import SharedRoute, StandaloneBackend
@@ -138,7 +138,7 @@ class SentinelConnection(UpstreamConnection):
         if self.state is CLOSED:
             return
         if connecting and self.role == SHARED and self.backend is not None:
-            entries = [entry for entry in self.pending if isinstance(entry, Pending)]
+            entries = [entry for entry in self.pending if not isinstance(entry, StartupPending)]
             data = b"".join(self.out)
             self.pending.clear()
             self.out = []

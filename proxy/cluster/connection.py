@@ -24,14 +24,14 @@ RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN, ClusterE
 READONLY = (("READONLY",),)
 
 
-class RoutedPending:
+class RoutedPending(Pending):
     """Replies a client awaits for `count` commands it sent by hash slot, which can each be sent
     again: `source` is the client's batch (commands `first`...) or one packed request. `owner`
     keeps the entry's place among others (`split_run`): the client's `ClusterClient`, or the
     Scatter of a stretch."""
 
-    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "source", "first",
-                 "count", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries", "sent")
+    # A Pending (every entry of a connection's queue is one): only the fields it adds.
+    __slots__ = ("source", "first", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self.receiver = receiver
@@ -63,9 +63,6 @@ class RoutedPending:
         if self.count == 1:
             return self.request(0)
         return self.source.span(self.first, self.first + self.count)
-
-    def fail(self, error: bytes, partial: bool) -> None:
-        self.receiver.pending_failed(self, error, partial)
 
 
 class Part(Pending):

@@ -21,7 +21,7 @@ import re
 
 import hiredis
 
-from . import compiled
+from .. import compiled
 from .exact import ParseLimits, ProtocolError, parse_request
 
 __all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]

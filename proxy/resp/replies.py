@@ -17,7 +17,7 @@ pushes (``>``) at top level are counted apart from replies.
 
 from __future__ import annotations
 
-from . import compiled
+from .. import compiled
 
 __all__ = ["ReplySplitter", "ReplyStreamError"]
 

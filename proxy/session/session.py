@@ -26,7 +26,6 @@ away, and reconnect (an error reply would be taken for the command's own failure
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import logging
 import time
@@ -48,7 +47,7 @@ log = logging.getLogger("redis_guard.server")
 
 
 
-class Session(asyncio.Protocol):
+class Session:
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
@@ -148,12 +147,13 @@ class Session(asyncio.Protocol):
                         # passes here only by its cheap checks (pure lookups); else _run decides.
                         args = commands[0]
                         action = self.dispatch.get(args[0])
-                        if action.__class__ is Guard and (action.keys_only and len(args) > 1 and (
+                        if type(action) is Guard and (action.keys_only and len(args) > 1 and (
                                 args[1].translate(self.engine.key_classes) in self.engine.good_keys) or (
                                 action.passed_before(args, self.policy_state))):
                             action = action.action
-                        if action.__class__ is Tally:
-                            action.n += 1
+                        if type(action) is Tally:
+                            tally = action  # (compiled: typed, its count a C field)
+                            tally.n += 1
                             self.route.forward(self, batch, 0, 1)
                             return
                     self._run(batch, 0)
@@ -219,7 +219,7 @@ class Session(asyncio.Protocol):
             action = dispatch.get(name)
             if action is None:
                 action = dispatch.get(name.lower(), self.unknown)
-            if action.__class__ is Guard:
+            if type(action) is Guard:
                 if not (action.keys_only and len(args) > 1 and (
                         args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
                         action.passed_before(args, state)):
@@ -240,8 +240,9 @@ class Session(asyncio.Protocol):
                 action = action.action
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
                 shadow.observe(commands, index, state, self.app, self.peer)
-            if action.__class__ is Tally:
-                action.n += 1
+            if type(action) is Tally:
+                tally = action  # (compiled: typed, its count a C field)
+                tally.n += 1
                 index += 1
                 continue
             if start < index:

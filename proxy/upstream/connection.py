@@ -41,18 +41,19 @@ SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
 FLUSHES = [0]
 
 
-class StartupPending:
+class StartupPending(Pending):
     """Swallows the replies to the proxy's own AUTH/SELECT/HELLO and fails the connection on an
-    error, so a client never sees them and never runs with the wrong credentials or database."""
+    error, so a client never sees them and never runs with the wrong credentials or database.
+    A Pending (every entry of a connection's queue is one), not a client's run: no `sent`, no
+    `count` for the monitor."""
 
-    __slots__ = ("connection", "remaining", "received", "receiver")
-    sent = None  # not a client's run: the monitor reads no command from it
+    __slots__ = ("connection", "received")
 
     def __init__(self, connection: UpstreamConnection, count: int):
+        Pending.__init__(self, self, count)  # receives its own deliveries, like a client session would
         self.connection = connection
-        self.remaining = count
         self.received = []
-        self.receiver = self  # receives its own deliveries, like a client session would
+        self.count = 0
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         self.received.append(data)
@@ -118,7 +119,7 @@ class Question:
             self.future.set_exception(ConnectionError(error.decode("utf-8", "replace").strip()))
 
 
-class UpstreamConnection(asyncio.Protocol):
+class UpstreamConnection:
     __slots__ = (
         "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
@@ -219,6 +220,9 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.fail(str(exc) if exc else "closed by the server")
+
+    def eof_received(self):
+        return None  # asyncio.Protocol's: the transport closes, connection_lost follows
 
     @property
     def closed(self) -> bool:

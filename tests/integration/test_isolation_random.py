@@ -32,12 +32,12 @@ def docs():
 
 @pytest.fixture(scope="module", params=["compiled", "pure"])
 def behind_proxy(request):
-    """The proxy as installed (its compiled RESP modules, where built), and with the pure-Python
-    ones that are their reference (proxy/resp/compiled.py)."""
+    """The proxy as installed (its compiled hot path, where built), and with the pure-Python
+    modules that are its reference (proxy/compiled.py)."""
     server = RedisServer()
     proxy = ProxyProcess(server.url, PASSTHROUGH, env={"REDIS_GUARD_PURE_PYTHON": "1"} if request.param == "pure" else {})
-    expected = ("RESP modules pure Python" if request.param == "pure" else
-                "RESP modules compiled" if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") else "RESP modules ")
+    expected = ("hot path pure Python" if request.param == "pure" else
+                "hot path compiled" if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") else "hot path ")
     assert expected in proxy.log, proxy.log
     randomclients.prepare(server.port)
     yield proxy

@@ -1,0 +1,13 @@
+cimport cython
+from proxy.pending cimport Pending
+from proxy.session.session cimport Session
+from proxy.upstream.connection cimport UpstreamConnection
+from proxy.resp.reader cimport Batch
+
+cdef class SharedRoute:
+    cdef public object pool
+    cdef public object index
+    cdef public UpstreamConnection conn
+
+    @cython.locals(conn=UpstreamConnection, pending=Pending, count=Py_ssize_t)
+    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)

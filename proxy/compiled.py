@@ -1,0 +1,77 @@
+"""Which hot paths run compiled: optional Cython builds of modules whose Python twin is the reference.
+
+`pip install .` builds them when Cython and a C compiler are at hand (setup.py); without them the
+package installs pure Python and runs the same code paths more slowly. Two kinds:
+
+* `RESP`: the RESP scanners, `.pyx` twins of Python code, loaded by name (`load`) by the modules
+  that use them (`resp/reader.py`, `resp/replies.py`);
+* `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
+  so a built one sits next to its source and Python imports the built one first.
+
+`REDIS_GUARD_PURE_PYTHON=1` in the environment runs every pure module although built ones are
+installed: `load` returns None, and `use_pure_core` (called by the package's `__init__` before
+any of the core is imported) makes the import system take the core's `.py` files. Both kinds are
+tested to behave the same as their pure twins (tests/resp, and the unit suites run in both modes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+__all__ = ["PURE", "RESP", "CORE", "load", "use_pure_core", "status"]
+
+PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
+RESP = ("_compiled_requests", "_compiled_replies")
+CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
+        "proxy.session.session", "proxy.backends.standalone")
+
+
+def load(name: str):
+    """The compiled module `proxy.resp.<name>`, or None when it is not built or not wanted."""
+    if PURE:
+        return None
+    try:
+        return importlib.import_module(f"proxy.resp.{name}")
+    except ImportError:
+        return None
+
+
+class _PureCore:
+    """A finder that gives the core's modules their `.py` source even where a build sits beside it."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in CORE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.origin is None or spec.origin.endswith(".py"):
+            return spec
+        source = os.path.join(os.path.dirname(spec.origin), name.rsplit(".", 1)[1] + ".py")
+        return importlib.util.spec_from_file_location(name, source)
+
+
+def use_pure_core() -> None:
+    if PURE and _PureCore not in sys.meta_path:
+        sys.meta_path.insert(0, _PureCore)
+
+
+def _core_built(name: str) -> bool:
+    spec = importlib.util.find_spec(name)
+    return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
+
+
+def status() -> str:
+    """One phrase for the start-up log: which of the hot paths run compiled."""
+    if PURE:
+        return "pure Python (REDIS_GUARD_PURE_PYTHON)"
+    built = [name.removeprefix("_compiled_") for name in RESP if load(name) is not None]
+    built += [name.rsplit(".", 1)[1] for name in CORE if _core_built(name)]
+    if len(built) == len(RESP) + len(CORE):
+        return "compiled"
+    if not built:
+        return "pure Python (no compiled build)"
+    return "partly compiled (" + ", ".join(built) + ")"

@@ -1,0 +1,57 @@
+cimport cython
+from proxy.pending cimport Pending
+from proxy.resp.reader cimport Batch
+from proxy.monitor.live cimport Tally
+
+@cython.final
+cdef class Session:
+    cdef public object proxy
+    cdef public object backend
+    cdef public object loop
+    cdef public object transport
+    cdef public object peer
+    cdef public object reader
+    cdef public object queue
+    cdef public Py_ssize_t inflight
+    cdef public object state
+    cdef public object db
+    cdef public object protocol
+    cdef public object spread
+    cdef public object route
+    cdef public object own
+    cdef public object stream
+    cdef public object resume_at
+    cdef public object waiting_for
+    cdef public bint input_ended
+    cdef public bint write_paused
+    cdef public set reading_paused
+    cdef public set waiting_upstreams
+    cdef public Py_ssize_t held_bytes
+    cdef public Py_ssize_t buffer_limit
+    cdef public Py_ssize_t output_limit
+    cdef public object policy_state
+    cdef public object after_exec
+    cdef public object engine
+    cdef public object plans
+    cdef public object dispatch
+    cdef public object handlers
+    cdef public object unknown
+    cdef public object app
+    cdef public object locked
+    cdef public object login_result
+    cdef public object verifying
+    cdef public object extra
+    cdef public object unpaired
+    cdef public object queued_effects
+
+    @cython.locals(batch=Batch, commands=list, tally=Tally)
+    cpdef data_received(self, data)
+    @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally)
+    cpdef _run(self, Batch batch, Py_ssize_t index)
+    @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
+    cpdef deliver(self, Pending pending, data, Py_ssize_t done)
+    cpdef _head_done(self)
+    cpdef _pending_done(self)
+    @cython.locals(head=Pending)
+    cpdef _advance(self)
+    cpdef _write(self, data)

@@ -1,0 +1,34 @@
+cimport cython
+from proxy.pending cimport Pending
+
+cdef class UpstreamConnection:
+    cdef public object address
+    cdef public object label
+    cdef public object loop
+    cdef public object transport
+    cdef public object state
+    cdef public object pending
+    cdef public object splitter
+    cdef public list out
+    cdef public bint flush_scheduled
+    cdef public bint write_paused
+    cdef public object blocked_sessions
+    cdef public object read_paused_by
+    cdef public object on_close
+    cdef public object close_reason
+    cdef public object refused
+    cdef public object startup
+    cdef public object role
+    cdef public object sockname
+    cdef public object db
+    cdef public object protocol
+    cdef public object upstream
+    cdef public object owner
+    cdef public object refusal
+    cdef public object stamps
+    cdef public object stamp
+
+    cpdef send(self, data, pending)
+    cpdef _write_out(self)
+    @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t)
+    cpdef _deliver(self, bytes data)

@@ -1,0 +1,61 @@
+"""Which modules run: the compiled ones where built (required where CI says so), the pure ones
+with REDIS_GUARD_PURE_PYTHON=1 even when built; and a rule the compiled session core needs its
+subclasses to keep."""
+
+import ast
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from proxy import compiled
+from proxy.resp import replies
+from proxy.resp.reader import RequestReader
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_compiled_modules_are_used_where_built():
+    built = [name for name in compiled.RESP if compiled.load(name) is not None]
+    core = {name: not importlib.import_module(name).__file__.endswith(".py") for name in compiled.CORE}
+    if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
+        assert compiled.status() == "compiled" and all(core.values())
+    assert (RequestReader._split is not None) == ("_compiled_requests" in built)
+    assert (replies.ReplySplitter is not replies.PureReplySplitter) == ("_compiled_replies" in built)
+
+
+def test_pure_python_on_request():
+    code = ("import sys; from proxy import compiled; from proxy.resp import replies; "
+            "from proxy.resp.reader import RequestReader; import proxy.session.session, proxy.backends.standalone; "
+            "print(compiled.status(), RequestReader._split is None, replies.ReplySplitter is replies.PureReplySplitter, "
+            "RequestReader.feed_read is RequestReader._feed_read, "
+            "all(sys.modules[name].__file__.endswith('.py') for name in compiled.CORE))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={**os.environ, "REDIS_GUARD_PURE_PYTHON": "1"}).stdout
+    assert out.strip() == "pure Python (REDIS_GUARD_PURE_PYTHON) True True True True"
+
+
+def test_no_subclass_lists_a_slot_of_its_bases_again():
+    """Compiled, a base's field is a C field: a subclass that lists it in `__slots__` again gets
+    a second, empty slot that hides it from Python code while compiled code uses the first."""
+    classes = {}  # name -> (base names, own slots), over the whole package
+    for path in (REPO / "proxy").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                slots = next((stmt.value for stmt in node.body if isinstance(stmt, ast.Assign)
+                              and any(getattr(t, "id", None) == "__slots__" for t in stmt.targets)), None)
+                names = set(ast.literal_eval(slots)) if slots is not None else set()
+                bases = [base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases]
+                classes.setdefault(node.name, (bases, names))
+
+    def inherited(name, seen=()):
+        bases, _ = classes.get(name, ((), set()))
+        found = set()
+        for base in bases:
+            if base in classes and base not in seen:
+                found |= classes[base][1] | inherited(base, (*seen, name))
+        return found
+
+    again = {name: sorted(slots & inherited(name)) for name, (_, slots) in classes.items() if slots & inherited(name)}
+    assert again == {}
