@@ -26,6 +26,7 @@ from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
 from proxy.policy.shadow import ShadowPolicy  # noqa: E402
+from proxy.resp.reader import Batch  # noqa: E402
 from proxy.session.behaviour import (  # noqa: E402
     PASS,
     STANDALONE,
@@ -46,17 +47,6 @@ COMMANDS = {
 }
 
 
-class Batch:
-    """What `RequestReader` hands the session: parsed commands and their raw bytes."""
-
-    def __init__(self, commands):
-        self.commands = commands
-        self.raw = b""
-        self.error = None
-
-    def span(self, start: int, end: int) -> bytes:
-        return b""
-
 
 class NoRoute:
     def forward(self, session, batch, start, stop) -> None:
@@ -64,7 +54,7 @@ class NoRoute:
 
 
 def session(engine: Engine, actions, shadow=None) -> Session:
-    client = object.__new__(Session)  # no proxy, no transport: only what _run reads
+    client = Session.__new__(Session)  # no proxy, no transport: only what _run reads (no __init__)
     client.proxy = SimpleNamespace(shadow=shadow)
     client.app = client.peer = None
     client.engine = engine
@@ -103,8 +93,9 @@ def main() -> None:
     print(f"ns per command in Session._run, pipelines of {PIPELINE}, {args.keys:,} keys; "
           f"policy: {args.policy.name}")
     for name, build in COMMANDS.items():
-        batches = [Batch([build(b"bench:item:%012d:string" % rng.randrange(args.keys)) for _ in range(PIPELINE)])
-                   for _ in range(args.batches)]
+        # Only the commands: the route writes nothing, so no bytes.
+        batches = [Batch([build(b"bench:item:%012d:string" % rng.randrange(args.keys)) for _ in range(PIPELINE)],
+                         b"", []) for _ in range(args.batches)]
         on = Engine(load_policy(args.policy), table)  # fresh: the first pass fills its caches
         without = per_command(session(off, actions), batches)
         with_policy = per_command(session(on, actions), batches)
