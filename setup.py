@@ -19,7 +19,7 @@ RESP = {
     "proxy.resp._compiled_replies": "proxy/resp/_compiled_replies.pyx",
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
-        "proxy.session.session", "proxy.backends.standalone")
+        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone")
 
 
 def extensions():

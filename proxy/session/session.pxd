@@ -2,6 +2,7 @@ cimport cython
 from proxy.pending cimport Pending
 from proxy.resp.reader cimport Batch
 from proxy.monitor.live cimport Tally
+from proxy.session.states cimport ConnState
 
 @cython.final
 cdef class Session:
@@ -13,7 +14,7 @@ cdef class Session:
     cdef public object reader
     cdef public object queue
     cdef public Py_ssize_t inflight
-    cdef public object state
+    cdef public ConnState state
     cdef public object db
     cdef public object protocol
     cdef public object spread
