@@ -15,7 +15,7 @@ failover rather than failing them: they were never sent.
 from __future__ import annotations
 
 from ..pending import Pending
-from ..resp.replies import ReplyStreamError
+from ..resp.replies import ReplySplitter, ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
@@ -82,6 +82,28 @@ class Part(Pending):
         self.chunks = []
         self.size = 0
         self.entries = None
+
+    def take_replies(self) -> list:
+        """The reply bytes it kept, cut per run, for the runs they reach (the last piece may end
+        inside a reply). The part lets go of them."""
+        chunks, self.chunks = self.chunks, None
+        if not chunks:
+            return []
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        runs = self.runs
+        if len(runs) == 1:
+            return [data]
+        scan = ReplySplitter().scan
+        size = len(data)
+        pieces = []
+        pos = 0
+        for _conn, start, stop, _hash_slot in runs:
+            end = scan(data, pos, stop - start)[0]
+            pieces.append(data[pos:end])
+            if end == size:
+                break
+            pos = end
+        return pieces
 
 
 def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:

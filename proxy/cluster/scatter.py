@@ -161,22 +161,8 @@ class Scatter(Pending):
         cuts = []
         held = 0
         for part in parts:
-            chunks = part.chunks
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
             held += part.size
-            part.chunks = None
-            runs = part.runs
-            if len(runs) == 1:
-                cuts.append(iter((data,)))
-                continue
-            scan = ReplySplitter().scan
-            pieces = []
-            pos = 0
-            for _conn, start, stop, _hash_slot in runs:
-                end, _done, _pushes = scan(data, pos, stop - start)
-                pieces.append(data[pos:end])
-                pos = end
-            cuts.append(iter(pieces))
+            cuts.append(iter(part.take_replies()))
         self.session.held_bytes -= held
         self.conn = parts[-1].conn
         self.ready = [next(cuts[index]) for index in self.order]
@@ -192,21 +178,18 @@ class Scatter(Pending):
         session = self.session
         made = []
         for part in parts:
-            chunks = part.chunks
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            part.chunks = None
-            scan = ReplySplitter().scan
-            pos = 0
-            entries = part.entries = []
-            for _conn, start, stop, hash_slot in part.runs:
-                entry = RoutedPending(self, stop - start, part.conn, part.source, start, hash_slot, self)
-                if pos < len(data):  # (replies end on run boundaries but the last one's)
-                    end, done, _pushes = scan(data, pos, stop - start)
-                    entry.remaining -= done
-                    entry.buffered = [data[pos:end]]
-                    entry.buffered_size = end - pos
-                    pos = end
-                entries.append(entry)
+            entries = part.entries = [RoutedPending(self, stop - start, part.conn, part.source, start, hash_slot, self)
+                                      for _conn, start, stop, hash_slot in part.runs]
+            # What each run was answered goes by the connection's count: a gone client's replies
+            # are counted, not kept, and the runs must owe the connection only the rest.
+            answered = part.count - part.remaining
+            for entry in entries:
+                done = min(answered, entry.count)
+                entry.remaining -= done
+                answered -= done
+            for entry, piece in zip(entries, part.take_replies()):
+                entry.buffered = [piece]
+                entry.buffered_size = len(piece)
             made.append(iter(entries))
             waiting = [entry for entry in entries if entry.remaining]
             queue = part.conn.pending

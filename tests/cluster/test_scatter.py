@@ -404,3 +404,22 @@ def test_a_redirection_leaves_no_write_stamp_on_the_part_it_replaced(rig):
         rig.answer(other, replies_for(rig.sent(other)))
     assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
     assert not conn.pending and not conn.stamps
+
+
+def test_a_part_whose_client_is_gone_still_counts_its_replies_when_it_explodes(rig):
+    """Replies to a client that left are dropped, not kept; its part must still owe the
+    connection only what it has not been given, or it would take another client's reply."""
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    node = NODES[1]
+    commands = rig.sent(node)
+    rig.session.connection_lost(None)
+    rig.answer(node, replies_for(commands[:2]))  # dropped: the client is gone
+    other = Session(rig.session.proxy)
+    other.connection_made(Transport())
+    other.data_received(hiredis.pack_command((b"GET", KEYS[node][0])))
+    assert rig.sent(node) == [[b"GET", KEYS[node][0]]]
+    wrong = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    rig.answer(node, replies_for(commands[2:3]) + wrong + bulk(b"for the other client"))
+    assert other.transport.taken() == bulk(b"for the other client")
+    assert not rig.conns[node].pending
