@@ -19,7 +19,8 @@ RESP = {
     "proxy.resp._compiled_replies": "proxy/resp/_compiled_replies.pyx",
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
-        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone")
+        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
+        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
 
 
 def extensions():

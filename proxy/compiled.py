@@ -27,7 +27,8 @@ __all__ = ["PURE", "RESP", "CORE", "load", "use_pure_core", "status"]
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 RESP = ("_compiled_requests", "_compiled_replies")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
-        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone")
+        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
+        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
 
 
 def load(name: str):

@@ -30,7 +30,7 @@ from ..routing.slots import SLOT_COUNT, hash_slot
 from ..session.behaviour import both_cases
 from ..upstream.connection import CLOSED
 from .connection import RoutedPending, cut_run
-from .scatter import Scatter
+from .scatter import scatter_runs
 
 MULTI = hiredis.pack_command(("MULTI",))
 # `b"{" in key` first tries the operand as an integer, and raises and clears a TypeError per key
@@ -202,10 +202,11 @@ def gather(session, parts, merge) -> None:
 class ClusterRoute:
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
-    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_conns")
+    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_conns", "replica_reads")
 
     def __init__(self, router, routes: RouteTable, protocol: int, index: int):
         self.router = router
+        self.replica_reads = router.read_from_replicas  # (set once, with the router)
         self.routes = routes
         self.protocol = protocol
         self.index = index
@@ -216,7 +217,7 @@ class ClusterRoute:
         commands = batch.commands
         if stop - start == 1:  # one command (no pipeline): no stretch to walk, sent from this frame
             args = commands[start]
-            if args[0] in self.first_arg and len(args) > 1 and not self.router.read_from_replicas:
+            if args[0] in self.first_arg and len(args) > 1 and not self.replica_reads:
                 key = args[1]
                 routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
                 conn = self.slot_conns[routed]
@@ -231,7 +232,7 @@ class ClusterRoute:
         slot_conns = self.slot_conns
         first_arg = self.first_arg
         router = self.router
-        replica_reads = router.read_from_replicas
+        replica_reads = self.replica_reads
         decide = self.routes.decide
         protocol = self.protocol
         spread = self.index
@@ -300,7 +301,7 @@ class ClusterRoute:
             self._send_run(session, batch, start, stop, conn, hash_slot)
             return
         runs.append((conn, start, stop, hash_slot))
-        scatter, sends = Scatter.of_runs(session, batch, runs)
+        scatter, sends = scatter_runs(session, batch, runs)
         session.queue.append(scatter)
         session.inflight += 1
         for conn, part, data in sends:

@@ -48,43 +48,6 @@ class Scatter(Pending):
         self.ready_size = 0
         self.failed = None  # (run, error) of the first run that failed, when not the front
 
-    @classmethod
-    def of_runs(cls, session, batch, runs: list) -> tuple[Scatter, list]:
-        """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, in client
-        order, and what to send: [(connection, its Part, one request with its runs' commands)]."""
-        scatter = cls(session)
-        raw = batch.raw
-        ends = batch.ends
-        by_conn = {}  # connection -> its index in the lists below
-        runs_of = []  # a connection's runs
-        spans_of = []  # their request bytes
-        counts = []  # their commands
-        order = []
-        for run in runs:
-            conn, start, stop, _hash_slot = run
-            index = by_conn.get(conn)
-            if index is None:
-                index = by_conn[conn] = len(runs_of)
-                runs_of.append([run])
-                spans_of.append([raw[ends[start - 1] if start else 0:ends[stop - 1]]])
-                counts.append(stop - start)
-            else:
-                runs_of[index].append(run)
-                spans_of[index].append(raw[ends[start - 1]:ends[stop - 1]])  # (not the first run: start > 0)
-                counts[index] += stop - start
-            order.append(index)
-        parts = []
-        sends = []
-        for conn, index in by_conn.items():
-            part = Part(scatter, counts[index], conn, batch, runs_of[index])
-            parts.append(part)
-            spans = spans_of[index]
-            sends.append((conn, part, spans[0] if len(spans) == 1 else b"".join(spans)))
-        scatter.parts = parts
-        scatter.order = order
-        scatter.left = len(parts)
-        return scatter, sends
-
     def _gone(self) -> bool:
         """The client is gone, or the stretch already ended in a failure."""
         return self.session.state.life == "closed" or self.remaining == 0
@@ -98,14 +61,15 @@ class Scatter(Pending):
         if self.remaining == 0 or session.state.life == "closed":  # _gone(), once per run: inline
             return
         if self.parts is not None:  # a Part's replies: kept whole, cut when every part's are in
-            entry.chunks.append(data)
-            size = entry.size = entry.size + len(data)
+            part = entry
+            part.chunks.append(data)
+            size = part.size = part.size + len(data)
             held = session.held_bytes = session.held_bytes + len(data)
             if held > session.output_limit:
                 session.overflow()
             elif size >= FLUSH_BYTES:
                 self.explode()  # a big reply: per run, the front's streams
-            elif entry.remaining == 0:
+            elif part.remaining == 0:
                 self.left -= 1
                 if self.left == 0:
                     self._assemble()
@@ -273,3 +237,40 @@ class Scatter(Pending):
         self.ready = []
         self.ready_size = 0
         self.session.deliver(self, ready[0] if len(ready) == 1 else b"".join(ready), done)
+
+
+def scatter_runs(session, batch, runs: list) -> tuple:
+    """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, in client
+    order, and what to send: [(connection, its Part, one request with its runs' commands)]."""
+    scatter = Scatter(session)
+    raw = batch.raw
+    ends = batch.ends
+    by_conn = {}  # connection -> its index in the lists below
+    runs_of = []  # a connection's runs
+    spans_of = []  # their request bytes
+    counts = []  # their commands
+    order = []
+    for run in runs:
+        conn, start, stop, _hash_slot = run
+        index = by_conn.get(conn, -1)
+        if index < 0:
+            index = by_conn[conn] = len(runs_of)
+            runs_of.append([run])
+            spans_of.append([raw[ends[start - 1] if start else 0:ends[stop - 1]]])
+            counts.append(stop - start)
+        else:
+            runs_of[index].append(run)
+            spans_of[index].append(raw[ends[start - 1]:ends[stop - 1]])  # (not the first run: start > 0)
+            counts[index] += stop - start
+        order.append(index)
+    parts = []
+    sends = []
+    for conn, index in by_conn.items():
+        part = Part(scatter, counts[index], conn, batch, runs_of[index])
+        parts.append(part)
+        spans = spans_of[index]
+        sends.append((conn, part, spans[0] if len(spans) == 1 else b"".join(spans)))
+    scatter.parts = parts
+    scatter.order = order
+    scatter.left = len(parts)
+    return scatter, sends

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from ..commands.keyspecs import GETKEYS_PROCS, find_keys
+from ..session.guard import Memo
 from .applications import Tenants
 from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .keyclass import class_table
@@ -111,7 +112,7 @@ class Verdict:
 
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
-                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "passed_before")
+                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check", "passed_before")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys, key_patterns=()):
         self.spec = spec
@@ -132,7 +133,9 @@ class Plan:
         self.shapes = None  # every shape once, shared by the keys: compared in cache, not in memory
         self.shape = None
         self.key_classes = None  # the memo's keys are the key's class (`keyclass`) when the rules allow
-        # (args, session state) -> did a command of this shape on a key of this class pass before?
+        # Did a command of this shape on a key of this class pass before? (session/guard.py): the Memo,
+        # and its question as a function of (args, session state)
+        self.memo_check = None
         self.passed_before = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
@@ -147,40 +150,8 @@ class Plan:
                 reads = [rule.key_patterns(spec) for rule in (*command_rules, *rewrite_rules)]
                 if None not in reads:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
-                self.passed_before = _memo_lookup(self.memo, self.key_classes, self.shape, self.memo_from)
-
-
-def _memo_lookup(memo: dict, key_classes, shape, start: int):
-    """A plan's `passed_before`: the memo keyed by the key's class, then one comparison with a
-    shape object shared by all keys (where the key itself is the memo's key, on a large keyspace
-    every other object touched is a cache miss). It runs for every command of the plan, so it
-    reads its plan's parts from the closure, and the SET family's shape is built inline: one
-    Python call less per command."""
-    get = memo.get
-    if start == 3:
-        def passed_before(args, state) -> bool:
-            if state.in_multi:
-                return False
-            try:  # costs nothing unless raised: SET with fewer than 3 arguments, another shape's length
-                known = get(args[1].translate(key_classes))
-                if len(args) == 5 and type(known) is tuple:  # shape(args) for SET k v EX n, unbuilt
-                    length, option, value = known
-                    return length == len(args[2]) and option == args[3] and value == args[4]
-                found = (len(args[2]), *args[3:])
-            except (IndexError, ValueError):
-                return False
-            return found == known or (type(known) is frozenset and found in known)
-        return passed_before
-
-    def passed_before(args, state) -> bool:
-        if len(args) < 2 or state.in_multi:
-            return False
-        known = get(args[1].translate(key_classes))
-        if known is None:
-            return False
-        found = shape(args)
-        return found == known or (type(known) is frozenset and found in known)
-    return passed_before
+                self.memo_check = Memo(self.memo, self.key_classes, self.shape, self.memo_from)
+                self.passed_before = self.memo_check.passed
 
 
 def _shape_of(start: int):
@@ -188,7 +159,7 @@ def _shape_of(start: int):
     before `start`, the bytes of the others. The commonest shapes get a function of their own."""
     if start <= 2:
         return lambda args: tuple(args[2:])
-    if start == 3:  # SET k v [options]: the value's length, the options (checked inline: _memo_lookup)
+    if start == 3:  # SET k v [options]: the value's length, the options (compared in place: session/guard.py)
         return lambda args: (len(args[2]), *args[3:]) if len(args) > 2 else ()
     return lambda args: (*map(len, args[2:start]), *args[start:])
 

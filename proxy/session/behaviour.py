@@ -35,12 +35,14 @@ in the other, and `check_columns` fails at start-up for an action a backend has 
 The dispatch tables map command name bytes (lower and upper case precomputed) to actions, one
 table per lane of the connection state (`states.py`): on a connection of the client's own most
 actions become PASS (`own_action`). Under a policy, names the policy checks map to a `Guard`
-that holds the plan too (`dispatch_table`), so the per-command decision is one dict lookup.
+(`guard.py`) that holds the plan too (`dispatch_table`), so the per-command decision is one dict
+lookup.
 """
 
 from __future__ import annotations
 
 from ..monitor import live
+from .guard import Guard
 from .states import LEASED, PINNED, SHARED, STREAMING
 
 # -- actions --------------------------------------------------------------------------------
@@ -300,25 +302,6 @@ def locked(table: dict[bytes, int]) -> dict[bytes, int]:
     out = {name: LOCKED for name in table}
     out.update(both_cases(UNLOCKED))
     return out
-
-
-class Guard:
-    """A name's entry in a session's dispatch table when the policy checks the command: the
-    engine's plan, what the session's loop reads of it, and the name's action once it passes."""
-
-    __slots__ = ("plan", "action", "code", "keys_only", "passed_before")
-
-    def __init__(self, plan, action: int):
-        self.plan = plan
-        self.action = action  # once counted (`counted`), PASS is the name's Tally
-        self.code = action  # the action as a number, for the verdict's handling
-        self.keys_only = plan.keys_only
-        # (args, session state) -> True when the command may go without the engine's decision
-        self.passed_before = plan.passed_before or _decide_each
-
-
-def _decide_each(args, state) -> bool:
-    return False
 
 
 def dispatch_table(actions: dict[bytes, int], plans: dict) -> dict:

@@ -3,6 +3,7 @@ from proxy.pending cimport Pending
 from proxy.resp.reader cimport Batch
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
+from proxy.session.guard cimport Guard
 
 @cython.final
 cdef class Session:
@@ -45,9 +46,9 @@ cdef class Session:
     cdef public object unpaired
     cdef public object queued_effects
 
-    @cython.locals(batch=Batch, commands=list, tally=Tally)
+    @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
     cpdef data_received(self, data)
-    @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally)
+    @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally, guard=Guard)
     cpdef _run(self, Batch batch, Py_ssize_t index)
     @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)

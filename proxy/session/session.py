@@ -40,7 +40,8 @@ from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, verdicts
-from .behaviour import PASS, Guard
+from .behaviour import PASS
+from .guard import Guard
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
 
 log = logging.getLogger("redis_guard.server")
@@ -147,10 +148,12 @@ class Session:
                         # passes here only by its cheap checks (pure lookups); else _run decides.
                         args = commands[0]
                         action = self.dispatch.get(args[0])
-                        if type(action) is Guard and (action.keys_only and len(args) > 1 and (
-                                args[1].translate(self.engine.key_classes) in self.engine.good_keys) or (
-                                action.passed_before(args, self.policy_state))):
-                            action = action.action
+                        if type(action) is Guard:
+                            guard = action  # (compiled: typed, its fields C fields)
+                            if (guard.keys_only and len(args) > 1 and (
+                                    args[1].translate(self.engine.key_classes) in self.engine.good_keys)) or (
+                                    guard.memo is not None and guard.memo.passed(args, self.policy_state)):
+                                action = guard.action
                         if type(action) is Tally:
                             tally = action  # (compiled: typed, its count a C field)
                             tally.n += 1
@@ -220,14 +223,15 @@ class Session:
             if action is None:
                 action = dispatch.get(name.lower(), self.unknown)
             if type(action) is Guard:
-                if not (action.keys_only and len(args) > 1 and (
+                guard = action
+                if not (guard.keys_only and len(args) > 1 and (
                         args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
-                        action.passed_before(args, state)):
-                    verdict = self._decide(action.plan, commands, index)
+                        guard.memo is not None and guard.memo.passed(args, state)):
+                    verdict = self._decide(guard.plan, commands, index)
                     if verdict is not None:
                         if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
                             shadow.observe(commands, index, state, self.app, self.peer)
-                        next_index = self._apply_verdict(verdict, batch, start, index, action.code)
+                        next_index = self._apply_verdict(verdict, batch, start, index, guard.code)
                         if next_index == HELD:
                             self._went_past(batch, index)
                             return
@@ -237,7 +241,7 @@ class Session:
                             if self.state.life is not OPEN:
                                 return
                             continue
-                action = action.action
+                action = guard.action
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
                 shadow.observe(commands, index, state, self.app, self.peer)
             if type(action) is Tally:

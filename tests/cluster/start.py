@@ -19,6 +19,6 @@ def start_cluster(**kwargs):
     return RedisCluster(**kwargs)
 
 
-def proxy_for(cluster, *extra: str) -> ProxyProcess:
+def proxy_for(cluster, *extra: str, env=None) -> ProxyProcess:
     """The passthrough proxy with `--upstream-cluster` the cluster's nodes; the caller stops it."""
-    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *extra)
+    return ProxyProcess(None, "configs/passthrough.yaml", "--upstream-cluster", cluster.seeds, *extra, env=env)

@@ -1,16 +1,19 @@
 """The randomized isolation test (tests/integration/randomclients.py) on a smaller scale, through the
-proxy in front of a Redis Cluster (3 masters x 1 replica): 8 clients, RESP2 and RESP3, all keys of
-a client in one slot (its namespace is a hash tag); the expected replies come from a one-node
-cluster that owns every slot, so that cluster-mode errors (SELECT, SORT BY...) are Redis's own.
+proxy in front of a Redis Cluster (3 masters x 1 replica), as installed and in pure Python: 8
+clients, RESP2 and RESP3, all keys of a client in one slot (its namespace is a hash tag); the
+expected replies come from a one-node cluster that owns every slot, so that cluster-mode errors
+(SELECT, SORT BY...) are Redis's own.
 Replay a failure with RG_ISOLATION_SEED; RG_ISOLATION_STEPS sets the steps per client.
 """
 
 import os
 
 import pytest
+import redis
 
 from proxy.commands import CommandTable
 from proxy.session.behaviour import CLUSTER, REFUSE, STREAM, Behaviour
+from tests.cluster.start import proxy_for
 from tests.commands.arguments import CommandDocs
 from tests.integration import randomclients
 from tests.integration.randomclients import Mode, Planner
@@ -53,14 +56,25 @@ def cluster_mode() -> Mode:
     return Mode("cluster", left_out={**LEFT_OUT, **known}, not_compared=not_compared)
 
 
-@pytest.fixture(scope="module")
-def prepared_proxy(redis_cluster, cluster_proxy):
+@pytest.fixture(scope="module", params=["compiled", "pure"])
+def prepared_proxy(redis_cluster, request):
+    """The proxy as installed, and with the pure-Python modules that are its reference (the
+    cluster's route, parts and run entries are compiled too)."""
+    proxy = proxy_for(redis_cluster, env={"REDIS_GUARD_PURE_PYTHON": "1"} if request.param == "pure" else None)
+    expected = ("hot path pure Python" if request.param == "pure" else
+                "hot path compiled" if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") else "hot path ")
+    assert expected in proxy.log, proxy.log
     for node in redis_cluster.masters():
         randomclients.prepare(node.port)
-    return cluster_proxy
+    yield proxy
+    proxy.stop()
 
 
-def test_random_clients_through_cluster_proxy(prepared_proxy, one_node_cluster):
+def test_random_clients_through_cluster_proxy(prepared_proxy, redis_cluster, one_node_cluster):
+    # Each way starts from empty servers on both sides: the second does not meet the first's keys.
+    for node in redis_cluster.masters():
+        redis_cluster.command(node, "FLUSHALL")
+    redis.Redis(port=one_node_cluster.port).flushall()
     randomclients.prepare(one_node_cluster.port)
     seed = seed_for_run()
     print(f"seed {seed}")

@@ -171,9 +171,10 @@ def test_a_guard_reads_the_plan_once():
     dispatch = dispatch_table(SHARED_TABLE, ENGINE.plans)
     get, set_, publish = dispatch[b"GET"], dispatch[b"SET"], dispatch[b"PUBLISH"]
     assert get.keys_only and not set_.keys_only and not publish.keys_only
-    assert set_.passed_before is set_.plan.passed_before is not None  # the memo of passes
+    assert set_.memo is set_.plan.memo_check is not None  # the memo of passes
+    assert set_.memo.memo is set_.plan.memo  # read where the engine writes it
     # No memo: every command goes to the engine.
-    assert publish.plan.passed_before is None and publish.passed_before([b"PUBLISH", b"c", b"m"], None) is False
+    assert publish.plan.memo_check is None and publish.memo is None
 
 
 def test_without_plans_the_actions_are_the_table():

@@ -1,0 +1,23 @@
+cimport cython
+from proxy.session.session cimport Session
+from proxy.resp.reader cimport Batch
+from proxy.upstream.connection cimport UpstreamConnection
+from proxy.cluster.connection cimport RoutedPending
+
+cdef class ClusterRoute:
+    cdef public object router
+    cdef public object routes
+    cdef public object protocol
+    cdef public object index
+    cdef public frozenset first_arg
+    cdef public list slot_conns
+    cdef public bint replica_reads
+
+    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, runs=list, reads=set,
+                   run_start=Py_ssize_t, index=Py_ssize_t, replica_reads=bint,
+                   conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
+    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
+    @cython.locals(conn=UpstreamConnection)
+    cpdef _send_stretch(self, Session session, Batch batch, list runs, Py_ssize_t start, Py_ssize_t stop, conn, hash_slot)
+    @cython.locals(entry=RoutedPending)
+    cpdef _send_run(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop, UpstreamConnection conn, hash_slot)

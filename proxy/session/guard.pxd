@@ -1,0 +1,14 @@
+cdef class Memo:
+    cdef public dict memo
+    cdef public object key_classes
+    cdef public object shape
+    cdef public Py_ssize_t start
+
+    cpdef bint passed(self, args, state)
+
+cdef class Guard:
+    cdef public object plan
+    cdef public object action
+    cdef public object code
+    cdef public bint keys_only
+    cdef public Memo memo
