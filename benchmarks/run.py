@@ -95,12 +95,35 @@ class Service:
 
 
 @dataclass
+class Pinning:
+    """`--pin`: every proxy target (twemproxy too, and a proxy's workers, which inherit it) on
+    the last CPU, redis-server and redis-benchmark on the others. Each proxy then has a core
+    of its own and every wake-up crosses cores; unpinned, a round's figures depend on where the
+    scheduler put the processes (on 2 cores they fall into two groups about 2 µs apart)."""
+
+    proxy_cpus: frozenset[int]
+    other_cpus: frozenset[int]
+
+    @classmethod
+    def of_machine(cls) -> Pinning:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise BenchError("--pin needs at least 2 CPUs")
+        return cls(frozenset(cpus[-1:]), frozenset(cpus[:-1]))
+
+    def setter(self, proxy: bool):
+        cpus = self.proxy_cpus if proxy else self.other_cpus
+        return lambda: os.sched_setaffinity(0, cpus)
+
+
+@dataclass
 class Processes:
     """Everything we started, so that it can be stopped by pid."""
 
     procs: list[subprocess.Popen] = field(default_factory=list)
+    pin: Pinning | None = None
 
-    def start(self, argv: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen:
+    def start(self, argv: list[str], log_path: Path, cwd: Path | None = None, proxy: bool = False) -> subprocess.Popen:
         log = open(log_path, "wb")
         try:
             # Own session: a Ctrl-C in the terminal doesn't hit the servers
@@ -112,6 +135,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=self.pin.setter(proxy) if self.pin else None,
             )
         finally:
             log.close()
@@ -264,7 +288,7 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     if args.workers:
         argv += ["--workers", str(args.workers)]
     argv += list(extra)
-    proc = procs.start(argv, log, cwd=checkout)
+    proc = procs.start(argv, log, cwd=checkout, proxy=True)
     svc = Service(name, port, proc, log, proc.pid)
     wait_for_ready_line(svc, args.ready_timeout)
     wait_for_ping(svc, args.ready_timeout)
@@ -294,7 +318,7 @@ def start_twemproxy(procs: Processes, workdir: Path, redis_port: int, timeout: f
         "-s", str(stats_port), "-a", "127.0.0.1",
         "-p", str(workdir / "nutcracker.pid"),
     ]
-    proc = procs.start(argv, workdir / "nutcracker.out")
+    proc = procs.start(argv, workdir / "nutcracker.out", proxy=True)
     svc = Service("twemproxy", port, proc, log, proc.pid)
     wait_for_ping(svc, timeout)
     return svc
@@ -382,7 +406,8 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         before = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
         timeout = max(120.0, n / 500.0)
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                 preexec_fn=args.pinning.setter(False) if args.pinning else None)
         except subprocess.TimeoutExpired:
             raise BenchError(f"redis-benchmark against {svc.name} timed out after {timeout:.0f}s "
                              f"({scn.label})\n{svc.log_tail()}") from None
@@ -590,6 +615,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark") or "redis-benchmark")
     ap.add_argument("--json", metavar="FILE", help="write raw per-round numbers and the summary here")
+    ap.add_argument("--pin", action="store_true",
+                    help="every proxy target on the last CPU, redis-server and redis-benchmark on the others "
+                         "(steadier CPU per request)")
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="the 'baseline' target: the proxy of another checkout (e.g. `git worktree add "
                          "../base HEAD~5`), run from DIR with the same command, for before/after figures "
@@ -605,6 +633,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if bad or not targets or len(set(targets)) != len(targets):
         ap.error(f"--targets must be a comma-separated subset of {','.join(ALL_TARGETS)}")
     args.targets = targets
+    try:
+        args.pinning = Pinning.of_machine() if args.pin else None
+    except BenchError as exc:
+        ap.error(str(exc))
     if "baseline" in targets and (args.baseline is None or not (args.baseline / "proxy").is_dir()):
         ap.error("the baseline target needs --baseline DIR, a checkout of the proxy")
     if args.baseline is not None:
@@ -628,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _raise_interrupt)
 
     become_subreaper()
-    procs = Processes()
+    procs = Processes(pin=args.pinning)
     workdir = Path(tempfile.mkdtemp(prefix="redis-guard-bench-"))
     t_start = time.monotonic()
     rounds: list[dict] = []
@@ -687,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTotal time {elapsed:.0f}s. One run on a noisy machine: compare ratios, not absolute rps.")
         if args.json:
             doc = {
-                "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "pinning"},
                 "environment": env,
                 "scenarios": [s.__dict__ for s in SCENARIOS],
                 "rounds": rounds,
