@@ -26,7 +26,7 @@ from .. import errors
 from ..pending import UNSEEN, Pending, hidden
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
-from ..routing.slots import SLOT_COUNT, hash_slot
+from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from ..session.behaviour import both_cases
 from ..upstream.connection import CLOSED
 from .connection import RoutedPending, cut_run
@@ -42,7 +42,7 @@ class RouteTable:
     """Per command name: where its key is (argument 1, none, or ask the Planner), and whether
     it only reads (a replica may answer it)."""
 
-    FIRST_ARG, NO_KEY, PLANNED = 0, 1, 2
+    FIRST_ARG, NO_KEY, PLANNED, PATTERN = 0, 1, 2, 3
 
     def __init__(self, table, planner):
         self.planner = planner
@@ -59,6 +59,11 @@ class RouteTable:
                 kinds[spec.name] = self.FIRST_ARG if spec.key_at_first_argument else self.PLANNED
             if "readonly" in spec.flags and "write" not in spec.flags:
                 reads[spec.name] = True
+        # KEYS has no key, but a pattern whose hash tag names one slot matches only keys of that
+        # slot (routing/slots.py): inside a transaction, where it cannot go to every master, it
+        # runs on that slot's owner, as a key of that slot would.
+        if "keys" in kinds:
+            kinds["keys"] = self.PATTERN
         self.kinds = both_cases(kinds)
         self.reads = set(both_cases(reads))
         # The common case, decided by the route without a call: commands whose one key is argument 1.
@@ -74,6 +79,8 @@ class RouteTable:
             return hash_slot(args[1]) if len(args) > 1 else None
         if kind == 1:  # NO_KEY
             return None
+        if kind == 3:  # PATTERN
+            return pattern_slot(args[1]) if len(args) > 1 else None
         decision = self.planner.plan(args, master_for_slot)
         if type(decision) is Forward:
             return decision.slot

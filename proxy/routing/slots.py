@@ -14,6 +14,12 @@ byte lies between them. Otherwise the whole key is hashed:
     ``foo{}{bar}``            hashes the whole key (the first ``{`` is followed by ``}``)
     ``foo{{bar}}zap``         hashes ``{bar``
     ``foo{bar}{zap}``         hashes ``bar``
+
+A KEYS pattern names one slot when every key it can match has the same hash tag
+(``pattern_slot``): its first ``{`` and the first ``}`` after it, with something between
+them, come before any glob character (``*``, ``?``, ``[``) or escape (``\\``), so every match
+starts with those same bytes; or it has no glob character or escape at all, so it matches one
+key. Anything else may match keys of any slot.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 from binascii import crc_hqx
 from collections.abc import Iterable
 
-__all__ = ["SLOT_COUNT", "common_slot", "hash_slot", "key_hash_tag"]
+__all__ = ["SLOT_COUNT", "common_slot", "hash_slot", "key_hash_tag", "pattern_slot"]
 
 SLOT_COUNT = 16384
 
@@ -57,3 +63,23 @@ def common_slot(keys: Iterable[bytes]) -> int | None:
         elif this != slot:
             return None
     return slot
+
+
+GLOB = frozenset(b"*?[\\")
+
+
+def pattern_slot(pattern: bytes) -> int | None:
+    """The one slot every key matching the glob ``pattern`` hashes to, or None when keys of
+    several slots may match it."""
+    start = -1  # where the first '{' is; -2 once it is known that matching keys have no tag
+    for at, byte in enumerate(pattern):
+        if byte in GLOB:
+            return None
+        if byte == 123 and start == -1:  # the first '{'
+            start = at
+        elif byte == 125 and start >= 0:  # the first '}' after it
+            if at == start + 1:
+                start = -2  # '{}': matching keys are hashed whole
+            else:
+                return crc_hqx(pattern[start + 1 : at], 0) % SLOT_COUNT
+    return hash_slot(pattern)  # no glob character: the pattern is the one key it matches

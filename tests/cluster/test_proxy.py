@@ -116,6 +116,28 @@ def test_a_transaction_without_keys(cluster_proxy, payload, reply):
     assert exchange(cluster_proxy.port, payload, timeout=5, settle=0.3) == (reply, False)
 
 
+def test_keys_in_a_transaction_runs_where_its_patterns_hash_tag_is(client, redis_cluster):
+    """Inside MULTI, KEYS cannot go to every master: a pattern whose hash tag names a slot runs
+    on that slot's owner, whichever master the transaction would have picked without it."""
+    tags = {}  # one hash tag per master
+    for n in range(200):
+        tags.setdefault(redis_cluster.master_for_key(f"{{ktx{n}}}").port, f"ktx{n}")
+    assert len(tags) == 3
+    for tag in tags.values():
+        keys = sorted(f"{{{tag}}}:{c}".encode() for c in "abc")
+        client.set(keys[0], 1), client.set(keys[1], 2), client.set(keys[2], 3)
+        pipe = client.pipeline(transaction=True)
+        pipe.keys(f"{{{tag}}}:?")
+        assert sorted(pipe.execute()[0]) == keys, tag
+    # A pattern of another slot than the transaction's is a key of another slot: CROSSSLOT.
+    first, second = list(tags.values())[:2]
+    pipe = client.pipeline(transaction=True)
+    pipe.set(f"{{{first}}}:a", 4).keys(f"{{{second}}}:*")
+    with pytest.raises(redis.exceptions.ResponseError, match="EXECABORT|same slot"):
+        pipe.execute()
+    assert client.get(f"{{{first}}}:a") == b"1"  # nothing of the aborted transaction ran
+
+
 def test_watch_aborts_on_change(client, cluster_proxy):
     other = redis.Redis(port=cluster_proxy.port)
     client.set("watched", 1)

@@ -7,7 +7,7 @@ from binascii import crc_hqx
 
 import pytest
 
-from proxy.routing.slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag
+from proxy.routing.slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag, pattern_slot
 
 from .cluster import Conn
 
@@ -131,3 +131,38 @@ def test_random_keys_against_server(lone_node) -> None:
         theirs = _keyslots(conn, keys)
     mismatches = [(k, hash_slot(k), s) for k, s in zip(keys, theirs) if hash_slot(k) != s]
     assert mismatches == []
+
+
+# (KEYS pattern, the key whose slot every match shares, or None when matches may span slots).
+PATTERN_CASES = [
+    (b"{rg02}:?", b"{rg02}"),  # the tag comes before any glob character
+    (b"{user1000}*", b"{user1000}"),
+    (b"pre{user1000}.f*", b"{user1000}"),
+    (b"foo{{bar}}*", b"{{bar}"),  # the tag is `{bar`, as for a key
+    (b"user:1", b"user:1"),  # no glob character: one key
+    (b"{}foo", b"{}foo"),  # one key, hashed whole
+    (b"*", None),
+    (b"user:*", None),
+    (b"*{user1000}", None),  # a match may have a '{' before this one
+    (b"{user?}", None),  # the glob is inside the tag
+    (b"[ab]{x}", None),
+    (b"\\*{x}", None),  # an escape: not worked out (Redis does not either)
+    (b"{}{x}*", None),  # '{}' first: matches are hashed whole
+    (b"{x*", None),  # no '}' before the glob
+]
+
+
+@pytest.mark.parametrize("pattern,key", PATTERN_CASES)
+def test_pattern_slot(pattern, key) -> None:
+    assert pattern_slot(pattern) == (None if key is None else hash_slot(key))
+
+
+@pytest.mark.parametrize("pattern", [p for p, key in PATTERN_CASES if key is not None and (b"*" in p or b"?" in p)])
+def test_every_key_a_pattern_matches_is_in_its_slot(pattern) -> None:
+    """Keys made from the pattern (each `*` some bytes, braces among them, each `?` one byte)."""
+    chooser = random.Random(17)
+    alphabet = b"ab{}:*?"
+    for _ in range(200):
+        key = b"".join(bytes(chooser.choice(alphabet) for _ in range(chooser.randrange(6))) if byte == 42
+                       else bytes([chooser.choice(alphabet)]) if byte == 63 else bytes([byte]) for byte in pattern)
+        assert hash_slot(key) == pattern_slot(pattern), key
