@@ -17,7 +17,7 @@ cdef class ClusterRoute:
                    run_start=Py_ssize_t, index=Py_ssize_t, replica_reads=bint,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
-    @cython.locals(conn=UpstreamConnection)
-    cpdef _send_stretch(self, Session session, Batch batch, list runs, Py_ssize_t start, Py_ssize_t stop, conn, hash_slot)
+    cpdef _send_stretch(self, Session session, Batch batch, list runs, Py_ssize_t start, Py_ssize_t stop,
+                        UpstreamConnection conn, hash_slot)
     @cython.locals(entry=RoutedPending)
     cpdef _send_run(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop, UpstreamConnection conn, hash_slot)

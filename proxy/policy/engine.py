@@ -112,7 +112,7 @@ class Verdict:
 
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
-                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check", "passed_before")
+                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys, key_patterns=()):
         self.spec = spec
@@ -133,10 +133,9 @@ class Plan:
         self.shapes = None  # every shape once, shared by the keys: compared in cache, not in memory
         self.shape = None
         self.key_classes = None  # the memo's keys are the key's class (`keyclass`) when the rules allow
-        # Did a command of this shape on a key of this class pass before? (session/guard.py): the Memo,
-        # and its question as a function of (args, session state)
+        # Did a command of this shape on a key of this class pass before? `memo_check.passed(args,
+        # session state)` (session/guard.py)
         self.memo_check = None
-        self.passed_before = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
             if "VARIABLE_FLAGS" in specs[0].flags:  # SET ... GET: the flags come from the options
@@ -151,7 +150,6 @@ class Plan:
                 if None not in reads:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
                 self.memo_check = Memo(self.memo, self.key_classes, self.shape, self.memo_from)
-                self.passed_before = self.memo_check.passed
 
 
 def _shape_of(start: int):

@@ -106,7 +106,7 @@ class ShadowPolicy:
             if len(args) > 1 and (args[1].translate(engine.key_classes) in engine.good_keys
                                   or engine.key_ok(args[1])):
                 return
-        elif plan.passed_before is not None and plan.passed_before(args, mine):
+        elif plan.memo_check is not None and plan.memo_check.passed(args, mine):
             return
         try:
             verdict = engine.decide(plan, args, LaterCommands(commands, index + 1), mine)

@@ -145,11 +145,11 @@ def test_the_strictest_preset_keeps_one_cache_entry_for_the_benchmarks_keys():
     for i in range(1000):
         args = [b"SET", b"bench:item:%012d:string" % i, b"xxx", b"EX", b"3600"]
         plan = strict.plan_for(args)
-        if not plan.passed_before(args, state):
+        if not plan.memo_check.passed(args, state):
             assert strict.decide(plan, args, (), state) is None
     assert len(plan.memo) == 1
     wrong_type = [b"SET", b"bench:item:1:hash", b"xxx", b"EX", b"3600"]
-    assert not plan.passed_before(wrong_type, state)
+    assert not plan.memo_check.passed(wrong_type, state)
     assert strict.decide(plan, wrong_type, (), state).reject.rule == "K6"
 
 

@@ -80,17 +80,17 @@ def test_a_pass_is_remembered_by_shape_and_a_longer_value_is_decided_again():
     args = encoded(["SET", "app:1:string", "abc", "EX", "60"])
     plan = memo.plan_for(args)
     assert plan.memo_from == 3  # the value is read by length only
-    assert not plan.passed_before(args, state)
+    assert not plan.memo_check.passed(args, state)
     assert decide(memo, args) is None
-    assert plan.passed_before(encoded(["SET", "app:1:string", "xyz", "EX", "60"]), state)
+    assert plan.memo_check.passed(encoded(["SET", "app:1:string", "xyz", "EX", "60"]), state)
     too_big = encoded(["SET", "app:1:string", "x" * 9, "EX", "60"])
-    assert not plan.passed_before(too_big, state)
+    assert not plan.memo_check.passed(too_big, state)
     assert decide(memo, too_big).reject.rule == "V1"
-    assert not plan.passed_before(encoded(["SET", "app:1:string", "abc", "EX", "5"]), state)
+    assert not plan.memo_check.passed(encoded(["SET", "app:1:string", "abc", "EX", "5"]), state)
     # Another id is the same class of key (keyclass): the rules cannot tell them apart.
-    assert plan.passed_before(encoded(["SET", "app:2:string", "abc", "EX", "60"]), state)
-    assert not plan.passed_before(encoded(["SET", "app:22:string", "abc", "EX", "60"]), state)
-    assert not plan.passed_before(encoded(["SET", "app:2:strinG", "abc", "EX", "60"]), state)
+    assert plan.memo_check.passed(encoded(["SET", "app:2:string", "abc", "EX", "60"]), state)
+    assert not plan.memo_check.passed(encoded(["SET", "app:22:string", "abc", "EX", "60"]), state)
+    assert not plan.memo_check.passed(encoded(["SET", "app:2:strinG", "abc", "EX", "60"]), state)
     assert decide(memo, encoded(["SET", "app:2:strinG", "abc", "EX", "60"])).reject.rule == "K2"
 
 
@@ -99,7 +99,7 @@ def test_a_pass_owed_to_the_rest_of_the_pipeline_is_not_remembered():
     args = encoded(["SET", "app:1:string", "v"])
     later = [encoded(["EXPIRE", "app:1:string", "60"])]
     assert decide(memo, args, later) is None
-    assert not memo.plan_for(args).passed_before(args, SessionState())
+    assert not memo.plan_for(args).memo_check.passed(args, SessionState())
     assert decide(memo, args).reject.rule == "T1"
 
 
@@ -109,7 +109,7 @@ def test_a_verdict_that_depends_on_the_clock_is_not_remembered():
 
     args = encoded(["SET", "app:1:string", "v", "EXAT", str(int(time.time()) + 60)])
     assert decide(memo, args) is None
-    assert not memo.plan_for(args).passed_before(args, SessionState())
+    assert not memo.plan_for(args).memo_check.passed(args, SessionState())
 
 
 def test_transactions_neither_use_nor_fill_the_memo():
@@ -121,8 +121,8 @@ def test_transactions_neither_use_nor_fill_the_memo():
     assert decide(memo, args, state=in_multi) is None
     assert not plan.memo
     assert decide(memo, args) is None
-    assert not plan.passed_before(args, in_multi)
-    assert plan.passed_before(args, SessionState())
+    assert not plan.memo_check.passed(args, in_multi)
+    assert plan.memo_check.passed(args, SessionState())
 
 
 def test_rejections_and_rewrites_are_never_remembered():
@@ -159,7 +159,7 @@ def test_the_strictest_preset_remembers_the_benchmarks_set():
     args = encoded(["SET", "bench:item:1:string", "xxx", "EX", "3600"])
     plan = strict.plan_for(args)
     assert decide(strict, args) is None
-    assert plan.passed_before(encoded(["SET", "bench:item:1:string", "yyy", "EX", "3600"]), SessionState())
+    assert plan.memo_check.passed(encoded(["SET", "bench:item:1:string", "yyy", "EX", "3600"]), SessionState())
 
 
 def test_a_key_remembers_a_few_shapes():
@@ -169,9 +169,9 @@ def test_a_key_remembers_a_few_shapes():
     ttls = [str(ttl) for ttl in range(60, 60 + Engine.MEMO_SHAPES + 1)]
     for ttl in ttls[:-1]:
         assert decide(memo, encoded(["SET", "app:1:string", "v", "EX", ttl])) is None
-    assert all(plan.passed_before(encoded(["SET", "app:1:string", "v", "EX", ttl]), state) for ttl in ttls[:-1])
+    assert all(plan.memo_check.passed(encoded(["SET", "app:1:string", "v", "EX", ttl]), state) for ttl in ttls[:-1])
     assert decide(memo, encoded(["SET", "app:1:string", "v", "EX", ttls[-1]])) is None
-    assert plan.passed_before(encoded(["SET", "app:1:string", "v", "EX", ttls[-1]]), state)
+    assert plan.memo_check.passed(encoded(["SET", "app:1:string", "v", "EX", ttls[-1]]), state)
     assert len(plan.shapes) == len(ttls) and memo.memo_size == 1
 
 
@@ -186,6 +186,6 @@ def test_a_shorter_command_is_not_taken_for_a_remembered_longer_one(longer, shor
     state = SessionState()
     assert decide(memo, encoded(longer)) is None
     plan = memo.plan_for(encoded(longer))
-    assert plan.passed_before(encoded(longer), state)
-    assert not plan.passed_before(encoded(shorter), state)
+    assert plan.memo_check.passed(encoded(longer), state)
+    assert not plan.memo_check.passed(encoded(shorter), state)
     assert decide(memo, encoded(shorter)) is not None
