@@ -36,7 +36,7 @@ from proxy.session.behaviour import (  # noqa: E402
     dispatch_table,
     lane_tables,
 )
-from proxy.session.session import Session  # noqa: E402
+from proxy.session.session import Route, Session  # noqa: E402
 from proxy.session.states import SHARED, ConnState  # noqa: E402
 
 PIPELINE = 16
@@ -48,7 +48,7 @@ COMMANDS = {
 
 
 
-class NoRoute:
+class NoRoute(Route):
     def forward(self, session, batch, start, stop) -> None:
         pass  # the upstream write is not what is measured
 

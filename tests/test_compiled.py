@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 from proxy import compiled
-from proxy.resp import replies
-from proxy.resp.reader import RequestReader
+from proxy.resp import reader, replies
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,14 +20,14 @@ def test_the_compiled_modules_are_used_where_built():
     core = {name: not importlib.import_module(name).__file__.endswith(".py") for name in compiled.CORE}
     if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
         assert compiled.status() == "compiled" and all(core.values())
-    assert (RequestReader._split is not None) == ("_compiled_requests" in built)
+    assert (reader._split is not None) == ("_compiled_requests" in built)
     assert (replies.ReplySplitter is not replies.PureReplySplitter) == ("_compiled_replies" in built)
 
 
 def test_pure_python_on_request():
     code = ("import sys; from proxy import compiled; from proxy.resp import replies; "
-            "from proxy.resp.reader import RequestReader; import importlib; [importlib.import_module(name) for name in compiled.CORE]; "
-            "print(compiled.status(), RequestReader._split is None, replies.ReplySplitter is replies.PureReplySplitter, "
+            "from proxy.resp import reader; from proxy.resp.reader import RequestReader; import importlib; [importlib.import_module(name) for name in compiled.CORE]; "
+            "print(compiled.status(), reader._split is None, replies.ReplySplitter is replies.PureReplySplitter, "
             "RequestReader.feed_read is RequestReader._feed_read, "
             "all(sys.modules[name].__file__.endswith('.py') for name in compiled.CORE))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,

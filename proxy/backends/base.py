@@ -4,8 +4,9 @@ In the spirit of Envoy's router / connection-pool split, a backend owns every up
 connection and says where a session's commands go; the session never knows whether it talks to
 one server, a Redis Cluster or a Sentinel-managed master. A backend gives:
 
-* routes (`Route`): the shared route for the session's database, protocol and identity, and the
-  routes of a connection of the client's own (paired, or streaming);
+* routes (`Route`, defined beside the compiled session that calls it): the shared route for
+  the session's database, protocol and identity, and the routes of a connection of the client's
+  own (paired, or streaming);
 * connections of the client's own (`lease`: a warm spare, given back when clean) and a control
   connection that never carries client traffic;
 * its column of the behaviour table and its handler table (`behaviour.py`, `handlers.py`).
@@ -19,19 +20,7 @@ import dataclasses
 from typing import Protocol
 
 from ..session.behaviour import LEASE, PASS
-
-
-class Route(Protocol):
-    """Where ordinary commands go: the per-command routing hook of the dispatch loop."""
-
-    def forward(self, session, batch, start: int, stop: int) -> None:
-        """commands[start:stop] of `batch`, ordinary ones; their replies to the session in order."""
-
-    def send(self, session, args, data: bytes, count: int, receiver) -> None:
-        """One request the proxy built for `args` (a policy rewrite, a DISCARD), `count` replies."""
-
-    def hidden(self, session, args, commands) -> None:
-        """Commands the policy adds after `args`, their replies seen by nobody."""
+from ..session.session import Route
 
 
 class Backend(Protocol):
@@ -61,7 +50,7 @@ class Backend(Protocol):
     def connections(self) -> list: ...
 
 
-class OwnRoute:
+class OwnRoute(Route):
     """A connection of the client's own: everything goes there, in order."""
 
     __slots__ = ("conn",)
@@ -79,7 +68,7 @@ class OwnRoute:
         session.send_hidden(self.conn, commands)
 
 
-class StreamRoute:
+class StreamRoute(Route):
     """A connection whose replies are no longer paired with requests: requests go as they are,
     every reply goes to the session's stream entry."""
 

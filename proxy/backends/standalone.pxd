@@ -1,10 +1,10 @@
 cimport cython
 from proxy.pending cimport Pending
-from proxy.session.session cimport Session
+from proxy.session.session cimport Session, Route
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.resp.reader cimport Batch
 
-cdef class SharedRoute:
+cdef class SharedRoute(Route):
     cdef public object pool
     cdef public object index
     cdef public UpstreamConnection conn

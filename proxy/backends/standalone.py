@@ -19,6 +19,7 @@ from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
+from ..session.session import Route
 from ..session.states import SHARED
 from ..upstream.connection import CLOSED, open_connection, startup_commands
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
@@ -27,7 +28,7 @@ from .base import OwnRoute, StreamRoute, relogin
 log = logging.getLogger("redis_guard.server")
 
 
-class SharedRoute:
+class SharedRoute(Route):
     """The shared connection of one pool a session sticks to: a stretch is one slice of the
     client's bytes and one entry in its reply queue."""
 
@@ -55,7 +56,13 @@ class SharedRoute:
         # client's bytes and one entry in its reply queue; a whole read is its raw bytes without
         # span's call (850 instructions at one command).
         count = stop - start
-        pending = Pending(session, count, conn, batch.raw if count == len(batch.commands) else batch.span(start, stop))
+        pending = Pending.__new__(Pending)  # Pending(session, count, conn, sent) without argument parsing (compiled)
+        pending.receiver = session
+        pending.remaining = pending.count = count
+        pending.conn = conn
+        pending.buffered = None
+        pending.buffered_size = 0
+        pending.sent = batch.raw if count == len(batch.commands) else batch.span(start, stop)
         session.queue.append(pending)
         session.inflight += 1
         conn.send(pending.sent, pending)

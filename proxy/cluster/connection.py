@@ -76,7 +76,13 @@ class Part(Pending):
     __slots__ = ("source", "runs", "chunks", "size", "entries")
 
     def __init__(self, scatter, count: int, conn, batch, runs: list):
-        super().__init__(scatter, count, conn)
+        # Pending's fields set here: compiled, super().__init__ would be a Python call per part.
+        self.receiver = scatter
+        self.remaining = self.count = count
+        self.conn = conn
+        self.buffered = None
+        self.buffered_size = 0
+        self.sent = None
         self.source = batch
         self.runs = runs
         self.chunks = []

@@ -1,10 +1,12 @@
 cimport cython
-from proxy.session.session cimport Session
+from proxy.session.session cimport Session, Route
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.cluster.connection cimport RoutedPending
 
-cdef class ClusterRoute:
+cdef Py_ssize_t SLOT_MASK
+
+cdef class ClusterRoute(Route):
     cdef public object router
     cdef public object routes
     cdef public object protocol
@@ -14,7 +16,7 @@ cdef class ClusterRoute:
     cdef public bint replica_reads
 
     @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, runs=list, reads=set,
-                   run_start=Py_ssize_t, index=Py_ssize_t, replica_reads=bint,
+                   run_start=Py_ssize_t, index=Py_ssize_t, replica_reads=bint, slot=Py_ssize_t,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
     cpdef _send_stretch(self, Session session, Batch batch, list runs, Py_ssize_t start, Py_ssize_t stop,

@@ -28,6 +28,7 @@ from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from ..session.behaviour import both_cases
+from ..session.session import Route
 from ..upstream.connection import CLOSED
 from .connection import RoutedPending, cut_run
 from .scatter import scatter_runs
@@ -36,6 +37,7 @@ MULTI = hiredis.pack_command(("MULTI",))
 # `b"{" in key` first tries the operand as an integer, and raises and clears a TypeError per key
 # (about 1,800 instructions); an int operand is a memchr.
 OPEN_BRACE = ord("{")
+SLOT_MASK = SLOT_COUNT - 1  # a CRC16 modulo 16384, as a mask
 
 
 class RouteTable:
@@ -206,7 +208,7 @@ def gather(session, parts, merge) -> None:
                             session.protocol, session.spread)
 
 
-class ClusterRoute:
+class ClusterRoute(Route):
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
     __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_conns", "replica_reads")
@@ -253,10 +255,15 @@ class ClusterRoute:
             args = commands[index]
             if args[0] in first_arg and len(args) > 1:
                 key = args[1]
-                routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
-                if slot_conns[routed] is run_conn and run_conn is not None and not replica_reads:
-                    index += 1  # the run goes on (its connection's state was checked at its start)
-                    continue
+                if OPEN_BRACE in key:
+                    routed = hash_slot(key)
+                else:
+                    slot = crc_hqx(key, 0)
+                    slot &= SLOT_MASK  # modulo 16384 (compiled: in C, no int object per key)
+                    if slot_conns[slot] is run_conn and run_conn is not None and not replica_reads:
+                        index += 1  # the run goes on (its connection's state was checked at its start)
+                        continue
+                    routed = slot
             else:
                 routed = decide(args, master_for_slot)
             if type(routed) is int:
@@ -351,7 +358,7 @@ class ClusterRoute:
                              self.protocol, self.index)
 
 
-class TxnRoute:
+class TxnRoute(Route):
     """A transaction's connection of the client's own: every key in the transaction's slot."""
 
     __slots__ = ("conn", "routes", "router", "safe")
@@ -391,7 +398,7 @@ class TxnRoute:
         session.send_hidden(self.conn, commands)
 
 
-class DeferredRoute:
+class DeferredRoute(Route):
     """A transaction whose first key has not come yet: keyless commands are queued here and
     answered +QUEUED; the first key (or EXEC) picks the node (`ClusterBackend.pin_deferred`)."""
 

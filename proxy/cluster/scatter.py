@@ -36,8 +36,13 @@ class Scatter(Pending):
     __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "order", "left")
 
     def __init__(self, session):
-        super().__init__(session, 1)
-        self.session = session
+        # Pending's fields set here: compiled, super().__init__ would be a Python call per stretch.
+        self.receiver = self.session = session
+        self.remaining = self.count = 1
+        self.conn = None
+        self.buffered = None
+        self.buffered_size = 0
+        self.sent = None
         self.parts = None  # one Part a connection, while the stretch is awaited as parts
         self.order = None  # the index in `parts` of each run, in client order
         self.left = 0  # parts not complete

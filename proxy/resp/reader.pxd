@@ -1,6 +1,7 @@
 cimport cython
 
 @cython.final
+@cython.freelist(8)
 cdef class Batch:
     cdef public list commands
     cdef public object raw
@@ -10,3 +11,18 @@ cdef class Batch:
     @cython.locals(begin=Py_ssize_t, end=Py_ssize_t)
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
 
+
+@cython.final
+cdef class RequestReader:
+    cdef public object _limits
+    cdef public list _chunks
+    cdef public Py_ssize_t _size
+    cdef public object _hiredis
+    cdef public bint _fast
+    cdef public Py_ssize_t _need
+    cdef public bint _failed
+    cdef public Py_ssize_t _max_args
+    cdef public Py_ssize_t _max_bytes
+
+    @cython.locals(pos=Py_ssize_t, batch=Batch)
+    cpdef feed_read(self, data)

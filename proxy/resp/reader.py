@@ -90,14 +90,18 @@ class Batch:
         return self.raw[begin:end]
 
 
-class RequestReader:
-    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed")
+# The compiled split of a read's leading canonical requests, None in pure Python (a module
+# global, not a class attribute: a compiled class's attributes cannot be set, and tests set it).
+_split = _compiled.split_requests if _compiled is not None else None
 
-    # The compiled split of a read's leading canonical requests, None in pure Python.
-    _split = staticmethod(_compiled.split_requests) if _compiled is not None else None
+
+class RequestReader:
+    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes")
 
     def __init__(self, limits: ParseLimits | None = None):
-        self._limits = limits or ParseLimits()
+        self._limits = limits = limits or ParseLimits()
+        self._max_args = limits.max_args  # (read for every read: C fields, compiled)
+        self._max_bytes = limits.max_request_bytes
         self._chunks: list[bytes] = []
         self._size = 0
         self._hiredis = hiredis.Reader()
@@ -129,12 +133,16 @@ class RequestReader:
 
     def feed_read(self, data: bytes) -> Batch | None:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
-        split = self._split
+        split = _split
         if split is not None and self._fast and not self._chunks and data:
-            limits = self._limits
-            commands, ends, pos = split(data, limits.max_args, limits.max_request_bytes)
-            if pos == len(data):
-                return Batch(commands, data, ends)
+            commands, ends, pos = split(data, self._max_args, self._max_bytes)
+            if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
+                batch = Batch.__new__(Batch)
+                batch.commands = commands
+                batch.raw = data
+                batch.ends = ends
+                batch.error = None
+                return batch
             if pos:
                 return self._after_split(data, commands, ends, pos)
         return self._feed_read(data)
@@ -315,5 +323,8 @@ class RequestReader:
         self._hiredis = None
 
 
-if RequestReader._split is None:  # pure Python: feed_read is the Python path itself, without the hook's frame
-    RequestReader.feed_read = RequestReader._feed_read
+if _split is None:  # pure Python: feed_read is the Python path itself, without the hook's frame
+    try:
+        RequestReader.feed_read = RequestReader._feed_read
+    except TypeError:  # the class compiled, the split not built: feed_read takes the Python path itself
+        pass

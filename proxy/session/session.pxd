@@ -1,9 +1,11 @@
 cimport cython
 from proxy.pending cimport Pending
-from proxy.resp.reader cimport Batch
+from proxy.resp.reader cimport Batch, RequestReader
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
 from proxy.session.guard cimport Guard
+
+cdef class Route
 
 @cython.final
 cdef class Session:
@@ -12,14 +14,14 @@ cdef class Session:
     cdef public object loop
     cdef public object transport
     cdef public object peer
-    cdef public object reader
+    cdef public RequestReader reader
     cdef public object queue
     cdef public Py_ssize_t inflight
     cdef public ConnState state
     cdef public object db
     cdef public object protocol
     cdef public object spread
-    cdef public object route
+    cdef public Route route
     cdef public object own
     cdef public object stream
     cdef public object resume_at
@@ -57,3 +59,6 @@ cdef class Session:
     @cython.locals(head=Pending)
     cpdef _advance(self)
     cpdef _write(self, data)
+
+cdef class Route:
+    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)

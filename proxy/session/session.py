@@ -47,6 +47,25 @@ from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMIN
 log = logging.getLogger("redis_guard.server")
 
 
+class Route:
+    """Where ordinary commands go: the per-command routing hook of the dispatch loop (a
+    backend's shared route, a connection of the client's own...). Every route subclasses it, so
+    that the compiled session calls a compiled route's `forward` without a Python call."""
+
+    __slots__ = ()
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        """commands[start:stop] of `batch`, ordinary ones; their replies to the session in order."""
+        raise NotImplementedError
+
+    def send(self, session, args, data: bytes, count: int, receiver) -> None:
+        """One request the proxy built for `args` (a policy rewrite, a DISCARD), `count` replies."""
+        raise NotImplementedError
+
+    def hidden(self, session, args, commands) -> None:
+        """Commands the policy adds after `args`, their replies seen by nobody."""
+        raise NotImplementedError
+
 
 class Session:
     __slots__ = (

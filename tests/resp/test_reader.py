@@ -14,14 +14,14 @@ from proxy.resp import reader as reader_module
 from proxy.resp.exact import ParseLimits
 from proxy.resp.reader import RequestReader
 
-COMPILED_SPLIT = RequestReader._split
+COMPILED_SPLIT = reader_module._split
 
 
 @pytest.fixture(autouse=True, params=["compiled", "pure"])
 def reader_kind(request, monkeypatch):
     """Each test once with the compiled split of canonical requests and once without it."""
     if request.param == "pure":
-        monkeypatch.setattr(RequestReader, "_split", None)
+        monkeypatch.setattr(reader_module, "_split", None)
     elif COMPILED_SPLIT is None:
         if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
             pytest.fail("the compiled request split is not built (REDIS_GUARD_EXPECT_COMPILED is set)")

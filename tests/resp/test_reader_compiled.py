@@ -7,10 +7,11 @@ import random
 import hiredis
 import pytest
 
+from proxy.resp import reader as reader_module
 from proxy.resp.exact import ParseLimits
 from proxy.resp.reader import RequestReader
 
-if RequestReader._split is None:
+if reader_module._split is None:
     if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
         raise RuntimeError("the compiled request split is not built (REDIS_GUARD_EXPECT_COMPILED is set)")
     pytest.skip("the compiled request split is not built", allow_module_level=True)
@@ -64,17 +65,17 @@ def test_the_compiled_split_reads_as_the_pure_reader(seed):
 
 
 def read_pure(reader, data):
-    """The reader with the compiled split left out (the class attribute, for this one call)."""
-    split = RequestReader.__dict__["_split"]  # the staticmethod itself
-    RequestReader._split = None
+    """The reader with the compiled split left out (the module's, for this one call)."""
+    split = reader_module._split
+    reader_module._split = None
     try:
         return reader.feed_read(data) if data is not None else reader.read()
     finally:
-        RequestReader._split = split
+        reader_module._split = split
 
 
 def test_reads_that_are_not_bytes_go_to_the_python_reader():
     """A transport's bytearray (uvloop hands bytes, others may not) is read as the pure reader reads it."""
     data = bytearray(pack("GET", "k") + pack("SET", "k", "v"))
-    assert RequestReader._split(data, 10, 100) == ([], [], 0)
+    assert reader_module._split(data, 10, 100) == ([], [], 0)
     assert batch_view(RequestReader().feed_read(data)) == batch_view(read_pure(RequestReader(), data))
