@@ -11,6 +11,11 @@ cdef class RoutedPending(Pending):
     cdef public object down_since
     cdef public object down_tries
 
+    @staticmethod
+    @cython.locals(entry=RoutedPending)
+    cdef RoutedPending of_run(session, Py_ssize_t count, conn, batch, Py_ssize_t first, hash_slot)
+    cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, hash_slot, owner)
+
 cdef class Part(Pending):
     cdef public object source
     cdef public list runs

@@ -34,6 +34,17 @@ class RoutedPending(Pending):
     __slots__ = ("source", "first", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
+        self._fill(receiver, count, conn, source, first, hash_slot, owner)
+
+    @staticmethod
+    def of_run(session, count: int, conn, batch, first: int, hash_slot) -> RoutedPending:
+        """A session's run of `count` commands of `batch` from `first`: the route's hot path
+        (compiled, C calls, without the constructor's argument parsing)."""
+        entry = RoutedPending.__new__(RoutedPending)
+        entry._fill(session, count, conn, batch, first, hash_slot, session.extra)
+        return entry
+
+    def _fill(self, receiver, count: int, conn, source, first: int, hash_slot, owner) -> None:
         self.receiver = receiver
         self.owner = owner
         self.remaining = count

@@ -231,7 +231,7 @@ class ClusterRoute(Route):
                 routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
                 conn = self.slot_conns[routed]
                 if conn is not None and conn.state is not CLOSED:
-                    entry = RoutedPending(session, 1, conn, batch, start, routed, session.extra)
+                    entry = RoutedPending.of_run(session, 1, conn, batch, start, routed)
                     session.queue.append(entry)
                     session.inflight += 1
                     conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
@@ -324,7 +324,7 @@ class ClusterRoute(Route):
                 session.wait_for_upstream(conn)
 
     def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot) -> None:
-        entry = RoutedPending(session, stop - start, conn, batch, start, hash_slot, session.extra)
+        entry = RoutedPending.of_run(session, stop - start, conn, batch, start, hash_slot)
         session.queue.append(entry)
         session.inflight += 1
         if conn is None:
