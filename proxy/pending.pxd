@@ -1,5 +1,11 @@
-cdef class Pending:
-    cdef public object receiver
+cdef class Pending
+
+cdef class Receiver:
+    cpdef deliver(self, Pending pending, data, Py_ssize_t done)
+    cpdef pending_failed(self, Pending pending, error, bint partial)
+
+cdef class Pending(Receiver):
+    cdef public Receiver receiver
     cdef public Py_ssize_t remaining
     cdef public object buffered
     cdef public Py_ssize_t buffered_size

@@ -6,30 +6,35 @@ reply bytes to `pending.receiver.deliver(pending, data, done)` and, when it fail
 `pending.fail`. The receiver is usually the client's session; a sink in between changes what
 reaches it (the policy's EXECABORT for an aborted transaction), observes it (refusals sent back
 by the policy's server-side scripts) or hides it (commands the proxy adds on a client's behalf).
-Every receiver implements `Receiver`.
+Every receiver subclasses `Receiver` (compiled, the connection calls it in C).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Protocol
 
 from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
-class Receiver(Protocol):
-    """Who gets a Pending's replies."""
+class Receiver:
+    """Who gets a Pending's replies: every receiver subclasses it, so that the compiled upstream
+    connection hands replies to a compiled receiver (the session, a stretch's Scatter) by a C
+    call. A Pending is one too: it may stand in for runs of its own (a Scatter for its parts)."""
+
+    __slots__ = ()
 
     def deliver(self, pending: Pending, data: bytes, done: int) -> None:
         """`data`: reply bytes, in order; `done`: how many replies they complete."""
+        raise NotImplementedError
 
     def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:
         """The connection failed with replies still owed; `partial`: part of one was delivered."""
+        raise NotImplementedError
 
 
-class Pending:
+class Pending(Receiver):
     """Replies a client awaits from one upstream connection for one run of its requests.
     remaining < 0 marks a stream: everything after belongs to this client, unpaired. For the
     monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands; None
@@ -61,7 +66,7 @@ def keep(pending, data: bytes) -> int:
     return pending.buffered_size
 
 
-class Hidden:
+class Hidden(Receiver):
     """Receives replies nobody may see: state the proxy restores or adds on a client's behalf
     (a re-authentication after RESET, the write that WAIT waits for). Failures change nothing:
     the connection's own failure reaches the client through its own entries."""
@@ -82,7 +87,7 @@ def hidden(count: int) -> Pending:
     return Pending(HIDDEN, count)
 
 
-class ReplacingSink:
+class ReplacingSink(Receiver):
     """Stands between an upstream connection and a session to swap one reply for another
     (EXEC of a transaction the policy aborted: the DISCARD's +OK becomes EXECABORT)."""
 
@@ -100,7 +105,7 @@ class ReplacingSink:
         self.session.pending_failed(pending, error, False)
 
 
-class ScriptVerdictSink:
+class ScriptVerdictSink(Receiver):
     """For a command the policy sent as a server-side script (atomic caps, size checks): a
     refusal comes back as the script's NOPERM error, and is counted and logged like the
     proxy's own."""
@@ -124,7 +129,7 @@ class ScriptVerdictSink:
         self.session.pending_failed(pending, error, partial)
 
 
-class UnseenReplies:
+class UnseenReplies(Receiver):
     """Receives the replies to commands the proxy adds on a client's behalf (the policy's
     hidden EXPIRE after a write) when they are routed like the client's own: nobody sees them.
     One that fails leaves a key without what the policy meant it to have: it is counted, and

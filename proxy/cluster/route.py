@@ -23,7 +23,7 @@ from binascii import crc_hqx
 import hiredis
 
 from .. import errors
-from ..pending import UNSEEN, Pending, hidden
+from ..pending import UNSEEN, Pending, Receiver, hidden
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
@@ -150,7 +150,7 @@ class Gather:
             self.entry.receiver.deliver(self.entry, reply, 1)
 
 
-class PartSink:
+class PartSink(Receiver):
     """Receives one part's reply for a Gather (stands where a session would). `done` is told
     when the part is complete (a lent connection goes back)."""
 
@@ -178,7 +178,7 @@ class PartSink:
         self.gather.part_done()
 
 
-class TransformSink:
+class TransformSink(Receiver):
     """Collects one whole reply and hands the session `transform(reply)` instead."""
 
     __slots__ = ("session", "chunks", "transform")

@@ -18,6 +18,7 @@ cdef class Scatter(Pending):
 
     @cython.locals(part=Part, size=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending entry, data, Py_ssize_t done)
+    cpdef pending_failed(self, Pending entry, error, bint partial)
     @cython.locals(part=Part, held=Py_ssize_t, cuts=list, index=Py_ssize_t)
     cpdef _assemble(self)
     cpdef _pass_on(self, Py_ssize_t done)

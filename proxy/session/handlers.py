@@ -18,6 +18,7 @@ import logging
 import hiredis
 
 from .. import errors
+from ..pending import Receiver
 from ..policy.engine import SessionState
 from . import clientkill
 from .behaviour import (
@@ -260,7 +261,7 @@ def stream(session, batch, index: int) -> int:
     return session.stream_on_own(batch, index)
 
 
-class OnReply:
+class OnReply(Receiver):
     """Stands in for the session for one reply: `then(ok)` learns whether Redis accepted the
     command (ok) or refused it (an error reply), before the client's next command goes."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 
+from ..pending import Receiver
 from .behaviour import LEASE, PASS, both_cases
 
 WRITE, ALL = "write", "all"
@@ -64,7 +65,7 @@ class Pauses:
             self.on_change()
 
 
-class PauseWatch:
+class PauseWatch(Receiver):
     """Receives the reply to a client's CLIENT PAUSE / UNPAUSE: on +OK the proxy knows."""
 
     __slots__ = ("session", "args")

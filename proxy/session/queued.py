@@ -16,6 +16,7 @@ from __future__ import annotations
 import hiredis
 
 from ..login import parse_hello
+from ..pending import Receiver
 from .pause import took_effect, watches
 
 HELLO_KEYS = frozenset((b"server", b"version", b"proto", b"id", b"mode"))
@@ -37,7 +38,7 @@ def hello_name(args, name):
     return login.hello[-1]  # `[HELLO, version, SETNAME, name]`
 
 
-class ExecWatch:
+class ExecWatch(Receiver):
     """Receives EXEC's reply for a transaction that queued `effects` (their arguments, in order)."""
 
     __slots__ = ("session", "effects", "chunks")

@@ -1,5 +1,5 @@
 cimport cython
-from proxy.pending cimport Pending
+from proxy.pending cimport Pending, Receiver
 from proxy.resp.reader cimport Batch, RequestReader
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
@@ -7,8 +7,7 @@ from proxy.session.guard cimport Guard
 
 cdef class Route
 
-@cython.final
-cdef class Session:
+cdef class Session(Receiver):
     cdef public object proxy
     cdef public object backend
     cdef public object loop
@@ -54,6 +53,7 @@ cdef class Session:
     cpdef _run(self, Batch batch, Py_ssize_t index)
     @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)
+    cpdef pending_failed(self, Pending pending, error, bint partial)
     cpdef _head_done(self)
     cpdef _pending_done(self)
     @cython.locals(head=Pending)

@@ -35,7 +35,7 @@ import hiredis
 from .. import errors, metrics
 from ..monitor import health, live
 from ..monitor.live import Tally
-from ..pending import HiddenCommand, Pending, keep
+from ..pending import HiddenCommand, Pending, Receiver, keep
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
@@ -67,7 +67,7 @@ class Route:
         raise NotImplementedError
 
 
-class Session:
+class Session(Receiver):
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
@@ -565,7 +565,11 @@ class Session:
             at = queue.index(pending)
             for _ in range(len(queue) - at):
                 queue.pop()
-        self.inflight = sum(1 for entry in queue if entry.remaining != 0)
+        inflight = 0  # (a loop, not a generator: compiled, this method is a C method)
+        for entry in queue:
+            if entry.remaining != 0:
+                inflight += 1
+        self.inflight = inflight
         self.input_ended = True
         if partial and not queue and self.transport is not None:
             self.transport.abort()  # part of a reply is out: nothing sensible can follow it

@@ -27,7 +27,7 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..pending import Pending, hidden
+from ..pending import Pending, Receiver, hidden
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -93,7 +93,7 @@ def no_delay(transport) -> None:
             pass
 
 
-class Question:
+class Question(Receiver):
     """Receives the replies to the proxy's own commands (`UpstreamConnection.ask`), parsed."""
 
     __slots__ = ("future", "chunks")
