@@ -12,3 +12,5 @@ cdef class Pending(Receiver):
     cdef public object conn
     cdef public object sent
     cdef public Py_ssize_t count
+
+    cdef _fill_pending(self, Receiver receiver, Py_ssize_t remaining, conn, sent)

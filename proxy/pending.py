@@ -43,6 +43,11 @@ class Pending(Receiver):
     __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "count")
 
     def __init__(self, receiver, remaining: int, conn=None, sent=None):
+        self._fill_pending(receiver, remaining, conn, sent)
+
+    def _fill_pending(self, receiver, remaining: int, conn, sent) -> None:
+        """Pending's own fields. Compiled, a C method: the hot paths make their entries with
+        `__new__` and this, without a constructor's argument parsing or `super().__init__`."""
         self.receiver = receiver
         self.remaining = remaining
         self.conn = conn

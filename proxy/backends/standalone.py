@@ -56,16 +56,12 @@ class SharedRoute(Route):
         # client's bytes and one entry in its reply queue; a whole read is its raw bytes without
         # span's call (850 instructions at one command).
         count = stop - start
+        sent = batch.raw if count == len(batch.commands) else batch.span(start, stop)
         pending = Pending.__new__(Pending)  # Pending(session, count, conn, sent) without argument parsing (compiled)
-        pending.receiver = session
-        pending.remaining = pending.count = count
-        pending.conn = conn
-        pending.buffered = None
-        pending.buffered_size = 0
-        pending.sent = batch.raw if count == len(batch.commands) else batch.span(start, stop)
+        pending._fill_pending(session, count, conn, sent)
         session.queue.append(pending)
         session.inflight += 1
-        conn.send(pending.sent, pending)
+        conn.send(sent, pending)
         if conn.write_paused:
             session.wait_for_upstream(conn)
 

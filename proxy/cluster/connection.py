@@ -45,13 +45,8 @@ class RoutedPending(Pending):
         return entry
 
     def _fill(self, receiver, count: int, conn, source, first: int, hash_slot, owner) -> None:
-        self.receiver = receiver
+        self._fill_pending(receiver, count, conn, None)  # no `sent`: the monitor takes the names from `source`
         self.owner = owner
-        self.remaining = count
-        self.count = count
-        self.conn = conn
-        self.buffered = None
-        self.buffered_size = 0
         self.source = source
         self.first = first
         self.hash_slot = hash_slot
@@ -59,7 +54,6 @@ class RoutedPending(Pending):
         self.asking = False
         self.down_since = None  # when the cluster first answered CLUSTERDOWN for it
         self.down_tries = 0
-        self.sent = None  # for the monitor, which takes the names from `source`
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""
@@ -87,13 +81,7 @@ class Part(Pending):
     __slots__ = ("source", "runs", "chunks", "size", "entries")
 
     def __init__(self, scatter, count: int, conn, batch, runs: list):
-        # Pending's fields set here: compiled, super().__init__ would be a Python call per part.
-        self.receiver = scatter
-        self.remaining = self.count = count
-        self.conn = conn
-        self.buffered = None
-        self.buffered_size = 0
-        self.sent = None
+        self._fill_pending(scatter, count, conn, None)  # (compiled: a C call, not super().__init__'s Python one)
         self.source = batch
         self.runs = runs
         self.chunks = []

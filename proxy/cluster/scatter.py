@@ -36,13 +36,8 @@ class Scatter(Pending):
     __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "order", "left")
 
     def __init__(self, session):
-        # Pending's fields set here: compiled, super().__init__ would be a Python call per stretch.
-        self.receiver = self.session = session
-        self.remaining = self.count = 1
-        self.conn = None
-        self.buffered = None
-        self.buffered_size = 0
-        self.sent = None
+        self._fill_pending(session, 1, None, None)  # (compiled: a C call, not super().__init__'s Python one)
+        self.session = session
         self.parts = None  # one Part a connection, while the stretch is awaited as parts
         self.order = None  # the index in `parts` of each run, in client order
         self.left = 0  # parts not complete
