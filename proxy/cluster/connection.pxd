@@ -18,10 +18,16 @@ cdef class RoutedPending(Pending):
 
 cdef class Part(Pending):
     cdef public object source
-    cdef public list runs
+    cdef public Py_ssize_t first
+    cdef public bytearray order
+    cdef public Py_ssize_t number
     cdef public list chunks
     cdef public Py_ssize_t size
     cdef public object entries
 
-    @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, start=Py_ssize_t, stop=Py_ssize_t, pieces=list)
-    cpdef list take_replies(self)
+    @staticmethod
+    @cython.locals(part=Part)
+    cdef Part of_stretch(scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
+    cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
+    @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t, pieces=list)
+    cpdef list take_replies(self, list counts)

@@ -71,39 +71,61 @@ class RoutedPending(Pending):
 
 
 class Part(Pending):
-    """The runs of one stretch bound for one connection (`runs`: [(connection, start, stop, hash
-    slot)] of the client's batch, in order), sent as one request and awaited as one entry in that
-    connection's queue. Its replies are only kept (`chunks`) until all are in; its receiver,
-    the stretch's Scatter, cuts them per run. What the runs' entries do besides (a redirection,
-    a failure, parking) the Scatter leaves to them: it turns its parts into run entries first
-    (`Scatter.explode`), `entries` once it has."""
+    """The commands of one stretch bound for one connection, sent as one request and awaited as
+    one entry in that connection's queue: of the client's batch (`source`), the commands from
+    `first` whose `order` byte is the part's `number`, in order. Its replies are only kept
+    (`chunks`) until all are in; its receiver, the stretch's Scatter, deals them back into client
+    order. What runs' entries do besides (a redirection, a failure, parking) the Scatter leaves to
+    them: it turns its parts into run entries first (`Scatter.explode`), `entries` once it has."""
 
-    __slots__ = ("source", "runs", "chunks", "size", "entries")
+    __slots__ = ("source", "first", "order", "number", "chunks", "size", "entries")
 
-    def __init__(self, scatter, count: int, conn, batch, runs: list):
+    def __init__(self, scatter, count: int, conn, batch, first: int, order, number: int):
+        self._fill_part(scatter, count, conn, batch, first, order, number)
+
+    @staticmethod
+    def of_stretch(scatter, count: int, conn, batch, first: int, order, number: int) -> Part:
+        """The route's hot path (compiled, a C call without the constructor's argument parsing)."""
+        part = Part.__new__(Part)
+        part._fill_part(scatter, count, conn, batch, first, order, number)
+        return part
+
+    def _fill_part(self, scatter, count: int, conn, batch, first: int, order, number: int) -> None:
         self._fill_pending(scatter, count, conn, None)  # (compiled: a C call, not super().__init__'s Python one)
         self.source = batch
-        self.runs = runs
+        self.first = first
+        self.order = order
+        self.number = number
         self.chunks = []
         self.size = 0
         self.entries = None
 
-    def take_replies(self) -> list:
-        """The reply bytes it kept, cut per run, for the runs they reach (the last piece may end
-        inside a reply). The part lets go of them."""
+    def command(self, k: int):
+        """Its k-th command (for the monitor), None past its last."""
+        order = self.order
+        number = self.number
+        for at in range(len(order)):
+            if order[at] == number:
+                if k == 0:
+                    return self.source.commands[self.first + at]
+                k -= 1
+        return None
+
+    def take_replies(self, counts: list) -> list:
+        """The reply bytes it kept, cut in pieces of `counts` replies, for the pieces they reach
+        (the last may end inside a reply). The part lets go of them."""
         chunks, self.chunks = self.chunks, None
         if not chunks:
             return []
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        runs = self.runs
-        if len(runs) == 1:
+        if len(counts) == 1:
             return [data]
         scan = ReplySplitter().scan
         size = len(data)
         pieces = []
         pos = 0
-        for _conn, start, stop, _hash_slot in runs:
-            end = scan(data, pos, stop - start)[0]
+        for count in counts:
+            end = scan(data, pos, count)[0]
             pieces.append(data[pos:end])
             if end == size:
                 break

@@ -5,6 +5,7 @@ from proxy.upstream.connection cimport UpstreamConnection
 from proxy.cluster.connection cimport RoutedPending
 
 cdef Py_ssize_t SLOT_MASK
+cdef Py_ssize_t MAX_PARTS
 
 cdef class ClusterRoute(Route):
     cdef public object router
@@ -15,11 +16,13 @@ cdef class ClusterRoute(Route):
     cdef public list slot_conns
     cdef public bint replica_reads
 
-    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, runs=list, reads=set,
-                   run_start=Py_ssize_t, index=Py_ssize_t, replica_reads=bint, slot=Py_ssize_t,
+    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set,
+                   run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
+                   replica_reads=bint, slot=Py_ssize_t,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
-    cpdef _send_stretch(self, Session session, Batch batch, list runs, Py_ssize_t start, Py_ssize_t stop,
-                        UpstreamConnection conn, hash_slot)
+    @cython.locals(at=Py_ssize_t)
+    cpdef _send_stretch(self, Session session, Batch batch, Py_ssize_t first, Py_ssize_t stop, list conns,
+                        bytearray order, Py_ssize_t run_start, Py_ssize_t part, UpstreamConnection conn, hash_slot)
     @cython.locals(entry=RoutedPending)
     cpdef _send_run(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop, UpstreamConnection conn, hash_slot)

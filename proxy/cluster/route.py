@@ -31,13 +31,14 @@ from ..session.behaviour import both_cases
 from ..session.session import Route
 from ..upstream.connection import CLOSED
 from .connection import RoutedPending, cut_run
-from .scatter import scatter_runs
+from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
 # `b"{" in key` first tries the operand as an integer, and raises and clears a TypeError per key
 # (about 1,800 instructions); an int operand is a memchr.
 OPEN_BRACE = ord("{")
 SLOT_MASK = SLOT_COUNT - 1  # a CRC16 modulo 16384, as a mask
+MAX_PARTS = 256  # connections in one stretch: a part's number is one byte of the stretch's order
 
 
 class RouteTable:
@@ -249,8 +250,10 @@ class ClusterRoute(Route):
         master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
         run_slot = None
-        runs = []  # the stretch's earlier runs, for other connections: [(conn, start, stop, hash slot)]
-        run_start = index = start
+        conns = None  # once the stretch has two connections: its parts' connections, numbered as they came
+        order = None  # and each command's part number, from the stretch's first command
+        part = 0  # run_conn's part number
+        first = run_start = index = start
         while index < stop:
             args = commands[index]
             if args[0] in first_arg and len(args) > 1:
@@ -276,52 +279,62 @@ class ClusterRoute(Route):
             elif routed is None:
                 conn = router.connection(None, protocol, spread)
             else:  # several slots (split and merged) or none possible (CROSSSLOT)
-                if run_start < index:
-                    self._send_stretch(session, batch, runs, run_start, index, run_conn, run_slot)
-                    runs = []
+                if first < index:
+                    self._send_stretch(session, batch, first, index, conns, order, run_start, part, run_conn, run_slot)
+                    conns = order = None
                 run_conn = None
                 if type(routed) is Reject:
                     session._local(routed.reply)
                 else:
                     gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
                 index += 1
-                run_start = index
+                first = run_start = index
                 continue
             if conn is not None and conn is run_conn:
                 index += 1
                 continue
-            if run_start < index:
-                if conn is not None:  # the stretch goes on, to another connection
-                    runs.append((run_conn, run_start, index, run_slot))
-                else:
-                    self._send_stretch(session, batch, runs, run_start, index, run_conn, run_slot)
-                    runs = []
+            if first < index:  # run_conn's run ends here
+                if conn is None or (conns is not None and len(conns) == MAX_PARTS and conn not in conns):
+                    self._send_stretch(session, batch, first, index, conns, order, run_start, part, run_conn, run_slot)
+                    conns = order = None
+                    first = index
+                elif conns is None:  # the stretch goes on, to a second connection
+                    conns = [run_conn, conn]
+                    order = bytearray(stop - first)  # (zeros: the commands so far are part 0's)
+                    part = 1
+                else:  # to another connection: its part, a new one the first time
+                    for at in range(run_start - first, index - first):
+                        order[at] = part
+                    part = 0
+                    while part < len(conns) and conns[part] is not conn:
+                        part += 1
+                    if part == len(conns):
+                        conns.append(conn)
             run_start = index
             if conn is None:  # the owner is unknown or down for now: wait for the failover
                 self._send_run(session, batch, index, index + 1, None, routed)
                 index += 1
-                run_start = index
+                first = run_start = index
                 run_conn = None
                 continue
             run_conn, run_slot = conn, routed
             index += 1
-        if run_start < stop:
-            self._send_stretch(session, batch, runs, run_start, stop, run_conn, run_slot)
+        if first < stop:
+            self._send_stretch(session, batch, first, stop, conns, order, run_start, part, run_conn, run_slot)
 
-    def _send_stretch(self, session, batch, runs: list, start: int, stop: int, conn, hash_slot) -> None:
-        """The run start..stop for `conn` after `runs`: for one connection, one slice of the
-        client's bytes; for several, one request per connection and one Scatter."""
-        if not runs:
-            self._send_run(session, batch, start, stop, conn, hash_slot)
+    def _send_stretch(self, session, batch, first: int, stop: int, conns, order, run_start: int, part: int,
+                      conn, hash_slot) -> None:
+        """The stretch first..stop, whose last run (from run_start) is for `conn`: for one
+        connection (no `conns`), one slice of the client's bytes; for several, one request per
+        connection and one Scatter (`order`: each command's part, but the last run's)."""
+        if conns is None:
+            self._send_run(session, batch, first, stop, conn, hash_slot)
             return
-        runs.append((conn, start, stop, hash_slot))
-        scatter, sends = scatter_runs(session, batch, runs)
-        session.queue.append(scatter)
-        session.inflight += 1
-        for conn, part, data in sends:
-            conn.send(data, part)
-            if conn.write_paused:
-                session.wait_for_upstream(conn)
+        for at in range(run_start - first, stop - first):
+            order[at] = part
+        if stop - first < len(order):  # (the stretch was cut short: a command that goes no master's way)
+            del order[stop - first:]
+        scatter_stretch(session, batch, first, order, conns)
 
     def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot) -> None:
         entry = RoutedPending.of_run(session, stop - start, conn, batch, start, hash_slot)

@@ -3,43 +3,47 @@
 Theory of operation: a stretch of consecutive ordinary commands whose keys live on several
 masters is sent as one request per connection, holding that connection's commands in pipeline
 order, and the client's reply queue gets one `Scatter` for the whole stretch. Inside, the
-stretch is a list of runs (consecutive commands for one connection, in client order). In the
-usual case each connection awaits its runs as one `Part`: its replies are kept until every
-part's are in, then each part's are cut per run and passed on in client order, in one piece.
-Anything else turns the parts into run entries (`explode`: a read in which a reply may be a
-redirection, a connection that fails, a part past 64 KiB): `RoutedPending`s queued on their
-connections in the parts' places, with the replies already received, so that the connection's
-reply scan cuts each run's replies exactly and MOVED/ASK/TRYAGAIN, failures and parking work on
-them as on a session's runs. The Scatter is their receiver: it keeps them in order, as the
-session keeps its reply queue, and passes the replies on to the client in that order: in one
-piece once the stretch is complete, or whenever 64 KiB are ready, so that a big reply streams
-through the session's usual flow control. Replies received ahead of the one awaited are
-buffered and counted against the client's output limit (a part's, all of them); the shared
-connections that carry them are never paused for one client. Once complete it lets go of its
-parts and runs (they point back at it). When a run fails, the client gets the replies before
-it, then the session's own failure handling (its connection closes); one that fails half-way
-through a reply the client has started to receive closes the client at once.
+stretch is its `order`: for each command, the number of its connection's `Part`. In the usual
+case each connection awaits its commands as that one Part: its replies are kept until every
+part's are in, then they are dealt back into client order (`replies.interleave`, in C when
+compiled: a reply cut and copied once) and passed on in one piece. Anything else turns the
+parts into run entries (`explode`: a read in which a reply may be a redirection, a connection
+that fails, a part past 64 KiB): one `RoutedPending` for each run (consecutive commands for one
+connection, in client order), queued on their connections in the parts' places, with the
+replies already received, so that the connection's reply scan cuts each run's replies exactly
+and MOVED/ASK/TRYAGAIN, failures and parking work on them as on a session's runs. The Scatter is
+their receiver: it keeps them in order, as the session keeps its reply queue, and passes the
+replies on to the client in that order: in one piece once the stretch is complete, or whenever
+64 KiB are ready, so that a big reply streams through the session's usual flow control. Replies
+received ahead of the one awaited are buffered and counted against the client's output limit
+(a part's, all of them); the shared connections that carry them are never paused for one
+client. Once complete it lets go of its parts and runs (they point back at it). When a run
+fails, the client gets the replies before it, then the session's own failure handling (its
+connection closes); one that fails half-way through a reply the client has started to receive
+closes the client at once.
 """
 
 from __future__ import annotations
 
+import logging
+
 from ..pending import Pending, keep
-from ..resp.replies import ReplySplitter
+from ..resp.replies import ReplySplitter, interleave
 from .connection import Part, RoutedPending, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete
+log = logging.getLogger("redis_guard.cluster")
 
 
 class Scatter(Pending):
     """The client's entry for a stretch, and the receiver (and owner) of the stretch's runs."""
 
-    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "order", "left")
+    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "left")
 
     def __init__(self, session):
         self._fill_pending(session, 1, None, None)  # (compiled: a C call, not super().__init__'s Python one)
         self.session = session
-        self.parts = None  # one Part a connection, while the stretch is awaited as parts
-        self.order = None  # the index in `parts` of each run, in client order
+        self.parts = None  # one Part a connection (numbered by their place), while the stretch is awaited as parts
         self.left = 0  # parts not complete
         self.runs = None  # RoutedPendings, in the client's order, once the parts exploded
         self.at = 0
@@ -120,17 +124,24 @@ class Scatter(Pending):
     # -- parts --------------------------------------------------------------------------------
 
     def _assemble(self) -> None:
-        """Every part's replies are in: cut them per run, pass them on in client order."""
+        """Every part's replies are in: deal them back into client order, pass them on."""
         parts, self.parts = self.parts, None
-        cuts = []
+        replies = []
         held = 0
         for part in parts:
             held += part.size
-            cuts.append(iter(part.take_replies()))
-        self.session.held_bytes -= held
+            chunks, part.chunks = part.chunks, None
+            replies.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        session = self.session
+        session.held_bytes -= held
         self.conn = parts[-1].conn
-        self.ready = [next(cuts[index]) for index in self.order]
-        self.order = None
+        try:
+            reply = interleave(replies, parts[0].order)
+        except ValueError as exc:  # a part's replies do not add up (its connection counted them): a bug
+            log.error("a pipeline's replies could not be put back in order: %s", exc)
+            session.pending_failed(self, b"", False)  # the replies before it, then the client is closed
+            return
+        self.ready = [reply]
         self._pass_on(1)
 
     def explode(self) -> None:
@@ -140,10 +151,21 @@ class Scatter(Pending):
         if parts is None:
             return
         session = self.session
-        made = []
-        for part in parts:
-            entries = part.entries = [RoutedPending(self, stop - start, part.conn, part.source, start, hash_slot, self)
-                                      for _conn, start, stop, hash_slot in part.runs]
+        runs = stretch_runs(parts[0].first, parts[0].order)
+        # A run is sent again by its first command's slot (a retry, a wait for a failover), as
+        # a session's runs are: found again as the route found it.
+        backend = session.backend
+        decide = backend.routes.decide
+        master_for_slot = backend.router_of(session).slotmap.master_for_slot
+        commands = parts[0].source.commands
+        made = [[] for _ in parts]
+        for number, start, stop in runs:
+            part = parts[number]
+            routed = decide(commands[start], master_for_slot)
+            made[number].append(RoutedPending(self, stop - start, part.conn, part.source, start,
+                                              routed if type(routed) is int else None, self))
+        for part, entries in zip(parts, made):
+            part.entries = entries
             # What each run was answered goes by the connection's count: a gone client's replies
             # are counted, not kept, and the runs must owe the connection only the rest.
             answered = part.count - part.remaining
@@ -151,10 +173,9 @@ class Scatter(Pending):
                 done = min(answered, entry.count)
                 entry.remaining -= done
                 answered -= done
-            for entry, piece in zip(entries, part.take_replies()):
+            for entry, piece in zip(entries, part.take_replies([entry.count for entry in entries])):
                 entry.buffered = [piece]
                 entry.buffered_size = len(piece)
-            made.append(iter(entries))
             waiting = [entry for entry in entries if entry.remaining]
             queue = part.conn.pending
             if waiting and part in queue:  # (not when its connection failed and let go of it)
@@ -163,8 +184,8 @@ class Scatter(Pending):
                 for offset, entry in enumerate(waiting):
                     queue.insert(at + offset, entry)
                 part.conn.restamp(part, waiting[-1])
-        runs = self.runs = [next(made[index]) for index in self.order]
-        self.order = None
+        each = [iter(entries) for entries in made]
+        runs = self.runs = [next(each[number]) for number, _start, _stop in runs]
         front = self.front = runs[0]
         if front.buffered is not None:  # the front's replies are ready, not held
             self.ready = front.buffered
@@ -239,38 +260,40 @@ class Scatter(Pending):
         self.session.deliver(self, ready[0] if len(ready) == 1 else b"".join(ready), done)
 
 
-def scatter_runs(session, batch, runs: list) -> tuple:
-    """The Scatter for `runs` [(connection, start, stop, hash slot)] of `batch`, in client
-    order, and what to send: [(connection, its Part, one request with its runs' commands)]."""
+def stretch_runs(first: int, order) -> list:
+    """A stretch's runs, in client order: [(part number, start, stop)] of the batch's commands,
+    the stretch starting at command `first`."""
+    runs = []
+    count = len(order)
+    at = 0
+    while at < count:
+        number = order[at]
+        run = at + 1
+        while run < count and order[run] == number:
+            run += 1
+        runs.append((number, first + at, first + run))
+        at = run
+    return runs
+
+
+def scatter_stretch(session, batch, first: int, order, conns: list) -> Scatter:
+    """The Scatter for the stretch of `batch` from command `first` whose command first + i goes
+    to `conns[order[i]]`; each connection is sent its commands, in order, as one request."""
     scatter = Scatter(session)
-    raw = batch.raw
-    ends = batch.ends
-    by_conn = {}  # connection -> its index in the lists below
-    runs_of = []  # a connection's runs
-    spans_of = []  # their request bytes
-    counts = []  # their commands
-    order = []
-    for run in runs:
-        conn, start, stop, _hash_slot = run
-        index = by_conn.get(conn, -1)
-        if index < 0:
-            index = by_conn[conn] = len(runs_of)
-            runs_of.append([run])
-            spans_of.append([raw[ends[start - 1] if start else 0:ends[stop - 1]]])
-            counts.append(stop - start)
-        else:
-            runs_of[index].append(run)
-            spans_of[index].append(raw[ends[start - 1]:ends[stop - 1]])  # (not the first run: start > 0)
-            counts[index] += stop - start
-        order.append(index)
+    counts = [0] * len(conns)
+    for number in order:
+        counts[number] += 1
+    requests = batch.requests_by_part(first, order, len(conns))
     parts = []
-    sends = []
-    for conn, index in by_conn.items():
-        part = Part(scatter, counts[index], conn, batch, runs_of[index])
-        parts.append(part)
-        spans = spans_of[index]
-        sends.append((conn, part, spans[0] if len(spans) == 1 else b"".join(spans)))
+    for number in range(len(conns)):
+        parts.append(Part.of_stretch(scatter, counts[number], conns[number], batch, first, order, number))
     scatter.parts = parts
-    scatter.order = order
     scatter.left = len(parts)
-    return scatter, sends
+    session.queue.append(scatter)
+    session.inflight += 1
+    for number in range(len(conns)):
+        conn = conns[number]
+        conn.send(requests[number], parts[number])
+        if conn.write_paused:
+            session.wait_for_upstream(conn)
+    return scatter

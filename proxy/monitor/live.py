@@ -277,13 +277,8 @@ def _routed_command(slot, k: int):
 
 
 def _part_command(slot, k: int):
-    """The k-th command of a Scatter's part: its runs' commands, in order."""
-    commands = slot.source.commands
-    for _conn, start, stop, _hash_slot in slot.runs:
-        if k < stop - start:
-            return commands[start + k]
-        k -= stop - start
-    return None
+    """The k-th command of a Scatter's part: its commands of the stretch, in order."""
+    return slot.command(k)
 
 
 def command_of(slot, k: int = 0):

@@ -11,12 +11,21 @@ cannot vouch for, or at a partial one, and leaves everything from there to the P
 (proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
 fast path accepts, cut at the same offsets into the same arguments, so handing the rest over at
 a request boundary reads what the Python reader reads. Each request is checked whole before
-anything is allocated for it, so a header never makes room for data that has not come.
+anything is allocated for it, so a header never makes room for data that has not come. A command's name is the proxy's own
+object for it when it is one the proxy's tables know (`use_command_names`, reader.COMMAND_NAMES):
+the recent ones are kept in a small table by their bytes, so a name costs a compare, not an
+allocation and a hash.
+
+`pick_requests(raw, ends, first, order, parts)` is reader.pick_requests's twin (what
+`Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.ref cimport Py_INCREF
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.dict cimport PyDict_GetItem
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from libc.string cimport memcmp, memcpy
 
 
 cdef inline Py_ssize_t _number(const unsigned char* s, Py_ssize_t i, Py_ssize_t n, int max_digits,
@@ -35,6 +44,41 @@ cdef inline Py_ssize_t _number(const unsigned char* s, Py_ssize_t i, Py_ssize_t 
         return -1
     value[0] = v
     return i + 2
+
+
+cdef dict _known_names = {}  # reader.COMMAND_NAMES: the objects the proxy's tables are keyed by
+cdef PyObject* _recent_names[256]  # some of them, by a hash of their bytes (NULL: none yet)
+
+
+def use_command_names(dict names):
+    """The command names to hand out as these objects (a dict: name -> the object itself)."""
+    global _known_names
+    _known_names = names
+    for slot in range(256):
+        Py_XDECREF(_recent_names[slot])
+        _recent_names[slot] = NULL
+
+
+cdef object _name(const unsigned char* s, Py_ssize_t length):
+    """The command name at s: the proxy's object when it knows the name, else a new one."""
+    cdef Py_ssize_t slot
+    cdef PyObject* kept
+    cdef PyObject* known
+    if length == 0 or length > 32:
+        return PyBytes_FromStringAndSize(<const char*> s, length)
+    slot = (length * 31 + s[0] * 7 + s[length - 1]) & 255
+    kept = _recent_names[slot]
+    if kept != NULL and PyBytes_GET_SIZE(<object> kept) == length and \
+            memcmp(PyBytes_AS_STRING(<object> kept), s, length) == 0:
+        return <object> kept
+    name = PyBytes_FromStringAndSize(<const char*> s, length)
+    known = PyDict_GetItem(_known_names, name)
+    if known == NULL:
+        return name
+    Py_INCREF(<object> known)
+    Py_XDECREF(kept)
+    _recent_names[slot] = known
+    return <object> known
 
 
 def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
@@ -72,7 +116,7 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
         p = first
         for k in range(count):
             p = _number(s, p + 1, n, 9, &length)
-            item = PyBytes_FromStringAndSize(<const char*> s + p, length)
+            item = _name(s + p, length) if k == 0 else PyBytes_FromStringAndSize(<const char*> s + p, length)
             Py_INCREF(item)  # the list steals a reference
             PyList_SET_ITEM(args, k, item)
             p += length + 2
@@ -80,3 +124,47 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
         ends.append(p)
         pos = p
     return commands, ends, pos
+
+
+def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t parts):
+    """reader.pick_requests, in C: the part sizes first, then one copy of each command."""
+    cdef Py_ssize_t sizes[256]
+    cdef Py_ssize_t filled[256]
+    cdef const unsigned char* taken
+    cdef const char* source = PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t count, at, begin, end, part
+    cdef list out
+    cdef bytes piece
+    if type(order) is bytearray:
+        taken = <const unsigned char*> PyByteArray_AS_STRING(order)
+        count = PyByteArray_GET_SIZE(order)
+    elif type(order) is bytes:
+        taken = <const unsigned char*> PyBytes_AS_STRING(order)
+        count = PyBytes_GET_SIZE(order)
+    else:
+        raise TypeError(f"pick_requests needs a bytes or bytearray order, not {type(order).__name__}")
+    if parts < 0 or parts > 256 or first < 0 or first + count > PyList_GET_SIZE(ends):
+        raise IndexError("parts or commands out of range")
+    for part in range(parts):
+        sizes[part] = 0
+        filled[part] = 0
+    begin = <Py_ssize_t> ends[first - 1] if first else 0
+    for at in range(count):
+        end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
+        if taken[at] >= parts or end < begin or end > PyBytes_GET_SIZE(raw):
+            raise IndexError("list index out of range")
+        sizes[taken[at]] += end - begin
+        begin = end
+    out = PyList_New(parts)
+    for part in range(parts):
+        piece = PyBytes_FromStringAndSize(NULL, sizes[part])
+        Py_INCREF(piece)  # the list steals a reference
+        PyList_SET_ITEM(out, part, piece)
+    begin = <Py_ssize_t> ends[first - 1] if first else 0
+    for at in range(count):
+        end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
+        part = taken[at]
+        memcpy(PyBytes_AS_STRING(<bytes> PyList_GET_ITEM(out, part)) + filled[part], source + begin, end - begin)
+        filled[part] += end - begin
+        begin = end
+    return out

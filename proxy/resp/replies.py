@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .. import compiled
 
-__all__ = ["ReplySplitter", "ReplyStreamError"]
+__all__ = ["ReplySplitter", "ReplyStreamError", "interleave"]
 
 
 class ReplyStreamError(Exception):
@@ -372,7 +372,52 @@ def _bad_header(data: bytes, pos: int, nl: int) -> str:
     return f"malformed RESP header {line[:40]!r} at offset {pos}"
 
 
+def interleave(parts: list, order) -> bytes:
+    """The replies of several streams, one after another in the order `order` takes them:
+    `order[i]` is the index in `parts` of the stream that holds the i-th reply. Each part is
+    whole replies, in order, and the last reply `order` takes from a part takes the rest of its
+    bytes. A cluster's stretch of a pipeline is answered this way: one part a master. Raises
+    ValueError when a part holds fewer replies than `order` takes from it, or none is taken."""
+    left = [0] * len(parts)
+    for index in order:
+        left[index] += 1
+    if 0 in left:
+        raise ValueError("a part none of whose replies is taken")
+    splitter = PureReplySplitter()  # (each reply is whole: the scanner ends each between two replies)
+    positions = [0] * len(parts)
+    pieces = []
+    at = 0
+    count = len(order)
+    while at < count:
+        index = order[at]
+        run = at + 1
+        while run < count and order[run] == index:  # a run of replies from one part: one cut
+            run += 1
+        data = parts[index]
+        start = positions[index]
+        left[index] -= run - at
+        if left[index] == 0:
+            end = start  # the part's last run: its replies but the last are scanned, the last takes the rest
+            if run - at > 1:
+                end, done, _pushes = splitter.scan(data, start, run - at - 1)
+                if done < run - at - 1:
+                    raise ValueError(f"part {index} holds fewer replies than are taken from it")
+            if end == len(data):
+                raise ValueError(f"part {index} holds fewer replies than are taken from it")
+            end = len(data)
+        else:
+            end, done, _pushes = splitter.scan(data, start, run - at)
+            if done < run - at:
+                raise ValueError(f"part {index} holds fewer replies than are taken from it")
+        pieces.append(data[start:end])
+        positions[index] = end
+        at = run
+    return b"".join(pieces)
+
+
 PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
+pure_interleave = interleave
 _compiled = compiled.load("_compiled_replies")
 if _compiled is not None:
     ReplySplitter = _compiled.ReplySplitter
+    interleave = _compiled.interleave

@@ -42,6 +42,7 @@ lookup.
 from __future__ import annotations
 
 from ..monitor import live
+from ..resp.reader import command_name
 from .guard import Guard
 from .states import LEASED, PINNED, SHARED, STREAMING
 
@@ -273,10 +274,12 @@ def own_action(action: int, lane) -> int:
 
 
 def both_cases(table: dict[str, int]) -> dict[bytes, int]:
+    """Keyed by the names' bytes, lower and upper case: the proxy's one object for each
+    (`reader.command_name`, what the compiled reader hands out)."""
     out = {}
     for name, action in table.items():
-        out[name.encode()] = action
-        out[name.upper().encode()] = action
+        out[command_name(name.encode())] = action
+        out[command_name(name.upper().encode())] = action
     return out
 
 

@@ -8,6 +8,7 @@ import itertools
 import hiredis
 import pytest
 
+from proxy.cluster import route as route_module
 from proxy.cluster.connection import ClusterConnection, Part, RoutedPending
 from proxy.cluster.scatter import FLUSH_BYTES, Scatter
 from proxy.commands.table import CommandTable
@@ -423,3 +424,22 @@ def test_a_part_whose_client_is_gone_still_counts_its_replies_when_it_explodes(r
     rig.answer(node, replies_for(commands[2:3]) + wrong + bulk(b"for the other client"))
     assert other.transport.taken() == bulk(b"for the other client")
     assert not rig.conns[node].pending
+
+
+def test_a_stretch_over_more_connections_than_its_part_numbers_hold_is_cut_in_two(rig, monkeypatch):
+    """A part's number is one byte of its stretch's order: a stretch that would reach a 257th
+    connection ends where it would, and the next begins there (shown with two parts a stretch,
+    which only the pure route can be told)."""
+    if not route_module.__file__.endswith(".py"):
+        pytest.skip("MAX_PARTS is a C constant in the compiled route")
+    monkeypatch.setattr(route_module, "MAX_PARTS", 2)
+    keys = pipeline()  # the three masters, in runs
+    rig.send([(b"GET", key) for key in keys])
+    # PATTERN's masters 0 1 1 | 2 0 0 2 | 1 2 | 0 1 | 2: four stretches of two, then one run
+    assert [type(slot) for slot in rig.session.queue] == [Scatter] * 4 + [RoutedPending]
+    for node in NODES[:3]:
+        commands = rig.sent(node)
+        assert [command[1] for command in commands] == [key for key in keys if owner(key) == node]
+        rig.answer(node, replies_for(commands))
+    assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
+    assert not rig.session.queue and rig.session.inflight == 0

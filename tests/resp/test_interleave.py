@@ -1,0 +1,91 @@
+"""replies.interleave, pure and compiled: replies of several parts dealt back into the order a
+stretch's commands had (a cluster's pipeline over several masters). Every reply shape of the
+splitter's table, random orders and parts, byte for byte against replies cut one by one; and the
+refusals (a part short of replies, a part never taken, a bad part number)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from proxy.resp import replies
+from tests.resp.test_replies import REPLIES
+
+
+def _compiled():
+    if replies._compiled is None:
+        if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") == "1" and not replies.compiled.PURE:
+            pytest.fail("compiled interleave expected (REDIS_GUARD_EXPECT_COMPILED=1) but missing")
+        pytest.skip("compiled interleave unavailable")
+    return replies._compiled.interleave
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def interleave(request):
+    return replies.pure_interleave if request.param == "pure" else _compiled()
+
+
+# Whole replies only (a push is no reply: it goes with the reply after it).
+WHOLE = [(name, enc) for name, enc, is_push in REPLIES if not is_push]
+PUSH = next(enc for _name, enc, is_push in REPLIES if is_push)
+
+
+def deal(order, chosen):
+    """The parts and the expected client-order bytes for replies `chosen[i]` taken by `order[i]`."""
+    parts = [b""] * (max(order) + 1)
+    for index, reply in zip(order, chosen):
+        parts[index] += reply
+    return parts, b"".join(chosen)
+
+
+@pytest.mark.parametrize("name,enc", WHOLE, ids=[name for name, _ in WHOLE])
+def test_each_reply_shape_goes_back_in_its_place(interleave, name, enc):
+    order = bytearray([0, 1, 1, 0, 2, 0])
+    chosen = [enc if at % 2 else b"+OK\r\n" for at in range(len(order))]
+    parts, expected = deal(order, chosen)
+    assert interleave(parts, order) == expected
+    assert interleave(parts, bytes(order)) == expected
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_orders_and_replies(interleave, seed):
+    rng = random.Random(seed)
+    count = rng.randint(1, 40)
+    nparts = rng.randint(1, min(count, 6))
+    order = bytearray(list(range(nparts)) + [rng.randrange(nparts) for _ in range(count - nparts)])
+    rng.shuffle(order)
+    chosen = [rng.choice(WHOLE)[1] for _ in order]
+    parts, expected = deal(order, chosen)
+    assert interleave(parts, order) == expected
+
+
+def test_a_push_goes_with_the_reply_after_it(interleave):
+    parts = [b":1\r\n" + PUSH + b":2\r\n", b"+b\r\n"]
+    assert interleave(parts, bytes([0, 1, 0])) == b":1\r\n+b\r\n" + PUSH + b":2\r\n"
+
+
+def test_a_parts_last_reply_takes_the_rest_of_its_bytes(interleave):
+    parts = [b":1\r\n:2\r\n" + PUSH, b"+b\r\n"]
+    assert interleave(parts, bytes([0, 0, 1])) == b":1\r\n:2\r\n" + PUSH + b"+b\r\n"
+
+
+def test_many_parts(interleave):
+    order = bytearray(range(256)) * 2
+    parts = [b":%d\r\n:%d\r\n" % (n, n + 1000) for n in range(256)]
+    expected = b"".join(b":%d\r\n" % n for n in range(256)) + b"".join(b":%d\r\n" % (n + 1000) for n in range(256))
+    assert interleave(parts, order) == expected
+
+
+@pytest.mark.parametrize("parts,order,error", [
+    ([b":1\r\n", b":2\r\n"], [0, 0, 1], ValueError),  # part 0 is one reply short
+    ([b":1\r\n:2\r\n", b":3\r\n"], [0, 1, 1], ValueError),  # part 1 too, as its last reply
+    ([b":1\r\n", b""], [0, 1], ValueError),  # a part with no bytes
+    ([b":1\r\n", b":2\r\n"], [0, 0], ValueError),  # part 1 is never taken
+    ([b":1\r\n"], [0, 1], IndexError),  # no part 1
+    ([b"$5\r\nab", b":2\r\n"], [0, 0, 1], ValueError),  # a reply cut short
+])
+def test_what_does_not_add_up_is_refused(interleave, parts, order, error):
+    with pytest.raises(error):
+        interleave(parts, bytes(order))
