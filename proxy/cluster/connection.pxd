@@ -1,5 +1,6 @@
 cimport cython
 from proxy.pending cimport Pending
+from proxy.upstream.connection cimport UpstreamConnection
 
 cdef class RoutedPending(Pending):
     cdef public object source
@@ -31,3 +32,12 @@ cdef class Part(Pending):
     cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
     @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t, pieces=list)
     cpdef list take_replies(self, list counts)
+
+cdef class ClusterConnection(UpstreamConnection):
+    cdef public object router
+    cdef public object error_partial
+    cdef public object index
+
+    @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
+                   dash=Py_ssize_t, remaining=Py_ssize_t)
+    cpdef _deliver(self, bytes data)

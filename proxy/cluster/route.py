@@ -229,10 +229,14 @@ class ClusterRoute(Route):
             args = commands[start]
             if args[0] in self.first_arg and len(args) > 1 and not self.replica_reads:
                 key = args[1]
-                routed = hash_slot(key) if OPEN_BRACE in key else crc_hqx(key, 0) % SLOT_COUNT
-                conn = self.slot_conns[routed]
+                if OPEN_BRACE in key:
+                    slot = hash_slot(key)
+                else:
+                    slot = crc_hqx(key, 0)
+                    slot &= SLOT_MASK  # (compiled: in C)
+                conn = self.slot_conns[slot]
                 if conn is not None and conn.state is not CLOSED:
-                    entry = RoutedPending.of_run(session, 1, conn, batch, start, routed)
+                    entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
                     session.queue.append(entry)
                     session.inflight += 1
                     conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
