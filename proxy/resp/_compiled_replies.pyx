@@ -23,6 +23,78 @@ from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memchr, memcpy
 
+# Before the import below: replies.py's last lines take it from this module, which may be only
+# this far initialised when it is imported first (the cdef class it uses exists from the start).
+def interleave(list parts, order):
+    """replies.interleave, in C: each reply cut by the scanner's C method, copied once."""
+    cdef Py_ssize_t nparts = len(parts)
+    cdef Py_ssize_t left[256]
+    cdef Py_ssize_t positions[256]
+    cdef const unsigned char* taken
+    cdef Py_ssize_t count, at, run, start, end, done, pushes, total = 0, written = 0
+    cdef unsigned char index
+    cdef bytes data, out
+    cdef char* into
+    cdef ReplySplitter splitter
+    if type(order) is bytearray:
+        taken = <const unsigned char*> PyByteArray_AS_STRING(order)
+        count = PyByteArray_GET_SIZE(order)
+    elif type(order) is bytes:
+        taken = <const unsigned char*> PyBytes_AS_STRING(order)
+        count = PyBytes_GET_SIZE(order)
+    else:
+        raise TypeError(f"interleave needs a bytes or bytearray order, not {type(order).__name__}")
+    if nparts > 256:
+        raise ValueError("more than 256 parts")
+    for at in range(nparts):
+        if type(<object> PyList_GET_ITEM(parts, at)) is not bytes:
+            raise TypeError("interleave needs bytes parts")
+        left[at] = 0
+        positions[at] = 0
+        total += PyBytes_GET_SIZE(<bytes> PyList_GET_ITEM(parts, at))
+    for at in range(count):
+        if taken[at] >= nparts:
+            raise IndexError("list index out of range")
+        left[taken[at]] += 1
+    for at in range(nparts):
+        if left[at] == 0:
+            raise ValueError("a part none of whose replies is taken")
+    splitter = ReplySplitter()
+    out = PyBytes_FromStringAndSize(NULL, total)
+    into = PyBytes_AS_STRING(out)
+    at = 0
+    while at < count:
+        index = taken[at]
+        run = at + 1
+        while run < count and taken[run] == index:
+            run += 1
+        data = <bytes> PyList_GET_ITEM(parts, index)
+        start = positions[index]
+        left[index] -= run - at
+        if left[index] == 0:
+            end = start
+            if run - at > 1:
+                done = 0
+                pushes = 0
+                end = splitter._scan(data, start, run - at - 1, &done, &pushes)
+                if done < run - at - 1:
+                    raise ValueError(f"part {index} holds fewer replies than are taken from it")
+            if end == PyBytes_GET_SIZE(data):
+                raise ValueError(f"part {index} holds fewer replies than are taken from it")
+            end = PyBytes_GET_SIZE(data)
+        else:
+            done = 0
+            pushes = 0
+            end = splitter._scan(data, start, run - at, &done, &pushes)
+            if done < run - at:
+                raise ValueError(f"part {index} holds fewer replies than are taken from it")
+        memcpy(into + written, PyBytes_AS_STRING(data) + start, end - start)
+        written += end - start
+        positions[index] = end
+        at = run
+    return out
+
+
 # Defined before replies.py's last lines import this module, so the circular import resolves.
 from proxy.resp.replies import _MAX_HEADER, ReplyStreamError
 
@@ -417,72 +489,3 @@ cdef class ReplySplitter:
         self._state = IN_HEADER
         return 0
 
-
-def interleave(list parts, order):
-    """replies.interleave, in C: each reply cut by the scanner's C method, copied once."""
-    cdef Py_ssize_t nparts = len(parts)
-    cdef Py_ssize_t left[256]
-    cdef Py_ssize_t positions[256]
-    cdef const unsigned char* taken
-    cdef Py_ssize_t count, at, run, start, end, done, pushes, total = 0, written = 0
-    cdef unsigned char index
-    cdef bytes data, out
-    cdef char* into
-    cdef ReplySplitter splitter
-    if type(order) is bytearray:
-        taken = <const unsigned char*> PyByteArray_AS_STRING(order)
-        count = PyByteArray_GET_SIZE(order)
-    elif type(order) is bytes:
-        taken = <const unsigned char*> PyBytes_AS_STRING(order)
-        count = PyBytes_GET_SIZE(order)
-    else:
-        raise TypeError(f"interleave needs a bytes or bytearray order, not {type(order).__name__}")
-    if nparts > 256:
-        raise ValueError("more than 256 parts")
-    for at in range(nparts):
-        if type(<object> PyList_GET_ITEM(parts, at)) is not bytes:
-            raise TypeError("interleave needs bytes parts")
-        left[at] = 0
-        positions[at] = 0
-        total += PyBytes_GET_SIZE(<bytes> PyList_GET_ITEM(parts, at))
-    for at in range(count):
-        if taken[at] >= nparts:
-            raise IndexError("list index out of range")
-        left[taken[at]] += 1
-    for at in range(nparts):
-        if left[at] == 0:
-            raise ValueError("a part none of whose replies is taken")
-    splitter = ReplySplitter()
-    out = PyBytes_FromStringAndSize(NULL, total)
-    into = PyBytes_AS_STRING(out)
-    at = 0
-    while at < count:
-        index = taken[at]
-        run = at + 1
-        while run < count and taken[run] == index:
-            run += 1
-        data = <bytes> PyList_GET_ITEM(parts, index)
-        start = positions[index]
-        left[index] -= run - at
-        if left[index] == 0:
-            end = start
-            if run - at > 1:
-                done = 0
-                pushes = 0
-                end = splitter._scan(data, start, run - at - 1, &done, &pushes)
-                if done < run - at - 1:
-                    raise ValueError(f"part {index} holds fewer replies than are taken from it")
-            if end == PyBytes_GET_SIZE(data):
-                raise ValueError(f"part {index} holds fewer replies than are taken from it")
-            end = PyBytes_GET_SIZE(data)
-        else:
-            done = 0
-            pushes = 0
-            end = splitter._scan(data, start, run - at, &done, &pushes)
-            if done < run - at:
-                raise ValueError(f"part {index} holds fewer replies than are taken from it")
-        memcpy(into + written, PyBytes_AS_STRING(data) + start, end - start)
-        written += end - start
-        positions[index] = end
-        at = run
-    return out

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -89,3 +91,13 @@ def test_many_parts(interleave):
 def test_what_does_not_add_up_is_refused(interleave, parts, order, error):
     with pytest.raises(error):
         interleave(parts, bytes(order))
+
+
+def test_the_compiled_module_may_be_imported_first():
+    """`compiled.status()` imports the compiled module by name, before replies.py: replies.py's
+    last lines then find it part initialised, and must find interleave there all the same."""
+    if replies._compiled is None:
+        pytest.skip("compiled interleave unavailable")
+    code = ("import proxy.resp._compiled_replies as c; from proxy.resp import replies; "
+            "assert replies.interleave is c.interleave and replies.ReplySplitter is c.ReplySplitter")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
