@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 
 from ..pending import Pending, keep
+from ..resp.order import runs as stretch_runs
 from ..resp.replies import ReplySplitter, interleave
 from .connection import Part, RoutedPending, cut_run
 
@@ -151,7 +152,7 @@ class Scatter(Pending):
         if parts is None:
             return
         session = self.session
-        runs = stretch_runs(parts[0].first, parts[0].order)
+        runs = stretch_runs(parts[0].order, parts[0].first)
         # A run is sent again by its first command's slot (a retry, a wait for a failover), as
         # a session's runs are: found again as the route found it.
         backend = session.backend
@@ -258,22 +259,6 @@ class Scatter(Pending):
         self.ready = []
         self.ready_size = 0
         self.session.deliver(self, ready[0] if len(ready) == 1 else b"".join(ready), done)
-
-
-def stretch_runs(first: int, order) -> list:
-    """A stretch's runs, in client order: [(part number, start, stop)] of the batch's commands,
-    the stretch starting at command `first`."""
-    runs = []
-    count = len(order)
-    at = 0
-    while at < count:
-        number = order[at]
-        run = at + 1
-        while run < count and order[run] == number:
-            run += 1
-        runs.append((number, first + at, first + run))
-        at = run
-    return runs
 
 
 def scatter_stretch(session, batch, first: int, order, conns: list) -> Scatter:

@@ -17,11 +17,12 @@ pure class reads Python's negative indices or leaves odd state); `start` and `wa
 integers that fit a Py_ssize_t (the pure class also takes a float or a huge int for `want`).
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.string cimport memchr, memcpy
+
+from proxy.resp.order cimport order_bytes
 
 # Before the import below: replies.py's last lines take it from this module, which may be only
 # this far initialised when it is imported first (the cdef class it uses exists from the start).
@@ -36,14 +37,7 @@ def interleave(list parts, order):
     cdef bytes data, out
     cdef char* into
     cdef ReplySplitter splitter
-    if type(order) is bytearray:
-        taken = <const unsigned char*> PyByteArray_AS_STRING(order)
-        count = PyByteArray_GET_SIZE(order)
-    elif type(order) is bytes:
-        taken = <const unsigned char*> PyBytes_AS_STRING(order)
-        count = PyBytes_GET_SIZE(order)
-    else:
-        raise TypeError(f"interleave needs a bytes or bytearray order, not {type(order).__name__}")
+    taken = order_bytes(order, &count, "interleave")
     if nparts > 256:
         raise ValueError("more than 256 parts")
     for at in range(nparts):

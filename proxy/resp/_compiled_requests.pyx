@@ -20,12 +20,13 @@ allocation and a hash.
 `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.string cimport memcmp, memcpy
+
+from proxy.resp.order cimport order_bytes
 
 
 cdef inline Py_ssize_t _number(const unsigned char* s, Py_ssize_t i, Py_ssize_t n, int max_digits,
@@ -135,14 +136,7 @@ def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t part
     cdef Py_ssize_t count, at, begin, end, part
     cdef list out
     cdef bytes piece
-    if type(order) is bytearray:
-        taken = <const unsigned char*> PyByteArray_AS_STRING(order)
-        count = PyByteArray_GET_SIZE(order)
-    elif type(order) is bytes:
-        taken = <const unsigned char*> PyBytes_AS_STRING(order)
-        count = PyBytes_GET_SIZE(order)
-    else:
-        raise TypeError(f"pick_requests needs a bytes or bytearray order, not {type(order).__name__}")
+    taken = order_bytes(order, &count, "pick_requests")
     if parts < 0 or parts > 256 or first < 0 or first + count > PyList_GET_SIZE(ends):
         raise IndexError("parts or commands out of range")
     for part in range(parts):

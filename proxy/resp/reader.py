@@ -23,6 +23,7 @@ import hiredis
 
 from .. import compiled
 from .exact import ParseLimits, ProtocolError, parse_request
+from .order import runs
 
 __all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]
 
@@ -101,16 +102,8 @@ class Batch:
 def pick_requests(raw: bytes, ends: list, first: int, order, parts: int) -> list:
     """`Batch.requests_by_part` on a batch's `raw` and `ends` (the reference for the compiled one)."""
     pieces = [[] for _ in range(parts)]
-    count = len(order)
-    at = 0
-    while at < count:
-        part = order[at]
-        run = at + 1
-        while run < count and order[run] == part:
-            run += 1
-        index = first + at
-        pieces[part].append(raw[ends[index - 1] if index else 0:ends[first + run - 1]])
-        at = run
+    for part, start, stop in runs(order, first):
+        pieces[part].append(raw[ends[start - 1] if start else 0:ends[stop - 1]])
     return [b"".join(piece) for piece in pieces]
 
 

@@ -18,6 +18,7 @@ pushes (``>``) at top level are counted apart from replies.
 from __future__ import annotations
 
 from .. import compiled
+from .order import runs
 
 __all__ = ["ReplySplitter", "ReplyStreamError", "interleave"]
 
@@ -386,13 +387,7 @@ def interleave(parts: list, order) -> bytes:
     splitter = PureReplySplitter()  # (each reply is whole: the scanner ends each between two replies)
     positions = [0] * len(parts)
     pieces = []
-    at = 0
-    count = len(order)
-    while at < count:
-        index = order[at]
-        run = at + 1
-        while run < count and order[run] == index:  # a run of replies from one part: one cut
-            run += 1
+    for index, at, run in runs(order):  # a run of replies from one part: one cut
         data = parts[index]
         start = positions[index]
         left[index] -= run - at
@@ -411,7 +406,6 @@ def interleave(parts: list, order) -> bytes:
                 raise ValueError(f"part {index} holds fewer replies than are taken from it")
         pieces.append(data[start:end])
         positions[index] = end
-        at = run
     return b"".join(pieces)
 
 
