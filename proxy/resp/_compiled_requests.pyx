@@ -11,10 +11,10 @@ cannot vouch for, or at a partial one, and leaves everything from there to the P
 (proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
 fast path accepts, cut at the same offsets into the same arguments, so handing the rest over at
 a request boundary reads what the Python reader reads. Each request is checked whole before
-anything is allocated for it, so a header never makes room for data that has not come. A command's name is the proxy's own
-object for it when it is one the proxy's tables know (`use_command_names`, reader.COMMAND_NAMES):
-the recent ones are kept in a small table by their bytes, so a name costs a compare, not an
-allocation and a hash.
+anything is allocated for it, so a header never makes room for data that has not come. A
+command's name is the proxy's own object for it when it is one the proxy's tables know
+(`use_command_names`, reader.COMMAND_NAMES): the recent ones are kept in a small table by their
+bytes, so a name costs a compare, not an allocation and a hash.
 
 `pick_requests(raw, ends, first, order, parts)` is reader.pick_requests's twin (what
 `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
@@ -130,7 +130,7 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
 def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t parts):
     """reader.pick_requests, in C: the part sizes first, then one copy of each command."""
     cdef Py_ssize_t sizes[256]
-    cdef Py_ssize_t filled[256]
+    cdef char* into[256]  # where each part's next command goes
     cdef const unsigned char* taken
     cdef const char* source = PyBytes_AS_STRING(raw)
     cdef Py_ssize_t count, at, begin, end, part
@@ -141,7 +141,6 @@ def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t part
         raise IndexError("parts or commands out of range")
     for part in range(parts):
         sizes[part] = 0
-        filled[part] = 0
     begin = <Py_ssize_t> ends[first - 1] if first else 0
     for at in range(count):
         end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
@@ -154,11 +153,12 @@ def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t part
         piece = PyBytes_FromStringAndSize(NULL, sizes[part])
         Py_INCREF(piece)  # the list steals a reference
         PyList_SET_ITEM(out, part, piece)
+        into[part] = PyBytes_AS_STRING(piece)
     begin = <Py_ssize_t> ends[first - 1] if first else 0
     for at in range(count):
         end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
         part = taken[at]
-        memcpy(PyBytes_AS_STRING(<bytes> PyList_GET_ITEM(out, part)) + filled[part], source + begin, end - begin)
-        filled[part] += end - begin
+        memcpy(into[part], source + begin, end - begin)
+        into[part] += end - begin
         begin = end
     return out
