@@ -12,6 +12,12 @@ itself), plain against the cluster proxy, plain against the standalone proxy. Pr
 medians and cluster proxy / direct ratios (goal: at least 0.8), and the proxy's CPU per request
 (user+system from /proc, its workers included) for both proxies, with the ratio cluster /
 standalone (goal: at most 1.15). Every process it starts is stopped by pid at the end.
+
+The same ratio for a C proxy, as a reference in the same run (skipped when `nutcracker` is not
+installed, or with `--no-twemproxy`): twemproxy over three plain redis-servers (CRC16 modulo 3,
+the nearest it has to hash slots) against twemproxy over the standalone redis-server. What
+three servers cost any proxy more than one (a connection, a write and a read per server, the
+wake-ups of three servers) is in that ratio; what is our own is in the difference.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.run import tree_cpu_seconds  # noqa: E402
+from benchmarks.run import tree_cpu_seconds, twemproxy_config  # noqa: E402
 from tests.cluster.start import start_cluster  # noqa: E402
 from tests.servers import ProxyProcess, free_port, wait_port  # noqa: E402
 
@@ -42,6 +48,7 @@ TESTS = ("SET", "GET")
 BOTH = "SET+GET"
 DIRECT, CLUSTER, STANDALONE = "cluster direct", "cluster proxy", "standalone proxy"
 TARGETS = (DIRECT, CLUSTER, STANDALONE)
+TW_SHARDED, TW_SINGLE = "twemproxy 3 shards", "twemproxy 1 server"  # the reference pair
 GOAL_RPS_RATIO = 0.8  # cluster proxy / cluster direct, requests/s
 GOAL_CPU_RATIO = 1.15  # cluster proxy / standalone proxy, CPU per request
 
@@ -56,6 +63,22 @@ class Target:
     port: int
     cluster: bool  # redis-benchmark --cluster
     proxy: ProxyProcess | None = None  # whose CPU is measured
+    process: subprocess.Popen | None = None  # or this one's (nutcracker)
+
+    @property
+    def pid(self) -> int:
+        """The process whose CPU counts, 0 for none."""
+        if self.proxy is not None:
+            return self.proxy.process.pid
+        return self.process.pid if self.process is not None else 0
+
+    def exited(self) -> str | None:
+        """What the measured process left, when it has exited."""
+        if self.proxy is not None and self.proxy.process.poll() is not None:
+            return self.proxy.log[-3000:]
+        if self.process is not None and self.process.poll() is not None:
+            return f"exit status {self.process.returncode}"
+        return None
 
 
 def parse_csv(out: str) -> dict[str, float]:
@@ -72,7 +95,7 @@ def bench(target: Target, test: str, clients: int, requests: int, pipeline: int,
             "-n", str(requests), "-r", str(keyspace), "-P", str(pipeline), "--csv", "-q"]
     if target.cluster:
         argv.append("--cluster")
-    pid = target.proxy.process.pid if target.proxy else 0
+    pid = target.pid
     cpu0 = tree_cpu_seconds(pid) if pid else 0.0
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -83,8 +106,9 @@ def bench(target: Target, test: str, clients: int, requests: int, pipeline: int,
     if res.returncode != 0 or test not in rates:
         raise BenchError(f"redis-benchmark -t {test} against {target.name} failed (rc={res.returncode}):\n"
                          f"{res.stdout[-2000:]}{res.stderr[-2000:]}")
-    if target.proxy and target.proxy.process.poll() is not None:
-        raise BenchError(f"{target.name} exited:\n{target.proxy.log[-3000:]}")
+    left = target.exited()
+    if left is not None:
+        raise BenchError(f"{target.name} exited:\n{left}")
     result = {"rps": rates[test]}
     if pid:
         result["cpu_us"] = (cpu1 - cpu0) * 1e6 / requests
@@ -100,6 +124,9 @@ def summarize(rounds: list[dict]) -> dict:
     rps and CPU per request; the CPU ratio is cluster / standalone per round first, then the median.
     SET+GET: the mean of the two tests' CPU per request (both run the same number of requests)."""
     out: dict = {"rps": {}, "cpu_us": {}, "cpu_ratio": {}}
+    twemproxy = TW_SHARDED in rounds[0]
+    if twemproxy:
+        out["reference_ratio"] = {}
     for test in TESTS:
         out["rps"][test] = {t: median([r[t][test]["rps"] for r in rounds]) for t in TARGETS}
         d, p = out["rps"][test][DIRECT], out["rps"][test][CLUSTER]
@@ -110,10 +137,13 @@ def summarize(rounds: list[dict]) -> dict:
                 return sum(r[t][x]["cpu_us"] for x in TESTS) / len(TESTS)
             return r[t][test]["cpu_us"]
 
-        out["cpu_us"][test] = {t: median([cpu(r, t) for r in rounds]) for t in (CLUSTER, STANDALONE)}
-        ratios = [cpu(r, CLUSTER) / cpu(r, STANDALONE) for r in rounds if cpu(r, STANDALONE) > 0]
-        ratio = median(ratios)
+        measured = (CLUSTER, STANDALONE, TW_SHARDED, TW_SINGLE) if twemproxy else (CLUSTER, STANDALONE)
+        out["cpu_us"][test] = {t: median([cpu(r, t) for r in rounds]) for t in measured}
+        ratio = median([cpu(r, CLUSTER) / cpu(r, STANDALONE) for r in rounds if cpu(r, STANDALONE) > 0])
         out["cpu_ratio"][test] = {"ratio": ratio, "ok": ratio is not None and ratio <= GOAL_CPU_RATIO + 1e-9}
+        if twemproxy:
+            out["reference_ratio"][test] = median([cpu(r, TW_SHARDED) / cpu(r, TW_SINGLE)
+                                                   for r in rounds if cpu(r, TW_SINGLE) > 0])
     return out
 
 
@@ -128,6 +158,11 @@ def print_summary(summary: dict, clients: int, pipeline: int) -> None:
         ratio = "-" if q["ratio"] is None else f"{q['ratio']:.2f}"
         print(f"{head} {test:<7} proxy CPU µs/req: cluster {c[CLUSTER]:>6.2f}  standalone {c[STANDALONE]:>6.2f}  "
               f"ratio {ratio} (goal <= {GOAL_CPU_RATIO:.2f}) [{'OK' if q['ok'] else 'MISS'}]")
+    for test in (*TESTS, BOTH) if "reference_ratio" in summary else ():
+        c, ratio = summary["cpu_us"][test], summary["reference_ratio"][test]
+        ratio = "-" if ratio is None else f"{ratio:.2f}"
+        print(f"{head} {test:<7} twemproxy CPU µs/req: 3 shards {c[TW_SHARDED]:>6.2f}  1 server {c[TW_SINGLE]:>6.2f}  "
+              f"ratio {ratio} (the same ratio for a C proxy)")
 
 
 def start_redis(started: list[subprocess.Popen], workdir: str) -> int:
@@ -141,6 +176,20 @@ def start_redis(started: list[subprocess.Popen], workdir: str) -> int:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     wait_port(port)
     return port
+
+
+def start_twemproxy(started: list[subprocess.Popen], workdir: str, binary: str, name: str, redis_ports: list[int],
+                    hash_name: str = "fnv1a_64", distribution: str = "ketama") -> Target:
+    """nutcracker over these redis-servers, as a target; its Popen goes into `started`."""
+    port, stats_port = free_port(), free_port()
+    conf = Path(workdir) / f"nutcracker-{port}.yml"
+    conf.write_text(twemproxy_config(port, redis_ports, hash_name, distribution))
+    process = subprocess.Popen([binary, "-c", str(conf), "-s", str(stats_port), "-a", "127.0.0.1",
+                                "-o", str(Path(workdir) / f"nutcracker-{port}.log")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started.append(process)
+    wait_port(port)
+    return Target(name, port, False, process=process)
 
 
 def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
@@ -169,6 +218,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default="configs/passthrough.yaml", help="config of both proxies")
     ap.add_argument("--quick", action="store_true", help="1 round, 20000 requests: a smoke test")
     ap.add_argument("--json", metavar="FILE", help="write every round's numbers and the summary")
+    ap.add_argument("--no-twemproxy", action="store_true", help="without the twemproxy reference pair")
     args = ap.parse_args(argv)
     rounds_n = args.rounds if args.rounds is not None else 1 if args.quick else 3
     requests = args.requests if args.requests is not None else 20_000 if args.quick else 200_000
@@ -178,7 +228,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGHUP, _raise_interrupt)
     t0 = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="rg-bench-cluster-")
-    started: list[subprocess.Popen] = []  # the standalone redis-server
+    started: list[subprocess.Popen] = []  # the standalone redis-server(s), nutcracker
     proxies: list[ProxyProcess] = []
     cluster = None
     results: dict = {}
@@ -191,6 +241,13 @@ def main(argv=None) -> int:
         targets = [Target(DIRECT, cluster.masters()[0].port, True),
                    Target(CLUSTER, proxies[0].port, False, proxies[0]),
                    Target(STANDALONE, proxies[1].port, False, proxies[1])]
+        nutcracker = shutil.which("nutcracker", path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin")
+        if args.no_twemproxy or nutcracker is None:
+            print("twemproxy reference: " + ("--no-twemproxy" if args.no_twemproxy else "nutcracker not found"))
+        else:
+            shards = [start_redis(started, workdir) for _ in range(3)]
+            targets += [start_twemproxy(started, workdir, nutcracker, TW_SHARDED, shards, "crc16", "modula"),
+                        start_twemproxy(started, workdir, nutcracker, TW_SINGLE, [redis_port])]
         print(f"cluster {cluster.seeds}; cluster proxy on {proxies[0].port} (pid {proxies[0].process.pid}); "
               f"redis-server on {redis_port} (pid {started[0].pid}); standalone proxy on {proxies[1].port} "
               f"(pid {proxies[1].process.pid})")
@@ -209,7 +266,7 @@ def main(argv=None) -> int:
                         this[target.name][test] = bench(target, test, args.clients, requests, pipeline, args.keyspace)
                 rounds.append(this)
                 cpu = "; ".join(f"{t} " + " ".join(f"{test} {this[t][test]['cpu_us']:.2f}" for test in TESTS)
-                                for t in (CLUSTER, STANDALONE))
+                                for t in (CLUSTER, STANDALONE, TW_SHARDED, TW_SINGLE) if t in this)
                 print(f"  -P {pipeline} round {rnd + 1}/{rounds_n}: proxy CPU µs/req: {cpu}", flush=True)
             summary = summarize(rounds)
             print_summary(summary, args.clients, pipeline)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 import hiredis  # noqa: E402
 
-from proxy.cli import build_engine  # noqa: E402
+from proxy.cli import build_engine, settle_collector  # noqa: E402
 from proxy.cluster.connection import ClusterConnection  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
@@ -117,7 +117,7 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
                 for c in range(clients)]
     replies = reply * (clients * pipeline)
     pairs = list(zip(sessions, requests))
-    gc.freeze()  # as `redis-guard serve` does once started
+    settle_collector()  # as `redis-guard serve` does once started
     live.SLOW_SECONDS = 3600.0  # under valgrind every request would pass the slow log's threshold
     if not collect:
         gc.disable()  # instruction counts that do not depend on when a collection happens

@@ -295,23 +295,27 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     return svc
 
 
+def twemproxy_config(port: int, redis_ports: list[int], hash_name: str = "fnv1a_64",
+                     distribution: str = "ketama") -> str:
+    """nutcracker's YAML: one pool on 127.0.0.1:port over these redis-servers, one connection to each."""
+    return ("bench:\n"
+            f"  listen: 127.0.0.1:{port}\n"
+            f"  hash: {hash_name}\n"
+            f"  distribution: {distribution}\n"
+            "  auto_eject_hosts: false\n"
+            "  redis: true\n"
+            "  server_connections: 1\n"
+            "  servers:\n"
+            + "".join(f"   - 127.0.0.1:{redis_port}:1\n" for redis_port in redis_ports))
+
+
 def start_twemproxy(procs: Processes, workdir: Path, redis_port: int, timeout: float) -> Service:
     binary = shutil.which("nutcracker") or "/usr/sbin/nutcracker"
     if not os.path.exists(binary):
         raise BenchError("nutcracker (twemproxy) not found; install the 'nutcracker' package or drop the target")
     port, stats_port = free_port(), free_port()
     conf = workdir / "nutcracker.yml"
-    conf.write_text(
-        "bench:\n"
-        f"  listen: 127.0.0.1:{port}\n"
-        "  hash: fnv1a_64\n"
-        "  distribution: ketama\n"
-        "  auto_eject_hosts: false\n"
-        "  redis: true\n"
-        "  server_connections: 1\n"
-        "  servers:\n"
-        f"   - 127.0.0.1:{redis_port}:1\n"
-    )
+    conf.write_text(twemproxy_config(port, [redis_port]))
     log = workdir / "nutcracker.log"
     argv = [
         binary, "-c", str(conf), "-o", str(log),

@@ -1,5 +1,5 @@
 """benchmarks/cluster.py's arithmetic, without starting anything: CSV parsing, medians, the CPU ratio
-cluster proxy / standalone proxy and its goal mark."""
+cluster proxy / standalone proxy and its goal mark, and the twemproxy reference pair's ratio."""
 
 from benchmarks.cluster import (
     BOTH,
@@ -7,6 +7,8 @@ from benchmarks.cluster import (
     DIRECT,
     GOAL_CPU_RATIO,
     STANDALONE,
+    TW_SHARDED,
+    TW_SINGLE,
     parse_csv,
     print_summary,
     summarize,
@@ -46,3 +48,29 @@ def test_goal_mark(capsys):
     out = capsys.readouterr().out
     assert "[OK]" in out and "[MISS]" not in out
     assert "ratio 0.90 (goal 0.80)" in out
+
+
+def test_twemproxy_reference_pair():
+    """With the twemproxy targets in the rounds: their CPU medians and their own ratio, per round
+    first, printed beside ours; without them, neither."""
+    rounds = []
+    for sharded, single in ((12.0, 10.0), (13.0, 10.0), (30.0, 20.0)):
+        this = one_round(100, 60, 80, 11.0, 10.0)
+        this[TW_SHARDED] = {t: {"rps": 90, "cpu_us": sharded} for t in ("SET", "GET")}
+        this[TW_SINGLE] = {t: {"rps": 95, "cpu_us": single} for t in ("SET", "GET")}
+        rounds.append(this)
+    s = summarize(rounds)
+    assert s["cpu_us"]["GET"][TW_SHARDED] == 13.0 and s["cpu_us"]["GET"][TW_SINGLE] == 10.0
+    assert abs(s["reference_ratio"][BOTH] - 1.3) < 1e-9  # per round 1.2, 1.3, 1.5
+    assert "reference_ratio" not in summarize([one_round(100, 60, 80, 11.0, 10.0)])
+
+
+def test_twemproxy_reference_printed(capsys):
+    this = one_round(100, 90, 95, 11.0, 10.0)
+    this[TW_SHARDED] = {t: {"rps": 90, "cpu_us": 12.5} for t in ("SET", "GET")}
+    this[TW_SINGLE] = {t: {"rps": 95, "cpu_us": 10.0} for t in ("SET", "GET")}
+    print_summary(summarize([this]), 50, 1)
+    out = capsys.readouterr().out
+    assert "twemproxy CPU µs/req: 3 shards  12.50  1 server  10.00  ratio 1.25" in out
+    print_summary(summarize([one_round(100, 90, 95, 11.0, 10.0)]), 50, 1)
+    assert "twemproxy" not in capsys.readouterr().out

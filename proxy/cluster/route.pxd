@@ -4,7 +4,7 @@ from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.cluster.connection cimport RoutedPending
 
-cdef Py_ssize_t SLOT_MASK
+cdef Py_ssize_t LAST_SLOT
 cdef Py_ssize_t MAX_PARTS
 
 cdef class ClusterRoute(Route):
@@ -16,7 +16,7 @@ cdef class ClusterRoute(Route):
     cdef public list slot_conns
     cdef public bint replica_reads
 
-    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set,
+    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set, slots=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
                    replica_reads=bint, slot=Py_ssize_t,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)

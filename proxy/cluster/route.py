@@ -18,8 +18,6 @@ place in its reply queue when a redirection cuts a run.
 
 from __future__ import annotations
 
-from binascii import crc_hqx
-
 import hiredis
 
 from .. import errors
@@ -34,10 +32,7 @@ from .connection import RoutedPending, cut_run
 from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
-# `b"{" in key` first tries the operand as an integer, and raises and clears a TypeError per key
-# (about 1,800 instructions); an int operand is a memchr.
-OPEN_BRACE = ord("{")
-SLOT_MASK = SLOT_COUNT - 1  # a CRC16 modulo 16384, as a mask
+LAST_SLOT = SLOT_COUNT - 1
 MAX_PARTS = 256  # connections in one stretch: a part's number is one byte of the stretch's order
 
 
@@ -228,13 +223,9 @@ class ClusterRoute(Route):
         if stop - start == 1:  # one command (no pipeline): no stretch to walk, sent from this frame
             args = commands[start]
             if args[0] in self.first_arg and len(args) > 1 and not self.replica_reads:
-                key = args[1]
-                if OPEN_BRACE in key:
-                    slot = hash_slot(key)
-                else:
-                    slot = crc_hqx(key, 0)
-                    slot &= SLOT_MASK  # (compiled: in C)
-                conn = self.slot_conns[slot]
+                slots = batch.key_slots(start, stop)
+                slot = (slots[0] << 8) | slots[1]  # (compiled: C byte reads)
+                conn = self.slot_conns[slot] if slot <= LAST_SLOT else None
                 if conn is not None and conn.state is not CLOSED:
                     entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
                     session.queue.append(entry)
@@ -258,19 +249,19 @@ class ClusterRoute(Route):
         order = None  # and each command's part number, from the stretch's first command
         part = 0  # run_conn's part number
         first = run_start = index = start
+        slots = batch.key_slots(start, stop)  # argument 1's slot, two bytes a command (in C when compiled)
         while index < stop:
             args = commands[index]
             if args[0] in first_arg and len(args) > 1:
-                key = args[1]
-                if OPEN_BRACE in key:
-                    routed = hash_slot(key)
-                else:
-                    slot = crc_hqx(key, 0)
-                    slot &= SLOT_MASK  # modulo 16384 (compiled: in C, no int object per key)
+                at = 2 * (index - start)
+                slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, no int object per key)
+                if slot <= LAST_SLOT:  # (argument 1 is bytes: a reader makes nothing else)
                     if slot_conns[slot] is run_conn and run_conn is not None and not replica_reads:
                         index += 1  # the run goes on (its connection's state was checked at its start)
                         continue
                     routed = slot
+                else:
+                    routed = decide(args, master_for_slot)
             else:
                 routed = decide(args, master_for_slot)
             if type(routed) is int:

@@ -11,6 +11,7 @@ cdef class Batch:
     @cython.locals(begin=Py_ssize_t, end=Py_ssize_t)
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
+    cpdef bytes key_slots(self, Py_ssize_t start, Py_ssize_t stop)
 
 
 @cython.final

@@ -22,6 +22,7 @@ import re
 import hiredis
 
 from .. import compiled
+from ..routing.slots import hash_slot
 from .exact import ParseLimits, ProtocolError, parse_request
 from .order import runs
 
@@ -98,6 +99,13 @@ class Batch:
             return _pick(self.raw, self.ends, first, order, parts)
         return pick_requests(self.raw, self.ends, first, order, parts)
 
+    def key_slots(self, start: int, stop: int) -> bytes:
+        """The Redis Cluster hash slot of argument 1 of each of commands[start:stop], two bytes
+        each (big-endian), NO_SLOT for a command without one. Compiled, the CRC16 is in C."""
+        if _key_slots is not None:
+            return _key_slots(self.commands, start, stop)
+        return key_slots(self.commands, start, stop)
+
 
 def pick_requests(raw: bytes, ends: list, first: int, order, parts: int) -> list:
     """`Batch.requests_by_part` on a batch's `raw` and `ends` (the reference for the compiled one)."""
@@ -105,6 +113,20 @@ def pick_requests(raw: bytes, ends: list, first: int, order, parts: int) -> list
     for part, start, stop in runs(order, first):
         pieces[part].append(raw[ends[start - 1] if start else 0:ends[stop - 1]])
     return [b"".join(piece) for piece in pieces]
+
+
+NO_SLOT = 0xFFFF  # in key_slots: the command has no argument 1
+
+
+def key_slots(commands: list, start: int, stop: int) -> bytes:
+    """`Batch.key_slots` on a batch's commands (the reference for the compiled one)."""
+    if start < 0 or stop > len(commands) or start > stop:
+        raise IndexError("commands out of range")
+    out = bytearray()
+    for args in commands[start:stop]:
+        slot = hash_slot(args[1]) if len(args) > 1 and type(args[1]) is bytes else NO_SLOT
+        out += slot.to_bytes(2, "big")
+    return bytes(out)
 
 
 # The proxy's one bytes object for each command name its tables know (`command_name`). The
@@ -123,6 +145,7 @@ def command_name(name: bytes) -> bytes:
 # global, not a class attribute: a compiled class's attributes cannot be set, and tests set it).
 _split = _compiled.split_requests if _compiled is not None else None
 _pick = _compiled.pick_requests if _compiled is not None else None
+_key_slots = _compiled.key_slots if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
 
