@@ -13,10 +13,12 @@ cdef class ClusterRoute(Route):
     cdef public object protocol
     cdef public object index
     cdef public frozenset first_arg
-    cdef public list slot_conns
+    cdef public object slot_table
+    cdef public bytearray slot_owner
+    cdef public list owner_conns
     cdef public bint replica_reads
 
-    @cython.locals(commands=list, slot_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set, slots=bytes,
+    @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set, slots=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
                    replica_reads=bint, slot=Py_ssize_t,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)

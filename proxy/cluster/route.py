@@ -207,7 +207,8 @@ def gather(session, parts, merge) -> None:
 class ClusterRoute(Route):
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
-    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_conns", "replica_reads")
+    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_table", "slot_owner", "owner_conns",
+                 "replica_reads")
 
     def __init__(self, router, routes: RouteTable, protocol: int, index: int):
         self.router = router
@@ -216,7 +217,9 @@ class ClusterRoute(Route):
         self.protocol = protocol
         self.index = index
         self.first_arg = routes.first_arg
-        self.slot_conns = router.slot_connections(protocol, index)
+        self.slot_table = router.slot_connections(protocol, index)
+        self.slot_owner = self.slot_table.owner  # (read per key, as a C byte when compiled)
+        self.owner_conns = self.slot_table.conns
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         commands = batch.commands
@@ -225,7 +228,7 @@ class ClusterRoute(Route):
             if args[0] in self.first_arg and len(args) > 1 and not self.replica_reads:
                 slots = batch.key_slots(start, stop)
                 slot = (slots[0] << 8) | slots[1]  # (compiled: C byte reads)
-                conn = self.slot_conns[slot] if slot <= LAST_SLOT else None
+                conn = self.owner_conns[self.slot_owner[slot]] if slot <= LAST_SLOT else None
                 if conn is not None and conn.state is not CLOSED:
                     entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
                     session.queue.append(entry)
@@ -234,7 +237,8 @@ class ClusterRoute(Route):
                     if conn.write_paused:
                         session.wait_for_upstream(conn)
                     return
-        slot_conns = self.slot_conns
+        slot_owner = self.slot_owner
+        owner_conns = self.owner_conns
         first_arg = self.first_arg
         router = self.router
         replica_reads = self.replica_reads
@@ -256,7 +260,7 @@ class ClusterRoute(Route):
                 at = 2 * (index - start)
                 slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, no int object per key)
                 if slot <= LAST_SLOT:  # (argument 1 is bytes: a reader makes nothing else)
-                    if slot_conns[slot] is run_conn and run_conn is not None and not replica_reads:
+                    if owner_conns[slot_owner[slot]] is run_conn and run_conn is not None and not replica_reads:
                         index += 1  # the run goes on (its connection's state was checked at its start)
                         continue
                     routed = slot
@@ -268,9 +272,11 @@ class ClusterRoute(Route):
                 if replica_reads and args[0] in reads:
                     conn = router.replica_connection(routed, protocol, spread)
                 else:
-                    conn = slot_conns[routed]
+                    slot = routed  # (compiled: a C integer)
+                    conn = owner_conns[slot_owner[slot]]
                     if conn is None or conn.state is CLOSED:
-                        conn = slot_conns[routed] = router.connection(routed, protocol, spread)
+                        conn = router.connection(routed, protocol, spread)
+                        self.slot_table.remember(routed, conn)
             elif routed is None:
                 conn = router.connection(None, protocol, spread)
             else:  # several slots (split and merged) or none possible (CROSSSLOT)
