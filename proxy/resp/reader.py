@@ -18,6 +18,7 @@ cannot vouch for to the Python path at a request boundary.
 from __future__ import annotations
 
 import re
+from binascii import crc_hqx
 
 import hiredis
 
@@ -122,10 +123,19 @@ def key_slots(commands: list, start: int, stop: int) -> bytes:
     """`Batch.key_slots` on a batch's commands (the reference for the compiled one)."""
     if start < 0 or stop > len(commands) or start > stop:
         raise IndexError("commands out of range")
-    out = bytearray()
+    out = bytearray(2 * (stop - start))
+    at = 0
     for args in commands[start:stop]:
-        slot = hash_slot(args[1]) if len(args) > 1 and type(args[1]) is bytes else NO_SLOT
-        out += slot.to_bytes(2, "big")
+        key = args[1] if len(args) > 1 else None
+        if type(key) is not bytes:
+            slot = NO_SLOT
+        elif 123 in key:  # a '{': the hash tag rule (an int operand is a memchr; b"{" is not)
+            slot = hash_slot(key)
+        else:  # the common case without hash_slot's call (pure Python runs this for every key)
+            slot = crc_hqx(key, 0) & 0x3FFF
+        out[at] = slot >> 8
+        out[at + 1] = slot & 0xFF
+        at += 2
     return bytes(out)
 
 
