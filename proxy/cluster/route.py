@@ -259,13 +259,13 @@ class ClusterRoute(Route):
             if args[0] in first_arg and len(args) > 1:
                 at = 2 * (index - start)
                 slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, no int object per key)
-                if slot <= LAST_SLOT:  # (argument 1 is bytes: a reader makes nothing else)
-                    if owner_conns[slot_owner[slot]] is run_conn and run_conn is not None and not replica_reads:
-                        index += 1  # the run goes on (its connection's state was checked at its start)
-                        continue
-                    routed = slot
-                else:
-                    routed = decide(args, master_for_slot)
+            else:
+                slot = LAST_SLOT + 1  # not argument 1's: the route table decides
+            if slot <= LAST_SLOT:
+                if owner_conns[slot_owner[slot]] is run_conn and run_conn is not None and not replica_reads:
+                    index += 1  # the run goes on (its connection's state was checked at its start)
+                    continue
+                routed = slot
             else:
                 routed = decide(args, master_for_slot)
             if type(routed) is int:

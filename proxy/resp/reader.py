@@ -18,7 +18,6 @@ cannot vouch for to the Python path at a request boundary.
 from __future__ import annotations
 
 import re
-from binascii import crc_hqx
 
 import hiredis
 
@@ -127,12 +126,7 @@ def key_slots(commands: list, start: int, stop: int) -> bytes:
     at = 0
     for args in commands[start:stop]:
         key = args[1] if len(args) > 1 else None
-        if type(key) is not bytes:
-            slot = NO_SLOT
-        elif 123 in key:  # a '{': the hash tag rule (an int operand is a memchr; b"{" is not)
-            slot = hash_slot(key)
-        else:  # the common case without hash_slot's call (pure Python runs this for every key)
-            slot = crc_hqx(key, 0) & 0x3FFF
+        slot = hash_slot(key) if type(key) is bytes else NO_SLOT
         out[at] = slot >> 8
         out[at + 1] = slot & 0xFF
         at += 2
