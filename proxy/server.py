@@ -15,7 +15,7 @@ import logging
 import socket
 
 from .resp.reader import ParseLimits
-from .session.behaviour import LOCKED, counted, counted_unknown, dispatch_table, locked, with_login
+from .session.behaviour import LOCKED, NO_NAMES, counted, counted_unknown, dispatch_table, locked, with_login
 from .session.session import Session
 
 log = logging.getLogger("redis_guard.server")
@@ -49,7 +49,7 @@ class Proxy:
         self.backend = backend or make_backend(loop, config, command_table, databases)
         self.backend.pauses.on_change = self.rebind
         self.engine = None
-        self.shadow = None  # a candidate policy decided next to the engine's (policy/shadow.py)
+        self._shadow = None
         self.tenants = None
         self.bindings: dict = {}
         self.sessions: set[Session] = set()
@@ -75,6 +75,18 @@ class Proxy:
         self.backend.acl_users = users
         for session in self.sessions:
             self.backend.identity_changed(session)
+
+    @property
+    def shadow(self):
+        """A candidate policy decided next to the engine's (policy/shadow.py), or None."""
+        return self._shadow
+
+    @shadow.setter
+    def shadow(self, shadow) -> None:
+        # Every session takes it at once (Session.bind): the dispatch loop reads the session's own
+        # field, not the proxy's attribute, once per read.
+        self._shadow = shadow
+        self.rebind()
 
     def set_engine(self, engine) -> None:
         """Use a (new) policy from the next command of every connection on. A client that
@@ -108,7 +120,7 @@ class Proxy:
         everything before them), a Guard for every name the policy checks, and each command
         that passes as its Tally (the monitor's count). Shared by the sessions with the same
         three; alive until `set_engine` drops them."""
-        if not isinstance(actions, dict):  # a table that gives every name one action
+        if actions is NO_NAMES:  # every name takes `unknown`: nothing to add or lock
             return actions, unknown
         key = (id(actions), is_locked, id(plans))
         table = self.tables.get(key)

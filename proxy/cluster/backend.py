@@ -34,6 +34,7 @@ from ..session.behaviour import (
     LOCKED,
     LOGIN,
     MULTI,
+    NO_NAMES,
     PASS,
     QUIT,
     RESET,
@@ -42,7 +43,6 @@ from ..session.behaviour import (
     SUBCOMMAND,
     UNWATCH,
     WATCH,
-    Always,
     Behaviour,
     both_cases,
     check_columns,
@@ -91,7 +91,6 @@ class ClusterBackend:
         self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED) else PASS
                                         for name, action in actions.items()})
-        self.drain = Always(DRAIN)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
@@ -132,7 +131,7 @@ class ClusterBackend:
             return table, self.behaviour.unknown_command[CLUSTER]
         if lane is STREAMING:
             return self.stream_table, PASS
-        return self.drain, DRAIN
+        return NO_NAMES, DRAIN
 
     def lane_action(self, session, action: int) -> int:
         state = session.state

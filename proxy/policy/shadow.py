@@ -3,7 +3,8 @@ nothing (Envoy RBAC's `shadow_rules`: "test that a new set of policies work befo
 
 The contract, for the client session
 ------------------------------------
-    shadow = proxy.shadow        # a ShadowPolicy, or None without `shadow_policy:`; replaced on reload
+    shadow = session.shadow      # proxy.shadow: a ShadowPolicy, or None without `shadow_policy:`;
+                                 # replaced on reload, and every session takes the new one at once
     shadow.observe(commands, index, state, app, peer)
 
 The session calls `observe` once for each command the enforcing policy lets through (forwarded as

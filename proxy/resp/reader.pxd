@@ -23,8 +23,8 @@ cdef class RequestReader:
     cdef public bint _fast
     cdef public Py_ssize_t _need
     cdef public bint _failed
-    cdef public Py_ssize_t _max_args
-    cdef public Py_ssize_t _max_bytes
+    cdef public object _max_args
+    cdef public object _max_bytes
 
     @cython.locals(pos=Py_ssize_t, batch=Batch)
     cpdef feed_read(self, data)

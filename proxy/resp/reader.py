@@ -159,7 +159,7 @@ class RequestReader:
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits = limits or ParseLimits()
-        self._max_args = limits.max_args  # (read for every read: C fields, compiled)
+        self._max_args = limits.max_args  # (passed for every read: int objects, made once)
         self._max_bytes = limits.max_request_bytes
         self._chunks: list[bytes] = []
         self._size = 0

@@ -35,8 +35,9 @@ cdef class Session(Receiver):
     cdef public object policy_state
     cdef public object after_exec
     cdef public object engine
+    cdef public object shadow
     cdef public object plans
-    cdef public object dispatch
+    cdef public dict dispatch
     cdef public object handlers
     cdef public object unknown
     cdef public object app
@@ -49,7 +50,7 @@ cdef class Session(Receiver):
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
     cpdef data_received(self, data)
-    @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally, guard=Guard)
+    @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally, guard=Guard, dispatch=dict)
     cpdef _run(self, Batch batch, Py_ssize_t index)
     @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)

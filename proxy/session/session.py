@@ -72,7 +72,7 @@ class Session(Receiver):
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
-        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "plans", "dispatch",
+        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "shadow", "plans", "dispatch",
         "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired",
         "queued_effects",
     )
@@ -126,6 +126,7 @@ class Session(Receiver):
         if self.app is not None and (tenants is None or tenants.engine(self.app) is None):
             self.app = None
         self.engine, self.plans = proxy.bindings[self.app]
+        self.shadow = proxy.shadow
         self.locked = tenants is not None and tenants.required and self.app is None
         actions, unknown = self.backend.actions_for(self)
         self.dispatch, self.unknown = proxy.dispatch_for(actions, unknown, self.locked, self.plans)
@@ -161,7 +162,7 @@ class Session(Receiver):
             if batch is not None:
                 if batch.error is None:  # _handle's usual case without its frame (once per client read)
                     commands = batch.commands
-                    if len(commands) == 1 and self.proxy.shadow is None:
+                    if len(commands) == 1 and self.shadow is None:
                         # One command passed on as it is (a client that waits for each reply): what
                         # _run would do with it, without _run's frame and set-up. A Guard's command
                         # passes here only by its cheap checks (pure lookups); else _run decides.
@@ -234,7 +235,7 @@ class Session(Receiver):
         good_keys = engine.good_keys if engine is not None else None
         key_classes = engine.key_classes if engine is not None else None
         state = self.policy_state
-        shadow = self.proxy.shadow
+        shadow = self.shadow
         while index < count:
             args = commands[index]
             name = args[0]

@@ -78,12 +78,14 @@ def test_the_candidate_counts_and_logs_and_changes_nothing(setup):
 
 def test_the_shadow_policy_hot_reloads_and_refuses_a_broken_file(setup):
     _, process, tmp_path, metrics_port = setup
+    client = redis.Redis(port=process.port)  # connected before the reload: its session takes the new candidate
+    assert client.set("user:0", "v") is True
+    _wait(lambda: _samples(metrics_port, policy="candidate", rule="T1") == 1, "T1 under the first name")
     candidate = tmp_path / "candidate.yaml"
     candidate.write_text(CANDIDATE.format(name="second"))
     stamp = time.time_ns() + 50_000_000
     os.utime(candidate, ns=(stamp, stamp))
     _wait(lambda: "shadow policy reloaded (file changed): 'second'" in process.log, process.log)
-    client = redis.Redis(port=process.port)
     assert client.set("user:1", "v") is True
     _wait(lambda: _samples(metrics_port, policy="second", rule="T1") == 1, "T1 under the new name")
     candidate.write_text("name: broken\nrules:\n  C2: {deny: [FLUSHAL]}\n")
