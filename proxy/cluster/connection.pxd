@@ -1,6 +1,7 @@
 cimport cython
 from proxy.pending cimport Pending
 from proxy.upstream.connection cimport UpstreamConnection
+from proxy.session.session cimport Session
 
 cdef class RoutedPending(Pending):
     cdef public object source
@@ -14,7 +15,7 @@ cdef class RoutedPending(Pending):
 
     @staticmethod
     @cython.locals(entry=RoutedPending)
-    cdef RoutedPending of_run(session, Py_ssize_t count, conn, batch, Py_ssize_t first, hash_slot)
+    cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, batch, Py_ssize_t first, hash_slot)
     cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, hash_slot, owner)
 
 cdef class Part(Pending):

@@ -6,6 +6,7 @@ from proxy.cluster.connection cimport RoutedPending
 
 cdef Py_ssize_t LAST_SLOT
 cdef Py_ssize_t MAX_PARTS
+cdef Py_ssize_t KEYLESS
 
 cdef class ClusterRoute(Route):
     cdef public object router
@@ -20,11 +21,11 @@ cdef class ClusterRoute(Route):
 
     @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set, slots=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
-                   replica_reads=bint, slot=Py_ssize_t,
+                   replica_reads=bint, slot=Py_ssize_t, run_slot=Py_ssize_t, keyed=bint,
                    conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
     @cython.locals(at=Py_ssize_t)
     cpdef _send_stretch(self, Session session, Batch batch, Py_ssize_t first, Py_ssize_t stop, list conns,
-                        bytearray order, Py_ssize_t run_start, Py_ssize_t part, UpstreamConnection conn, hash_slot)
+                        bytearray order, Py_ssize_t run_start, Py_ssize_t part, UpstreamConnection conn, Py_ssize_t hash_slot)
     @cython.locals(entry=RoutedPending)
-    cpdef _send_run(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop, UpstreamConnection conn, hash_slot)
+    cpdef _send_run(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop, UpstreamConnection conn, Py_ssize_t hash_slot)

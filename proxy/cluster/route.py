@@ -33,6 +33,7 @@ from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
 LAST_SLOT = SLOT_COUNT - 1
+KEYLESS = -1  # the slot of a command without a key (any master answers it)
 MAX_PARTS = 256  # connections in one stretch: a part's number is one byte of the stretch's order
 
 
@@ -248,49 +249,55 @@ class ClusterRoute(Route):
         reads = self.routes.reads
         master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
-        run_slot = None
+        run_slot = KEYLESS
         conns = None  # once the stretch has two connections: its parts' connections, numbered as they came
         order = None  # and each command's part number, from the stretch's first command
         part = 0  # run_conn's part number
         first = run_start = index = start
         slots = batch.key_slots(start, stop)  # argument 1's slot, two bytes a command (in C when compiled)
+        last_name = None
+        keyed = False
         while index < stop:
             args = commands[index]
-            if args[0] in first_arg and len(args) > 1:
+            name = args[0]
+            if name is not last_name:  # (a pipeline repeats names, and the compiled reader one object a name)
+                last_name = name
+                keyed = name in first_arg
+            slot = LAST_SLOT + 1
+            if keyed and len(args) > 1:
                 at = 2 * (index - start)
-                slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, no int object per key)
+                slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, a C integer)
+            if slot > LAST_SLOT:  # not argument 1's: the route table decides
+                routed = decide(args, master_for_slot)
+                if type(routed) is int:
+                    slot = routed
+                elif routed is None:
+                    slot = KEYLESS
+                else:  # several slots (split and merged) or none possible (CROSSSLOT)
+                    if first < index:
+                        self._send_stretch(session, batch, first, index, conns, order, run_start, part, run_conn,
+                                           run_slot)
+                        conns = order = None
+                    run_conn = None
+                    if type(routed) is Reject:
+                        session._local(routed.reply)
+                    else:
+                        gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
+                    index += 1
+                    first = run_start = index
+                    continue
+            if slot == KEYLESS:
+                conn = router.connection(None, protocol, spread)
+            elif replica_reads and name in reads:
+                conn = router.replica_connection(slot, protocol, spread)
             else:
-                slot = LAST_SLOT + 1  # not argument 1's: the route table decides
-            if slot <= LAST_SLOT:
-                if owner_conns[slot_owner[slot]] is run_conn and run_conn is not None and not replica_reads:
+                conn = owner_conns[slot_owner[slot]]
+                if conn is run_conn and conn is not None:
                     index += 1  # the run goes on (its connection's state was checked at its start)
                     continue
-                routed = slot
-            else:
-                routed = decide(args, master_for_slot)
-            if type(routed) is int:
-                if replica_reads and args[0] in reads:
-                    conn = router.replica_connection(routed, protocol, spread)
-                else:
-                    slot = routed  # (compiled: a C integer)
-                    conn = owner_conns[slot_owner[slot]]
-                    if conn is None or conn.state is CLOSED:
-                        conn = router.connection(routed, protocol, spread)
-                        self.slot_table.remember(routed, conn)
-            elif routed is None:
-                conn = router.connection(None, protocol, spread)
-            else:  # several slots (split and merged) or none possible (CROSSSLOT)
-                if first < index:
-                    self._send_stretch(session, batch, first, index, conns, order, run_start, part, run_conn, run_slot)
-                    conns = order = None
-                run_conn = None
-                if type(routed) is Reject:
-                    session._local(routed.reply)
-                else:
-                    gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
-                index += 1
-                first = run_start = index
-                continue
+                if conn is None or conn.state is CLOSED:
+                    conn = router.connection(slot, protocol, spread)
+                    self.slot_table.remember(slot, conn)
             if conn is not None and conn is run_conn:
                 index += 1
                 continue
@@ -313,18 +320,18 @@ class ClusterRoute(Route):
                         conns.append(conn)
             run_start = index
             if conn is None:  # the owner is unknown or down for now: wait for the failover
-                self._send_run(session, batch, index, index + 1, None, routed)
+                self._send_run(session, batch, index, index + 1, None, slot)
                 index += 1
                 first = run_start = index
                 run_conn = None
                 continue
-            run_conn, run_slot = conn, routed
+            run_conn, run_slot = conn, slot
             index += 1
         if first < stop:
             self._send_stretch(session, batch, first, stop, conns, order, run_start, part, run_conn, run_slot)
 
     def _send_stretch(self, session, batch, first: int, stop: int, conns, order, run_start: int, part: int,
-                      conn, hash_slot) -> None:
+                      conn, hash_slot: int) -> None:
         """The stretch first..stop, whose last run (from run_start) is for `conn`: for one
         connection (no `conns`), one slice of the client's bytes; for several, one request per
         connection and one Scatter (`order`: each command's part, but the last run's)."""
@@ -337,8 +344,11 @@ class ClusterRoute(Route):
             del order[stop - first:]
         scatter_stretch(session, batch, first, order, conns)
 
-    def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot) -> None:
-        entry = RoutedPending.of_run(session, stop - start, conn, batch, start, hash_slot)
+    def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot: int) -> None:
+        """A run of commands for `conn` (None: its owner is not known yet), all of `hash_slot`
+        (KEYLESS: none)."""
+        slot = hash_slot if hash_slot != KEYLESS else None
+        entry = RoutedPending.of_run(session, stop - start, conn, batch, start, slot)
         session.queue.append(entry)
         session.inflight += 1
         if conn is None:
