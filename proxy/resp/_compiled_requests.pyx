@@ -5,8 +5,10 @@
 in the one shape every Redis client library sends, `*N\r\n` then N times `$L\r\n`, L bytes,
 `\r\n` (digits only, no sign, no leading zero), each whole in `data`, at most `max_args`
 arguments, `max_bytes` bytes and a count below 1,000,000 (the reader's huge-header guard); it
-returns `(commands, ends, pos)`: the arguments of each (lists of bytes, as hiredis gives them),
-the offset just past each, and the offset where it stopped. It stops at the first request it
+returns `(commands, pos)`: the arguments of each (lists of bytes, as hiredis gives them) and the
+offset where it stopped. Where each command ends is found again only when it is asked for
+(`request_ends`, or `pick_requests` without `ends`): the common read is forwarded whole, and
+an offset a command would cost an integer object. It stops at the first request it
 cannot vouch for, or at a partial one, and leaves everything from there to the Python reader
 (proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
 fast path accepts, cut at the same offsets into the same arguments, so handing the rest over at
@@ -18,6 +20,7 @@ bytes, so a name costs a compare, not an allocation and a hash.
 
 `pick_requests(raw, ends, first, order, parts)` is reader.pick_requests's twin (what
 `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
+`request_ends(raw)` is reader.request_ends's (what `Batch.offsets` finds for a split's batch).
 
 `key_slots(commands, start, stop)` is reader.key_slots's twin (what `Batch.key_slots` returns):
 the Redis Cluster hash slot of each command's argument 1, two bytes each, from CRC16 tables
@@ -28,6 +31,7 @@ here it costs a few instructions a byte, where a call of `crc_hqx` costs about 4
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.dict cimport PyDict_GetItem
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -87,39 +91,46 @@ cdef object _name(const unsigned char* s, Py_ssize_t length):
     return <object> known
 
 
+cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
+                                    Py_ssize_t* count) noexcept nogil:
+    """The offset just past the canonical request that starts at s[pos:] and is whole in s[:n]
+    (its argument count in `count`), or -1."""
+    cdef Py_ssize_t p, k, length
+    if pos >= n or s[pos] != 42:  # '*'
+        return -1
+    p = _number(s, pos + 1, n, 6, count)
+    if p < 0:
+        return -1
+    k = 0
+    while k < count[0]:
+        if p >= n or s[p] != 36:  # '$'
+            return -1
+        p = _number(s, p + 1, n, 9, &length)
+        if p < 0:
+            return -1
+        p += length + 2
+        if p > n or s[p - 2] != 13 or s[p - 1] != 10:
+            return -1
+        k += 1
+    return p
+
+
 def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
     if type(data) is not bytes:  # a transport's bytearray or memoryview: the Python reader takes it
-        return [], [], 0
+        return [], 0
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t pos = 0, p, first, count, length, k
+    cdef Py_ssize_t pos = 0, p, count, k
+    cdef Py_ssize_t length = 0
     cdef list commands = []
-    cdef list ends = []
     cdef list args
     while pos < n:
-        if s[pos] != 42:  # '*'
-            break
-        first = _number(s, pos + 1, n, 6, &count)
-        if first < 0 or count < 1 or count > max_args:
-            break
-        p = first
-        k = 0
-        while k < count:  # the whole request is here and canonical, before anything is made of it
-            if p >= n or s[p] != 36:  # '$'
-                p = -1
-                break
-            p = _number(s, p + 1, n, 9, &length)
-            if p < 0:
-                break
-            p += length + 2
-            if p > n or s[p - 2] != 13 or s[p - 1] != 10:
-                p = -1
-                break
-            k += 1
-        if p < 0 or p - pos > max_bytes:
+        # The whole request is here and canonical, before anything is made of it.
+        p = _request_end(s, n, pos, &count)
+        if p < 0 or count < 1 or count > max_args or p - pos > max_bytes:
             break
         args = PyList_New(count)
-        p = first
+        p = _number(s, pos + 1, n, 6, &count)
         for k in range(count):
             p = _number(s, p + 1, n, 9, &length)
             item = _name(s + p, length) if k == 0 else PyBytes_FromStringAndSize(<const char*> s + p, length)
@@ -127,46 +138,84 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
             PyList_SET_ITEM(args, k, item)
             p += length + 2
         commands.append(args)
-        ends.append(p)
         pos = p
-    return commands, ends, pos
+    return commands, pos
 
 
-def pick_requests(bytes raw, list ends, Py_ssize_t first, order, Py_ssize_t parts):
-    """reader.pick_requests, in C: the part sizes first, then one copy of each command."""
+def request_ends(bytes raw):
+    """reader.request_ends, in C: the offset just past each request of `raw`, canonical requests
+    only (what split_requests vouched for)."""
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw)
+    cdef Py_ssize_t pos = 0, count
+    cdef list ends = []
+    while pos < n:
+        pos = _request_end(s, n, pos, &count)
+        if pos < 0:
+            raise ValueError("not canonical requests")
+        ends.append(pos)
+    return ends
+
+
+def pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts):
+    """reader.pick_requests, in C: the part sizes first, then one copy of each command. Without
+    `ends` (None: a batch of the split's), each command's end is found again in `raw`."""
     cdef Py_ssize_t sizes[256]
     cdef char* into[256]  # where each part's next command goes
     cdef const unsigned char* taken
-    cdef const char* source = PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t count, at, begin, end, part
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw)
+    cdef Py_ssize_t count, at, begin, start, end, part, args
+    cdef Py_ssize_t* found = NULL
     cdef list out
     cdef bytes piece
     taken = order_bytes(order, &count, "pick_requests")
-    if parts < 0 or parts > 256 or first < 0 or first + count > PyList_GET_SIZE(ends):
+    if parts < 0 or parts > 256 or first < 0:
         raise IndexError("parts or commands out of range")
-    for part in range(parts):
-        sizes[part] = 0
-    begin = <Py_ssize_t> ends[first - 1] if first else 0
-    for at in range(count):
-        end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
-        if taken[at] >= parts or end < begin or end > PyBytes_GET_SIZE(raw):
-            raise IndexError("list index out of range")
-        sizes[taken[at]] += end - begin
-        begin = end
-    out = PyList_New(parts)
-    for part in range(parts):
-        piece = PyBytes_FromStringAndSize(NULL, sizes[part])
-        Py_INCREF(piece)  # the list steals a reference
-        PyList_SET_ITEM(out, part, piece)
-        into[part] = PyBytes_AS_STRING(piece)
-    begin = <Py_ssize_t> ends[first - 1] if first else 0
-    for at in range(count):
-        end = <Py_ssize_t> <object> PyList_GET_ITEM(ends, first + at)
-        part = taken[at]
-        memcpy(into[part], source + begin, end - begin)
-        into[part] += end - begin
-        begin = end
-    return out
+    if ends is None:
+        begin = 0
+        for at in range(first):
+            begin = _request_end(s, n, begin, &args)
+            if begin < 0:
+                raise IndexError("commands out of range")
+    else:
+        if first + count > PyList_GET_SIZE(ends):
+            raise IndexError("parts or commands out of range")
+        begin = <Py_ssize_t> ends[first - 1] if first else 0
+    found = <Py_ssize_t*> PyMem_Malloc((count if count else 1) * sizeof(Py_ssize_t))
+    if found == NULL:
+        raise MemoryError()
+    try:
+        for part in range(parts):
+            sizes[part] = 0
+        start = begin
+        for at in range(count):
+            if ends is None:
+                end = _request_end(s, n, start, &args)
+                if end < 0:
+                    raise IndexError("commands out of range")
+            else:
+                end = <Py_ssize_t> <object> PyList_GET_ITEM(<list> ends, first + at)
+            if taken[at] >= parts or end < start or end > n:
+                raise IndexError("list index out of range")
+            found[at] = end
+            sizes[taken[at]] += end - start
+            start = end
+        out = PyList_New(parts)
+        for part in range(parts):
+            piece = PyBytes_FromStringAndSize(NULL, sizes[part])
+            Py_INCREF(piece)  # the list steals a reference
+            PyList_SET_ITEM(out, part, piece)
+            into[part] = PyBytes_AS_STRING(piece)
+        start = begin
+        for at in range(count):
+            part = taken[at]
+            memcpy(into[part], s + start, found[at] - start)
+            into[part] += found[at] - start
+            start = found[at]
+        return out
+    finally:
+        PyMem_Free(found)
 
 
 # CRC-CCITT (XMODEM: polynomial 0x1021, initial value 0), two bytes a step ("slicing by 2"):

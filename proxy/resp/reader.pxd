@@ -5,10 +5,12 @@ cimport cython
 cdef class Batch:
     cdef public list commands
     cdef public object raw
-    cdef public list ends
+    cdef public list _ends
     cdef public object error
 
-    @cython.locals(begin=Py_ssize_t, end=Py_ssize_t)
+    cpdef list offsets(self)
+
+    @cython.locals(begin=Py_ssize_t, end=Py_ssize_t, ends=list)
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
     cpdef bytes key_slots(self, Py_ssize_t start, Py_ssize_t stop)

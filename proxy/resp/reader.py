@@ -72,21 +72,39 @@ class Batch:
     `raw` is the RESP encoding of exactly `commands`, in order, and `ends[i]` is the offset in
     `raw` just past command i: the client's own bytes wherever the client sent RESP, so the
     common case forwards `raw` as it is. `error` is a protocol error that followed these commands;
-    the connection must answer it after their replies and close, as Redis does.
+    the connection must answer it after their replies and close, as Redis does. A batch of the
+    compiled split has no `ends` until they are asked for (`offsets`): they are found again in
+    `raw`, which is then canonical requests only, and most batches are forwarded whole.
     """
 
-    __slots__ = ("commands", "raw", "ends", "error")
+    __slots__ = ("commands", "raw", "_ends", "error")
 
     def __init__(self, commands, raw, ends, error=None):
         self.commands = commands
         self.raw = raw
-        self.ends = ends
+        self._ends = ends
         self.error = error
+
+    @property
+    def ends(self) -> list:
+        return self.offsets()
+
+    def offsets(self) -> list:
+        """`ends`, found in `raw` the first time for a batch of the compiled split."""
+        ends = self._ends
+        if ends is None:
+            ends = self._ends = _request_ends(self.raw) if _request_ends is not None else request_ends(self.raw)
+        return ends
 
     def span(self, start: int, stop: int) -> bytes:
         """Bytes of commands[start:stop]."""
-        begin = self.ends[start - 1] if start else 0
-        end = self.ends[stop - 1]
+        ends = self._ends
+        if ends is None:
+            if start == 0 and stop == len(self.commands):
+                return self.raw
+            ends = self.offsets()
+        begin = ends[start - 1] if start else 0
+        end = ends[stop - 1]
         if begin == 0 and end == len(self.raw):
             return self.raw
         return self.raw[begin:end]
@@ -96,8 +114,8 @@ class Batch:
         part `order[i]`; each part's commands keep their order. (A cluster's stretch: a part a
         master.) Compiled, one C pass that copies each command once."""
         if _pick is not None:
-            return _pick(self.raw, self.ends, first, order, parts)
-        return pick_requests(self.raw, self.ends, first, order, parts)
+            return _pick(self.raw, self._ends, first, order, parts)  # (without ends, found in raw in C)
+        return pick_requests(self.raw, self.offsets(), first, order, parts)
 
     def key_slots(self, start: int, stop: int) -> bytes:
         """The Redis Cluster hash slot of argument 1 of each of commands[start:stop], two bytes
@@ -107,8 +125,36 @@ class Batch:
         return key_slots(self.commands, start, stop)
 
 
-def pick_requests(raw: bytes, ends: list, first: int, order, parts: int) -> list:
-    """`Batch.requests_by_part` on a batch's `raw` and `ends` (the reference for the compiled one)."""
+def request_ends(raw: bytes) -> list:
+    """The offset just past each request of `raw`, canonical requests only, else ValueError
+    (`Batch.offsets`; the reference for the compiled one)."""
+    ends = []
+    pos = 0
+    try:
+        while pos < len(raw):
+            if raw[pos] != _STAR:
+                raise ValueError
+            cr = raw.index(b"\r", pos)
+            count = int(raw[pos + 1:cr])
+            pos = cr + 2
+            for _ in range(count):
+                if raw[pos] != _DOLLAR:
+                    raise ValueError
+                cr = raw.index(b"\r", pos)
+                pos = cr + 2 + int(raw[pos + 1:cr]) + 2
+            if pos > len(raw):
+                raise ValueError
+            ends.append(pos)
+    except (IndexError, ValueError):
+        raise ValueError("not canonical requests") from None
+    return ends
+
+
+def pick_requests(raw: bytes, ends: list | None, first: int, order, parts: int) -> list:
+    """`Batch.requests_by_part` on a batch's `raw` and `ends` (the reference for the compiled one;
+    None: found in `raw`)."""
+    if ends is None:
+        ends = request_ends(raw)
     pieces = [[] for _ in range(parts)]
     for part, start, stop in runs(order, first):
         pieces[part].append(raw[ends[start - 1] if start else 0:ends[stop - 1]])
@@ -149,6 +195,7 @@ def command_name(name: bytes) -> bytes:
 # global, not a class attribute: a compiled class's attributes cannot be set, and tests set it).
 _split = _compiled.split_requests if _compiled is not None else None
 _pick = _compiled.pick_requests if _compiled is not None else None
+_request_ends = _compiled.request_ends if _compiled is not None else None
 _key_slots = _compiled.key_slots if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
@@ -194,25 +241,25 @@ class RequestReader:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
         split = _split
         if split is not None and self._fast and not self._chunks and data:
-            commands, ends, pos = split(data, self._max_args, self._max_bytes)
+            commands, pos = split(data, self._max_args, self._max_bytes)
             if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
                 batch = Batch.__new__(Batch)
                 batch.commands = commands
                 batch.raw = data
-                batch.ends = ends
+                batch._ends = None
                 batch.error = None
                 return batch
             if pos:
-                return self._after_split(data, commands, ends, pos)
+                return self._after_split(data, commands, pos)
         return self._feed_read(data)
 
-    def _after_split(self, data: bytes, commands: list, ends: list, pos: int) -> Batch | None:
+    def _after_split(self, data: bytes, commands: list, pos: int) -> Batch | None:
         """The compiled split took data[:pos]; the Python path reads the rest as a new read."""
         rest = self._feed_read(data[pos:])
         if rest is None:
-            return Batch(commands, data[:pos], ends)
+            return Batch(commands, data[:pos], None)
         rest.commands[:0] = commands
-        rest.ends = ends + [end + pos for end in rest.ends]
+        rest._ends = _request_ends(data[:pos]) + [end + pos for end in rest.offsets()]
         rest.raw = data[:pos] + rest.raw
         return rest
 
@@ -301,7 +348,7 @@ class RequestReader:
                 tail = self._check_tail()
                 if tail is not None:  # the partial tail is already malformed
                     tail.commands[:0] = commands
-                    tail.ends[:0] = ends
+                    tail.offsets()[:0] = ends
                     tail.raw = raw + tail.raw
                     return tail
                 return Batch(commands, raw, ends)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(reader._split is None, reason="the compiled requ
 
 
 def names_of(*commands):
-    commands, _ends, _pos = reader._split(b"".join(hiredis.pack_command(c) for c in commands), 1000, 10 ** 6)
+    commands, _pos = reader._split(b"".join(hiredis.pack_command(c) for c in commands), 1000, 10 ** 6)
     return [args[0] for args in commands]
 
 
@@ -45,5 +45,5 @@ def test_names_that_share_a_slot_are_never_confused():
 def test_only_the_first_argument_is_a_name():
     table = both_cases({"get": 1})
     (key,) = [k for k in table if k == b"get"]
-    commands, _ends, _pos = reader._split(hiredis.pack_command(("ECHO", "get")), 1000, 10 ** 6)
+    commands, _pos = reader._split(hiredis.pack_command(("ECHO", "get")), 1000, 10 ** 6)
     assert commands[0][1] == b"get" and commands[0][1] is not key

@@ -1,5 +1,7 @@
 """Batch.requests_by_part, pure and compiled: a stretch's commands dealt out to one request per
-part (a cluster's pipeline over several masters), each part's in order, copied whole."""
+part (a cluster's pipeline over several masters), each part's in order, copied whole; with the
+commands' ends given, or found again in the bytes (a batch of the compiled split has none until
+asked: request_ends, pure and compiled)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,43 @@ def test_each_part_gets_its_commands_in_order(pick, seed):
                 for part in range(parts)]
     assert pick(batch.raw, batch.ends, first, order, parts) == expected
     assert pick(batch.raw, batch.ends, first, bytes(order), parts) == expected
+    assert pick(batch.raw, None, first, bytes(order), parts) == expected
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def request_ends(request):
+    if request.param == "pure":
+        return reader.request_ends
+    if reader._request_ends is None:
+        pytest.skip("the compiled request split is not built")
+    return reader._request_ends
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_request_ends_are_where_each_command_ends(request_ends, seed):
+    rng = random.Random(seed)
+    commands = [rng.choice(COMMANDS) for _ in range(rng.randint(0, 30))]
+    packed = [hiredis.pack_command(c) for c in commands]
+    expected = [sum(len(p) for p in packed[:at + 1]) for at in range(len(packed))]
+    assert request_ends(b"".join(packed)) == expected
+
+
+@pytest.mark.parametrize("raw", [b"PING\r\n", b"*1\r\n$4\r\nPING\r\n*1\r\n", b"*1\r\n$4\r\nPIN", b"*1\r\n:4\r\n"])
+def test_request_ends_refuse_what_is_not_whole_canonical_requests(request_ends, raw):
+    with pytest.raises(ValueError):
+        request_ends(raw)
+
+
+def test_a_split_batch_finds_its_ends_when_asked():
+    commands = [("GET", "a"), ("SET", "b", "v" * 100), ("GET", "c")]
+    packed = [hiredis.pack_command(c) for c in commands]
+    batch = batch_of(commands)
+    if reader._split is not None:
+        assert batch._ends is None  # the compiled split makes no offsets for a read forwarded whole
+    assert batch.span(0, 3) == batch.raw
+    assert batch.span(1, 2) == packed[1]
+    assert batch.ends == [len(packed[0]), len(packed[0]) + len(packed[1]), len(batch.raw)]
+    assert batch.offsets() is batch.ends  # found once
 
 
 def test_the_batch_method_is_the_function():
@@ -55,7 +94,8 @@ def test_the_batch_method_is_the_function():
     (0, [0, 2], 2),  # no part 2
     (1, [0, 0, 0], 1),  # past the batch's last command
 ])
-def test_out_of_range_is_refused(pick, first, order, parts):
+@pytest.mark.parametrize("given", [True, False])
+def test_out_of_range_is_refused(pick, first, order, parts, given):
     batch = batch_of([("GET", "a"), ("GET", "b"), ("GET", "c")])
     with pytest.raises(IndexError):
-        pick(batch.raw, batch.ends, first, bytes(order), parts)
+        pick(batch.raw, batch.ends if given else None, first, bytes(order), parts)
