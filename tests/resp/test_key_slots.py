@@ -28,11 +28,11 @@ def slots_of(data: bytes) -> list[int]:
     return [int.from_bytes(data[at:at + 2], "big") for at in range(0, len(data), 2)]
 
 
-# Redis's own examples (cluster spec) and the edges of the tag rule; odd and even lengths, since
-# the compiled CRC takes two bytes a step and the last odd one alone.
+# Redis's own examples (cluster spec) and the edges of the tag rule; every length modulo 8, since
+# the compiled CRC takes eight bytes a step, then two, then the last odd one alone.
 TAGGED = [b"{user1000}.following", b"{user1000}.followers", b"foo{}{bar}", b"foo{{bar}}zap", b"foo{bar}{zap}",
           b"{", b"}", b"{}", b"}{", b"{a}", b"a{b", b"a}b{c}", b"", b"a", b"ab", b"abc", b"123456789",
-          b"\x00\xff" * 40, b"{\x00}", "{ключ}:1".encode()]
+          b"\x00\xff" * 40, b"{\x00}", "{ключ}:1".encode(), *(bytes(range(200, 200 + n)) for n in range(4, 20))]
 
 
 def test_known_slots(key_slots):
