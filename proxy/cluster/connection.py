@@ -176,7 +176,7 @@ class ClusterConnection(UpstreamConnection):
             return
         pending = self.pending
         splitter = self.splitter
-        scan = splitter.scan
+        cut = splitter.cut
         pos = 0
         size = len(data)
         try:
@@ -197,16 +197,16 @@ class ClusterConnection(UpstreamConnection):
                     dash = data.find(b"\n-", pos)
                 if type(entry) is not RoutedPending or (
                         self.error_partial is None and data[pos] != 45 and dash < 0):
-                    end, done, _pushes = scan(data, pos, remaining)
-                    entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
+                    replies, end, done = cut(data, pos, remaining)
+                    entry.receiver.deliver(entry, replies, done)
                 else:
                     starts_error = self.error_partial is not None or (
                         data[pos] == 45 and not splitter.in_reply)
-                    end, done, _pushes = scan(data, pos, 1)
+                    replies, end, done = cut(data, pos, 1)
                     if not starts_error:
-                        entry.receiver.deliver(entry, data[pos:end], done)
+                        entry.receiver.deliver(entry, replies, done)
                     else:
-                        error = (self.error_partial or b"") + data[pos:end]
+                        error = (self.error_partial or b"") + replies
                         if not done:
                             self.error_partial = error
                             return

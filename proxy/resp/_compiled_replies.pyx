@@ -235,6 +235,20 @@ cdef class ReplySplitter:
         end = self._scan(<bytes> data, start, want, &done, &pushes)
         return end, done, pushes
 
+    def cut(self, data, Py_ssize_t start, Py_ssize_t want):
+        """replies.ReplySplitter.cut: `scan`, with the bytes it consumed, copied once."""
+        cdef Py_ssize_t done = 0, pushes = 0, end
+        if type(data) is not bytes:
+            raise TypeError(f"ReplySplitter.cut needs bytes, not {type(data).__name__}")
+        if want <= 0:
+            return (data if start == 0 and PyBytes_GET_SIZE(data) == 0 else b""), start, 0
+        if start < 0 or start > PyBytes_GET_SIZE(data):
+            raise IndexError(f"start {start} out of range for {PyBytes_GET_SIZE(data)} bytes")
+        end = self._scan(<bytes> data, start, want, &done, &pushes)
+        if start == 0 and end == PyBytes_GET_SIZE(data):
+            return data, end, done
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start), end, done
+
     cdef Py_ssize_t _scan(self, bytes data, Py_ssize_t start, Py_ssize_t want,
                           Py_ssize_t* done_out, Py_ssize_t* pushes_out) except -1:
         cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(data)

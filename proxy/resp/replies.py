@@ -80,6 +80,13 @@ class ReplySplitter:
         """True while a reply (or a push, or an attribute prefix) is partly consumed."""
         return bool(self._state or self._top or self._attr)
 
+    def cut(self, data: bytes, start: int, want: int) -> tuple[bytes, int, int]:
+        """`scan`, with the bytes it consumed: ``(data[start:end], end, done)``, and ``data``
+        itself when that is all of it (a connection's read, cut into its entries' replies;
+        compiled, copied once, without a slice object)."""
+        end, done, _pushes = self.scan(data, start, want)
+        return (data if start == 0 and end == len(data) else data[start:end]), end, done
+
     def scan(self, data: bytes, start: int, want: int) -> tuple[int, int, int]:
         """Consume bytes of data from start, up to the want-th complete reply.
 

@@ -377,7 +377,7 @@ class UpstreamConnection:
 
     def _deliver(self, data: bytes) -> None:
         queue = self.pending
-        scan = self.splitter.scan
+        cut = self.splitter.cut
         pos = 0
         size = len(data)
         try:
@@ -388,8 +388,8 @@ class UpstreamConnection:
                 if entry.remaining < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
-                end, done, _pushes = scan(data, pos, entry.remaining)
-                entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
+                replies, end, done = cut(data, pos, entry.remaining)
+                entry.receiver.deliver(entry, replies, done)
                 if self.state is CLOSED:
                     return
                 pos = end

@@ -225,6 +225,30 @@ def test_stops_at_want_before_a_push(Splitter: type) -> None:
     assert sp.scan(data, 0, 0) == (0, 0, 0)
 
 
+def test_cut_is_scan_with_the_bytes_it_consumed(Splitter: type) -> None:
+    units = [(enc, p) for _, enc, p in REPLIES]
+    data = b"".join(enc for enc, _ in units)
+    for want in (1, 2, 7, 100):
+        scanning, cutting = Splitter(), Splitter()
+        pos = 0
+        while pos < len(data):
+            end, done, _pushes = scanning.scan(data, pos, want)
+            piece, cut_end, cut_done = cutting.cut(data, pos, want)
+            assert (piece, cut_end, cut_done) == (data[pos:end], end, done)
+            assert type(piece) is bytes
+            pos = end
+    whole = b"+OK\r\n:1\r\n"
+    piece, end, done = Splitter().cut(whole, 0, 2)
+    assert piece is whole and (end, done) == (len(whole), 2)  # a read that is all one entry's: not copied
+    assert Splitter().cut(whole, 0, 1)[0] == b"+OK\r\n"
+    assert Splitter().cut(whole, 5, 0) == (b"", 5, 0)
+    half = Splitter()
+    assert half.cut(b"$5\r\nhel", 0, 1) == (b"$5\r\nhel", 7, 0)  # a partial reply: consumed, kept
+    assert half.cut(b"lo\r\n+OK\r\n", 0, 1) == (b"lo\r\n", 4, 1)
+    with pytest.raises(TypeError):
+        Splitter().cut(bytearray(whole), 0, 1)
+
+
 # ---- random nested replies
 
 
