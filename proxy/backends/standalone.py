@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from ..config import Upstream
-from ..pending import Pending
+from ..pending import Pending, queue_append
 from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
@@ -59,7 +59,7 @@ class SharedRoute(Route):
         sent = batch.raw if count == len(batch.commands) else batch.span(start, stop)
         pending = Pending.__new__(Pending)  # Pending(session, count, conn, sent) without argument parsing (compiled)
         pending._fill_pending(session, count, conn, sent)
-        session.queue.append(pending)
+        queue_append(session.queue, pending)
         session.inflight += 1
         conn.send(sent, pending)
         if conn.write_paused:

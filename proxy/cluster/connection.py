@@ -14,7 +14,7 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-from ..pending import Pending
+from ..pending import Pending, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
@@ -220,7 +220,7 @@ class ClusterConnection(UpstreamConnection):
                     return
                 pos = end
                 if entry.remaining == 0 and pending and pending[0] is entry:
-                    pending.popleft()
+                    queue_popleft(pending)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 

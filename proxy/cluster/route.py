@@ -21,7 +21,7 @@ from __future__ import annotations
 import hiredis
 
 from .. import errors
-from ..pending import UNSEEN, Pending, Receiver, hidden
+from ..pending import UNSEEN, Pending, Receiver, hidden, queue_append
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
@@ -232,7 +232,7 @@ class ClusterRoute(Route):
                 conn = self.owner_conns[self.slot_owner[slot]] if slot <= LAST_SLOT else None
                 if conn is not None and conn.state is not CLOSED:
                     entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
-                    session.queue.append(entry)
+                    queue_append(session.queue, entry)
                     session.inflight += 1
                     conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
                     if conn.write_paused:
@@ -349,7 +349,7 @@ class ClusterRoute(Route):
         (KEYLESS: none)."""
         slot = hash_slot if hash_slot != KEYLESS else None
         entry = RoutedPending.of_run(session, stop - start, conn, batch, start, slot)
-        session.queue.append(entry)
+        queue_append(session.queue, entry)
         session.inflight += 1
         if conn is None:
             self.router.park(entry, self.protocol, self.index)

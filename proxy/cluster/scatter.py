@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 
-from ..pending import Pending, keep
+from ..pending import Pending, keep, queue_append
 from ..resp.order import runs as stretch_runs
 from ..resp.replies import ReplySplitter, interleave
 from .connection import Part, RoutedPending, cut_run
@@ -274,7 +274,7 @@ def scatter_stretch(session, batch, first: int, order, conns: list) -> Scatter:
         parts.append(Part.of_stretch(scatter, counts[number], conns[number], batch, first, order, number))
     scatter.parts = parts
     scatter.left = len(parts)
-    session.queue.append(scatter)
+    queue_append(session.queue, scatter)
     session.inflight += 1
     for number in range(len(conns)):
         conn = conns[number]

@@ -35,7 +35,7 @@ import hiredis
 from .. import errors, metrics
 from ..monitor import health, live
 from ..monitor.live import Tally
-from ..pending import HiddenCommand, Pending, Receiver, keep
+from ..pending import HiddenCommand, Pending, Receiver, keep, queue_popleft
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
@@ -460,7 +460,7 @@ class Session(Receiver):
             if done:
                 remaining = pending.remaining = pending.remaining - done
                 if remaining == 0:
-                    queue.popleft()
+                    queue_popleft(queue)
                     self.inflight -= 1
                     if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
                         self._head_done()

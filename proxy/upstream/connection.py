@@ -27,7 +27,7 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..pending import Pending, Receiver, hidden
+from ..pending import Pending, Receiver, hidden, queue_append, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -284,13 +284,13 @@ class UpstreamConnection:
             # connection's writes wait for the end of this tick: what came first leaves first,
             # so another client's PUBLISH cannot overtake an earlier UNSUBSCRIBE.)
             if pending is not None:
-                queue.append(pending)
-                self.stamps.append((clock(), pending))
+                queue_append(queue, pending)
+                queue_append(self.stamps, (clock(), pending))
             live.written(data)
             self.transport.write(data)
             return
         if pending is not None:
-            queue.append(pending)
+            queue_append(queue, pending)
         self.out.append(data)
         if not self.flush_scheduled:
             self.stamp = clock()
@@ -394,7 +394,7 @@ class UpstreamConnection:
                     return
                 pos = end
                 if entry.remaining == 0 and queue and queue[0] is entry:
-                    queue.popleft()
+                    queue_popleft(queue)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 
