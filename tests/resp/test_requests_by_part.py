@@ -14,13 +14,18 @@ from proxy.resp import reader
 from proxy.resp.reader import RequestReader
 
 
+def _twin(request, pure, compiled):
+    """The pure function or its compiled twin, by the fixture's parameter."""
+    if request.param == "pure":
+        return pure
+    if compiled is None:
+        pytest.skip("the compiled request split is not built")
+    return compiled
+
+
 @pytest.fixture(params=["pure", "compiled"])
 def pick(request):
-    if request.param == "pure":
-        return reader.pick_requests
-    if reader._pick is None:
-        pytest.skip("the compiled request split is not built")
-    return reader._pick
+    return _twin(request, reader.pick_requests, reader._pick)
 
 
 COMMANDS = [("GET", "k"), ("SET", "key:1", "v" * 300), ("PING",), ("MSET", *"abcdefgh"), ("ECHO", ""),
@@ -50,11 +55,7 @@ def test_each_part_gets_its_commands_in_order(pick, seed):
 
 @pytest.fixture(params=["pure", "compiled"])
 def request_ends(request):
-    if request.param == "pure":
-        return reader.request_ends
-    if reader._request_ends is None:
-        pytest.skip("the compiled request split is not built")
-    return reader._request_ends
+    return _twin(request, reader.request_ends, reader._request_ends)
 
 
 @pytest.mark.parametrize("seed", range(20))
