@@ -168,7 +168,9 @@ class ClusterConnection(UpstreamConnection):
         self.error_partial = None  # the first bytes of an error reply cut across reads
 
     def _deliver(self, data: bytes) -> None:
-        dash = data.find(b"\n-")  # where an error reply may start, found again once passed
+        # Where an error reply may start, found again once passed (memchr first: most reads have
+        # no '-' at all, and searching "\n-" in reply-dense bytes costs about 1 ns a byte).
+        dash = data.find(b"\n-") if 45 in data else -1
         if dash < 0 and data[0] != 45 and self.error_partial is None:
             # No reply in this read is an error (every reply after the first starts after a
             # line feed): nothing to catch, each entry's replies are cut as a server's are.
