@@ -26,6 +26,10 @@ bytes, so a name costs a compare, not an allocation and a hash.
 the Redis Cluster hash slot of each command's argument 1, two bytes each, from CRC16 tables
 made at import. That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it:
 here it costs about three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
+
+`key_class(key, table)` is `bytes.translate(key, table)` (the policy's key classes,
+policy/keyclass.py, looked up for every checked command): one table read a byte, where the
+built-in's loop also tracks whether anything changed.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -291,4 +295,25 @@ def key_slots(list commands, Py_ssize_t start, Py_ssize_t stop):
         into[0] = slot >> 8
         into[1] = slot & 0xFF
         into += 2
+    return out
+
+
+def key_class(bytes key, table):
+    """bytes.translate(key, table), in C for the usual table of 256 bytes (None: the key itself)."""
+    cdef const unsigned char* s
+    cdef const unsigned char* t
+    cdef unsigned char* into
+    cdef Py_ssize_t n, i
+    cdef bytes out
+    if table is None:
+        return key
+    if type(table) is not bytes or PyBytes_GET_SIZE(table) != 256:
+        return key.translate(table)  # (its errors, and the buffers it takes)
+    n = PyBytes_GET_SIZE(key)
+    out = PyBytes_FromStringAndSize(NULL, n)
+    s = <const unsigned char*> PyBytes_AS_STRING(key)
+    t = <const unsigned char*> PyBytes_AS_STRING(table)
+    into = <unsigned char*> PyBytes_AS_STRING(out)
+    for i in range(n):
+        into[i] = t[s[i]]
     return out

@@ -1,10 +1,16 @@
+cimport cython
+
 cdef class Memo:
     cdef public dict memo
     cdef public object key_classes
     cdef public object shape
     cdef public Py_ssize_t start
+    cdef public bytes last_class
+    cdef public object last_known
 
+    @cython.locals(key_class=bytes)
     cpdef bint passed(self, args, state)
+    cpdef bint fits(self, args, known)
 
 cdef class Guard:
     cdef public object plan

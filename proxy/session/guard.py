@@ -16,28 +16,49 @@ reads and a dict lookup, not Python calls.
 
 from __future__ import annotations
 
+from .. import compiled
+
+# A key's class (policy/keyclass.py): `class_of(key, table)` is `key.translate(table)`, in C
+# when built, else the type's own function (no method lookup on the key for every command).
+_compiled = compiled.load("_compiled_requests")
+class_of = _compiled.key_class if _compiled is not None else bytes.translate
+
 
 class Memo:
     """A plan's memo (`memo`: the key's class -> its shape, or a frozenset of shapes), the
     translate table of key classes, the plan's shape function and the first argument whose
-    bytes are part of the shape (`start`: 3 for the SET family)."""
+    bytes are part of the shape (`start`: 3 for the SET family). The last class that passed is
+    kept with what the memo held for it: commands mostly name keys of one class, and comparing
+    two short byte strings costs less than hashing one. What the engine remembered since is
+    looked up when the kept shapes do not fit (a pass, once remembered, stays true)."""
 
-    __slots__ = ("memo", "key_classes", "shape", "start")
+    __slots__ = ("memo", "key_classes", "shape", "start", "last_class", "last_known")
 
     def __init__(self, memo: dict, key_classes, shape, start: int):
         self.memo = memo
         self.key_classes = key_classes
         self.shape = shape
         self.start = start
+        self.last_class = None
+        self.last_known = None
 
     def passed(self, args, state) -> bool:
         """True when a command of this shape on a key of this class passed before, outside a
         transaction (the engine decides the rest)."""
         if len(args) < 2 or state.in_multi:
             return False
-        known = self.memo.get(args[1].translate(self.key_classes))
-        if known is None:
+        key_class = class_of(args[1], self.key_classes)
+        if key_class == self.last_class and self.fits(args, self.last_known):
+            return True
+        known = self.memo.get(key_class)
+        if known is None or not self.fits(args, known):
             return False
+        self.last_class = key_class
+        self.last_known = known
+        return True
+
+    def fits(self, args, known) -> bool:
+        """Is the shape of `args` `known` (a shape) or among them (a frozenset)?"""
         if self.start == 3:  # SET k v [options]
             if len(args) < 3:
                 return False

@@ -35,6 +35,9 @@ cdef class Session(Receiver):
     cdef public object policy_state
     cdef public object after_exec
     cdef public object engine
+    cdef public dict good_keys
+    cdef public object key_classes
+    cdef public bytes good_class
     cdef public object shadow
     cdef public object plans
     cdef public dict dispatch
@@ -52,6 +55,8 @@ cdef class Session(Receiver):
     cpdef data_received(self, data)
     @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally, guard=Guard, dispatch=dict)
     cpdef _run(self, Batch batch, Py_ssize_t index)
+    @cython.locals(key_class=bytes)
+    cpdef bint _key_passes(self, key)
     @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)
     cpdef pending_failed(self, Pending pending, error, bint partial)

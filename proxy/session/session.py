@@ -41,7 +41,7 @@ from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
-from .guard import Guard
+from .guard import Guard, class_of
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
 
 log = logging.getLogger("redis_guard.server")
@@ -72,9 +72,9 @@ class Session(Receiver):
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
-        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "shadow", "plans", "dispatch",
-        "handlers", "unknown", "app", "locked", "login_result", "verifying", "extra", "unpaired",
-        "queued_effects",
+        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
+        "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
+        "verifying", "extra", "unpaired", "queued_effects",
     )
 
     def __init__(self, proxy):
@@ -125,7 +125,13 @@ class Session(Receiver):
         tenants = proxy.tenants
         if self.app is not None and (tenants is None or tenants.engine(self.app) is None):
             self.app = None
-        self.engine, self.plans = proxy.bindings[self.app]
+        engine, self.plans = proxy.bindings[self.app]
+        self.engine = engine
+        # The engine's cache of key classes that passed (cleared in place, never replaced) and
+        # its translate table: read for every checked command, kept here as C fields.
+        self.good_keys = engine.good_keys if engine is not None else None
+        self.key_classes = engine.key_classes if engine is not None else None
+        self.good_class = None  # the last key class that passed (`_key_passes`), of this engine
         self.shadow = proxy.shadow
         self.locked = tenants is not None and tenants.required and self.app is None
         actions, unknown = self.backend.actions_for(self)
@@ -170,8 +176,7 @@ class Session(Receiver):
                         action = self.dispatch.get(args[0])
                         if type(action) is Guard:
                             guard = action  # (compiled: typed, its fields C fields)
-                            if (guard.keys_only and len(args) > 1 and (
-                                    args[1].translate(self.engine.key_classes) in self.engine.good_keys)) or (
+                            if (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) or (
                                     guard.memo is not None and guard.memo.passed(args, self.policy_state)):
                                 action = guard.action
                         if type(action) is Tally:
@@ -231,9 +236,6 @@ class Session(Receiver):
         count = len(commands)
         start = index
         dispatch = self.dispatch
-        engine = self.engine
-        good_keys = engine.good_keys if engine is not None else None
-        key_classes = engine.key_classes if engine is not None else None
         state = self.policy_state
         shadow = self.shadow
         while index < count:
@@ -244,8 +246,7 @@ class Session(Receiver):
                 action = dispatch.get(name.lower(), self.unknown)
             if type(action) is Guard:
                 guard = action
-                if not (guard.keys_only and len(args) > 1 and (
-                        args[1].translate(key_classes) in good_keys or engine.key_ok(args[1]))) and not (
+                if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and not (
                         guard.memo is not None and guard.memo.passed(args, state)):
                     verdict = self._decide(guard.plan, commands, index)
                     if verdict is not None:
@@ -286,12 +287,22 @@ class Session(Receiver):
                 return
             # The handler may have changed the lane, the application or the policy's state.
             dispatch = self.dispatch
-            engine = self.engine
-            good_keys = engine.good_keys if engine is not None else None
-            key_classes = engine.key_classes if engine is not None else None
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
+
+    def _key_passes(self, key) -> bool:
+        """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
+        is looked up among the engine's good ones, else the engine matches it. The last class
+        that passed is kept: a client's commands mostly name keys of one class, and comparing
+        two short byte strings costs less than hashing one."""
+        key_class = class_of(key, self.key_classes)
+        if key_class == self.good_class:
+            return True
+        if key_class in self.good_keys or self.engine.key_ok(key):
+            self.good_class = key_class
+            return True
+        return False
 
     def _went_past(self, batch, index: int) -> None:
         """Dispatch stopped at commands[index] to wait: what it resumes after is done with."""

@@ -227,3 +227,30 @@ def _decided(engine, plan, args):
     if found is None:
         return None
     return (found.reject and found.reject.rule, sorted(f.rule for f in found.findings), found.commands)
+
+
+def test_the_sessions_class_of_is_bytes_translate():
+    """`guard.class_of`, what the session's loop and the memo compute a key's class with (in C
+    when built), gives bytes.translate's result and errors, for every preset's table."""
+    from proxy import compiled
+    from proxy.session import guard
+
+    if compiled.load("_compiled_requests") is not None:  # built: the C one is what is tested here
+        assert guard.class_of is not bytes.translate
+    rng = random.Random(7)
+    tables = [None, bytes(range(256)), bytes(reversed(range(256)))]
+    for path in sorted(glob.glob(os.path.join(REPO, "configs", "policies", "*.yaml"))):
+        tables.append(Engine(load_policy(path), TABLE).key_classes)
+    keys = [b"", b"a", b"user:1042:profile", b"\x00\x7f\x80\xff", "ключ:1".encode(),
+            *(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 90))) for _ in range(300))]
+    for table in tables:
+        for key in keys:
+            assert guard.class_of(key, table) == bytes.translate(key, table)
+            assert type(guard.class_of(key, table)) is bytes
+    for bad in (b"short", bytearray(256)[:10]):
+        with pytest.raises(ValueError):
+            bytes.translate(b"key", bad)
+        with pytest.raises(ValueError):
+            guard.class_of(b"key", bad)
+    with pytest.raises(TypeError):
+        guard.class_of("key", None)

@@ -189,3 +189,22 @@ def test_a_shorter_command_is_not_taken_for_a_remembered_longer_one(longer, shor
     assert plan.memo_check.passed(encoded(longer), state)
     assert not plan.memo_check.passed(encoded(shorter), state)
     assert decide(memo, encoded(shorter)) is not None
+
+
+def test_the_last_class_kept_neither_hides_shapes_remembered_since_nor_vouches_for_another_class():
+    """A Memo keeps the last class that passed with the shapes it had then: a shape the engine
+    remembered later is still found, and another class is looked up, not taken for the kept one."""
+    memo = engine()
+    state = SessionState()
+    plan = memo.plan_for([b"SET"])
+    first, second = (encoded(["SET", "app:1:string", "v", "EX", ttl]) for ttl in ("60", "61"))
+    assert decide(memo, first) is None
+    assert plan.memo_check.passed(first, state)  # kept now
+    assert not plan.memo_check.passed(second, state)
+    assert decide(memo, second) is None  # remembered after the class was kept
+    assert plan.memo_check.passed(second, state)
+    assert plan.memo_check.passed(first, state)
+    assert plan.memo_check.last_class is not None
+    other = encoded(["SET", "app:11:string", "v", "EX", "60"])  # another class (keyclass: digit count)
+    assert not plan.memo_check.passed(other, state)
+    assert plan.memo_check.passed(first, state)

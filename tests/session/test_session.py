@@ -277,3 +277,53 @@ def test_a_command_alone_under_a_policy_passes_or_is_refused_as_in_a_pipeline(tm
         assert all(isinstance(reply, hiredis.ReplyError) and "T3" in str(reply) for reply in got[6:])
     finally:
         rig.close()
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["alone", "pipelined"])
+def test_a_key_class_that_passed_is_decided_again_under_a_new_policy(tmp_path, pipelined):
+    """The session keeps the last key class that passed (`_key_passes`): a reload must not let
+    it vouch for a key the new policy refuses, alone or in a pipeline."""
+    lenient, strict = tmp_path / "lenient.yaml", tmp_path / "strict.yaml"
+    lenient.write_text("name: lenient\nrules:\n  K2: {style: lowercase}\n")
+    strict.write_text("name: strict\nrules:\n  K2: {style: lowercase}\n  K1: {delimiter: ':', min_segments: 3}\n")
+    rig = Rig(lenient)
+    try:
+        session = rig.session
+        conn = session.route.connection()
+        get = [b"GET", b"user:1"]
+        rig.send(*([get, get] if pipelined else [get]))
+        assert session.good_class is not None  # kept: the next key of its class goes without a lookup
+        rig.answer(conn, b"$-1\r\n" * (2 if pipelined else 1))
+        rig.sent(conn)
+        session.transport.taken()
+        rig.proxy.set_engine(build_engine(str(strict), rig.proxy.command_table))
+        assert session.good_class is None
+        rig.send(*([[b"GET", b"user:2"], [b"GET", b"user:3:name"]] if pipelined else [[b"GET", b"user:2"]]))
+        got = parse_all(session.transport.taken())
+        assert isinstance(got[0], hiredis.ReplyError) and "K1" in str(got[0])
+        assert rig.sent(conn) == ([[b"GET", b"user:3:name"]] if pipelined else [])
+    finally:
+        rig.close()
+
+
+def test_the_last_key_class_kept_is_only_a_shortcut(tmp_path):
+    """A key of another class than the one kept is looked up or matched, never passed on the
+    kept one's account: a bad key between good ones is refused, alone and in a pipeline."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: lower\nrules:\n  K2: {style: lowercase}\n")
+    rig = Rig(policy)
+    try:
+        session = rig.session
+        conn = session.route.connection()
+        keys = [b"user:1", b"User:1", b"user:2", b"order:7", b"USER:3", b"user:4"]
+        for key in keys:  # alone
+            rig.send([b"GET", key])
+        rig.send(*([b"GET", key] for key in keys))  # and pipelined
+        good = [[b"GET", key] for key in keys if key.islower()]
+        assert rig.sent(conn) == good * 2
+        rig.answer(conn, b"$-1\r\n" * len(good) * 2)
+        got = parse_all(session.transport.taken())
+        expected_bad = [not key.islower() for key in keys] * 2
+        assert [isinstance(reply, hiredis.ReplyError) and "K2" in str(reply) for reply in got] == expected_bad
+    finally:
+        rig.close()
