@@ -13,7 +13,8 @@ cannot vouch for, or at a partial one, and leaves everything from there to the P
 (proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
 fast path accepts, cut at the same offsets into the same arguments, so handing the rest over at
 a request boundary reads what the Python reader reads. Each request is checked whole before
-anything is allocated for it, so a header never makes room for data that has not come. A
+anything is allocated for it, so a header never makes room for data that has not come; the
+check keeps where its first arguments are, so their headers are read once. A
 command's name is the proxy's own object for it when it is one the proxy's tables know
 (`use_command_names`, reader.COMMAND_NAMES): the recent ones are kept in a small table by their
 bytes, so a name costs a compare, not an allocation and a hash.
@@ -95,10 +96,15 @@ cdef object _name(const unsigned char* s, Py_ssize_t length):
     return <object> known
 
 
+cdef enum:
+    KEPT_ARGS = 16  # arguments whose places the check keeps for the split (more: found again)
+
+
 cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
-                                    Py_ssize_t* count) noexcept nogil:
+                                    Py_ssize_t* count, Py_ssize_t* starts, Py_ssize_t* lengths) noexcept nogil:
     """The offset just past the canonical request that starts at s[pos:] and is whole in s[:n]
-    (its argument count in `count`), or -1."""
+    (its argument count in `count`), or -1. With `starts` (not NULL), the offset and length of
+    each of its first KEPT_ARGS arguments go there and in `lengths`."""
     cdef Py_ssize_t p, k, length
     if pos >= n or s[pos] != 42:  # '*'
         return -1
@@ -112,6 +118,9 @@ cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssi
         p = _number(s, p + 1, n, 9, &length)
         if p < 0:
             return -1
+        if starts != NULL and k < KEPT_ARGS:
+            starts[k] = p
+            lengths[k] = length
         p += length + 2
         if p > n or s[p - 2] != 13 or s[p - 1] != 10:
             return -1
@@ -124,25 +133,31 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
         return [], 0
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t pos = 0, p, count, k
+    cdef Py_ssize_t pos = 0, p, count, k, end
     cdef Py_ssize_t length = 0
+    cdef Py_ssize_t starts[KEPT_ARGS]
+    cdef Py_ssize_t lengths[KEPT_ARGS]
     cdef list commands = []
     cdef list args
     while pos < n:
-        # The whole request is here and canonical, before anything is made of it.
-        p = _request_end(s, n, pos, &count)
-        if p < 0 or count < 1 or count > max_args or p - pos > max_bytes:
+        # The whole request is here and canonical, before anything is made of it; the places of
+        # its arguments are kept on the way (a long one's are found again after the first few).
+        end = _request_end(s, n, pos, &count, starts, lengths)
+        if end < 0 or count < 1 or count > max_args or end - pos > max_bytes:
             break
         args = PyList_New(count)
-        p = _number(s, pos + 1, n, 6, &count)
+        p = 0
         for k in range(count):
-            p = _number(s, p + 1, n, 9, &length)
+            if k < KEPT_ARGS:
+                p = starts[k]
+                length = lengths[k]
+            else:
+                p = _number(s, p + length + 3, n, 9, &length)
             item = _name(s + p, length) if k == 0 else PyBytes_FromStringAndSize(<const char*> s + p, length)
             Py_INCREF(item)  # the list steals a reference
             PyList_SET_ITEM(args, k, item)
-            p += length + 2
         commands.append(args)
-        pos = p
+        pos = end
     return commands, pos
 
 
@@ -154,7 +169,7 @@ def request_ends(bytes raw):
     cdef Py_ssize_t pos = 0, count
     cdef list ends = []
     while pos < n:
-        pos = _request_end(s, n, pos, &count)
+        pos = _request_end(s, n, pos, &count, NULL, NULL)
         if pos < 0:
             raise ValueError("not canonical requests")
         ends.append(pos)
@@ -179,7 +194,7 @@ def pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts):
     if ends is None:
         begin = 0
         for at in range(first):
-            begin = _request_end(s, n, begin, &args)
+            begin = _request_end(s, n, begin, &args, NULL, NULL)
             if begin < 0:
                 raise IndexError("commands out of range")
     else:
@@ -195,7 +210,7 @@ def pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts):
         start = begin
         for at in range(count):
             if ends is None:
-                end = _request_end(s, n, start, &args)
+                end = _request_end(s, n, start, &args, NULL, NULL)
                 if end < 0:
                     raise IndexError("commands out of range")
             else:

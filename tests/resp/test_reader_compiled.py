@@ -79,3 +79,22 @@ def test_reads_that_are_not_bytes_go_to_the_python_reader():
     data = bytearray(pack("GET", "k") + pack("SET", "k", "v"))
     assert reader_module._split(data, 10, 100) == ([], 0)
     assert batch_view(RequestReader().feed_read(data)) == batch_view(read_pure(RequestReader(), data))
+
+
+LONG = [pack("MSET", *(f"key:{i}" for i in range(n))) for n in (14, 15, 16, 17, 40)] + [
+    pack("DEL", *("k" * i for i in range(1, 18))), pack("RPUSH", "q", *([""] * 20), "x" * 300),
+    pack("MSET", *(f"key:{i}" for i in range(20)))[:-1]]  # the last one cut short
+
+
+@pytest.mark.parametrize("cut", [None, 1, 7, 100])
+def test_requests_with_more_arguments_than_the_check_keeps_split_as_the_pure_reader(cut):
+    """The check keeps the places of a request's first 16 arguments (KEPT_ARGS) and the split
+    finds the rest again: around that count, with empty and long arguments, whole and cut."""
+    stream = b"".join(LONG)
+    for limits in LIMITS + [ParseLimits(max_args=17)]:
+        compiled, pure = RequestReader(limits), RequestReader(limits)
+        for at in range(0, len(stream), cut or len(stream)):
+            piece = stream[at:at + (cut or len(stream))]
+            assert batch_view(compiled.feed_read(piece)) == batch_view(read_pure(pure, piece)), at
+            assert compiled.buffered == pure.buffered
+    assert reader_module._split(stream, 100, 10_000)[0][4] == [b"MSET", *(f"key:{i}".encode() for i in range(40))]
