@@ -388,6 +388,7 @@ def _end(session, batch, index: int, is_exec: bool) -> int:
             client.deferred = client.deferred_name = None
             session.policy_state.end_transaction()
             session.after_exec = []
+            session.queued_effects = []  # (a name set in it is not the next EXEC's to take)
             session.state.to("end")
             session.route = session.backend.shared_route(session)
             session.bind()

@@ -100,7 +100,12 @@ def test_a_name_hello_sets_in_a_transaction(cluster_proxy, one_node_cluster, bat
     [b"MULTI\r\nCLIENT SETNAME nm\r\nGET {k}a\r\nNOSUCHCMD\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
     [b"WATCH {k}a\r\n", b"SET {k}a 1\r\n", b"MULTI\r\nCLIENT SETNAME nm\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
     [b"CLIENT SETNAME old\r\nMULTI\r\nCLIENT SETNAME nm\r\nDISCARD\r\n", b"CLIENT GETNAME\r\n"],
-], ids=["discard", "keyed-discard", "execabort", "watch-failed", "discard-keeps-old"])
+    # Nor by the next transaction's EXEC (seed 2179049): keyless, keyed, and through HELLO.
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nDISCARD\r\n", b"MULTI\r\nPING\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+    [b"MULTI\r\nCLIENT SETNAME nm\r\nDISCARD\r\n", b"MULTI\r\nGET {k}a\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+    [b"MULTI\r\nHELLO 2 SETNAME nm\r\nDISCARD\r\nMULTI\r\nPING\r\nEXEC\r\n", b"CLIENT GETNAME\r\n"],
+], ids=["discard", "keyed-discard", "execabort", "watch-failed", "discard-keeps-old", "discard-then-exec",
+        "discard-then-keyed-exec", "hello-discard-then-exec"])
 def test_a_name_set_in_a_transaction_that_did_not_run_is_not_taken(cluster_proxy, one_node_cluster, batches):
     expected = exchange_batches(one_node_cluster.port, batches)
     assert b"nm" not in expected[-1][0]
