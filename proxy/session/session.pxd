@@ -12,6 +12,7 @@ cdef class Session(Receiver):
     cdef public object backend
     cdef public object loop
     cdef public object transport
+    cdef public object client_write
     cdef public object peer
     cdef public RequestReader reader
     cdef public object queue

@@ -70,7 +70,7 @@ class Route:
 class Session(Receiver):
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
-        "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
+        "client_write", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
@@ -83,6 +83,7 @@ class Session(Receiver):
         self.backend = backend
         self.loop = proxy.loop
         self.transport = None
+        self.client_write = None  # the transport's write, bound once (connection_made)
         self.peer = None
         self.reader = RequestReader(proxy.parse_limits)
         self.queue = collections.deque()  # the reply queue: Pending entries in request order
@@ -141,6 +142,7 @@ class Session(Receiver):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        self.client_write = transport.write  # a reply is written without a method lookup
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
@@ -467,7 +469,7 @@ class Session(Receiver):
             return
         queue = self.queue
         if queue and queue[0] is pending:
-            self.transport.write(data)
+            self.client_write(data)
             if done:
                 remaining = pending.remaining = pending.remaining - done
                 if remaining == 0:
@@ -623,7 +625,7 @@ class Session(Receiver):
         # Written at once: replies for one client arrive once per upstream read, so deferring
         # to the next loop tick would add a callback without saving a system call.
         if self.state.life is not CLOSED:
-            self.transport.write(data)
+            self.client_write(data)
 
     # -- closing ----------------------------------------------------------------------------
 
