@@ -58,6 +58,8 @@ def session(engine: Engine, actions, shadow=None) -> Session:
     client.proxy = SimpleNamespace(shadow=shadow)
     client.app = client.peer = None
     client.engine = engine
+    client.good_keys, client.key_classes, client.good_class = engine.good_keys, engine.key_classes, None  # as `bind`
+    client.shadow = shadow
     client.plans = engine.plans
     client.policy_state = SessionState()
     client.dispatch = counted(dispatch_table(actions, engine.plans))  # as `Server.dispatch_for` makes it
