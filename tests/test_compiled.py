@@ -58,3 +58,30 @@ def test_no_subclass_lists_a_slot_of_its_bases_again():
 
     again = {name: sorted(slots & inherited(name)) for name, (_, slots) in classes.items() if slots & inherited(name)}
     assert again == {}
+
+
+def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
+    """A typed `bytes`/`list` argument of a Cython function takes None unless it says `not None`:
+    each would then read a None object's memory as a buffer. Refused with TypeError, as the
+    pure twins refuse it."""
+    import pytest
+
+    requests = compiled.load("_compiled_requests")
+    compiled_replies = compiled.load("_compiled_replies")
+    if requests is None or compiled_replies is None:
+        pytest.skip("the compiled RESP modules are not built")
+    from proxy.session import guard
+
+    calls = [
+        (requests.request_ends, reader.request_ends, (None,)),
+        (requests.pick_requests, reader.pick_requests, (None, None, 0, b"", 1)),
+        (requests.key_slots, reader.key_slots, (None, 0, 0)),
+        (requests.key_class, bytes.translate, (None, bytes(range(256)))),
+        (compiled_replies.interleave, replies.pure_interleave, (None, b"")),
+    ]
+    for built, pure, args in calls:
+        with pytest.raises(TypeError):
+            pure(*args)
+        with pytest.raises(TypeError):
+            built(*args)
+    assert guard.class_of is requests.key_class or compiled.PURE

@@ -26,7 +26,7 @@ from proxy.resp.order cimport order_bytes
 
 # Before the import below: replies.py's last lines take it from this module, which may be only
 # this far initialised when it is imported first (the cdef class it uses exists from the start).
-def interleave(list parts, order):
+def interleave(list parts not None, order):
     """replies.interleave, in C: each reply cut by the scanner's C method, copied once."""
     cdef Py_ssize_t nparts = len(parts)
     cdef Py_ssize_t left[256]

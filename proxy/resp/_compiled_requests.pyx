@@ -161,7 +161,7 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
     return commands, pos
 
 
-def request_ends(bytes raw):
+def request_ends(bytes raw not None):
     """reader.request_ends, in C: the offset just past each request of `raw`, canonical requests
     only (what split_requests vouched for)."""
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(raw)
@@ -176,7 +176,7 @@ def request_ends(bytes raw):
     return ends
 
 
-def pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts):
+def pick_requests(bytes raw not None, ends, Py_ssize_t first, order, Py_ssize_t parts):
     """reader.pick_requests, in C: the part sizes first, then one copy of each command. Without
     `ends` (None: a batch of the split's), each command's end is found again in `raw`."""
     cdef Py_ssize_t sizes[256]
@@ -286,7 +286,7 @@ cdef inline unsigned int _key_slot(const unsigned char* s, Py_ssize_t n) noexcep
     return _crc16(s, n) & 0x3FFF
 
 
-def key_slots(list commands, Py_ssize_t start, Py_ssize_t stop):
+def key_slots(list commands not None, Py_ssize_t start, Py_ssize_t stop):
     """reader.key_slots, in C."""
     cdef Py_ssize_t at, slot
     cdef unsigned char* into
@@ -313,7 +313,7 @@ def key_slots(list commands, Py_ssize_t start, Py_ssize_t stop):
     return out
 
 
-def key_class(bytes key, table):
+def key_class(bytes key not None, table):
     """bytes.translate(key, table), in C for the usual table of 256 bytes (None: the key itself)."""
     cdef const unsigned char* s
     cdef const unsigned char* t
