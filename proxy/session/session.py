@@ -173,7 +173,8 @@ class Session(Receiver):
                     if len(commands) == 1 and self.shadow is None:
                         # One command passed on as it is (a client that waits for each reply): what
                         # _run would do with it, without _run's frame and set-up. A Guard's command
-                        # passes here only by its cheap checks (pure lookups); else _run decides.
+                        # passes here by _run's own checks (its key's class, the memo of passes);
+                        # one that would need the engine's decision goes to _run.
                         args = commands[0]
                         action = self.dispatch.get(args[0])
                         if type(action) is Guard:
