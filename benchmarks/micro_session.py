@@ -88,6 +88,7 @@ def build_cluster(policy: Path | None):
     for node in MASTERS:
         conn = ClusterConnection(loop, node, [], None, router=router, place=(2, 0))
         conn.transport = Transport()
+        conn.write = conn.transport.write  # what connection_made binds
         conn.state = READY
         router.pool(node, 2).connections[0] = conn
         opened.append(conn)

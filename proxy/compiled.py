@@ -4,7 +4,8 @@
 package installs pure Python and runs the same code paths more slowly. Two kinds:
 
 * `RESP`: the RESP scanners, `.pyx` twins of Python code, loaded by name (`load`) by the modules
-  that use them (`resp/reader.py`, `resp/replies.py`);
+  that use them (`resp/reader.py`, `resp/replies.py`), and the direct writer
+  (`upstream/_compiled_write.pyx`), whose pure counterpart is the transport's own `write`;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first.
 
@@ -25,18 +26,19 @@ import sys
 __all__ = ["PURE", "RESP", "CORE", "load", "use_pure_core", "status"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
-RESP = ("_compiled_requests", "_compiled_replies")
+RESP = ("_compiled_requests", "_compiled_replies", "proxy.upstream._compiled_write")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
         "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
 
 
 def load(name: str):
-    """The compiled module `proxy.resp.<name>`, or None when it is not built or not wanted."""
+    """The compiled module `name` (`proxy.resp.<name>` for a bare name), or None when it is not
+    built or not wanted."""
     if PURE:
         return None
     try:
-        return importlib.import_module(f"proxy.resp.{name}")
+        return importlib.import_module(name if "." in name else f"proxy.resp.{name}")
     except ImportError:
         return None
 
@@ -69,7 +71,7 @@ def status() -> str:
     """One phrase for the start-up log: which of the hot paths run compiled."""
     if PURE:
         return "pure Python (REDIS_GUARD_PURE_PYTHON)"
-    built = [name.removeprefix("_compiled_") for name in RESP if load(name) is not None]
+    built = [name.rsplit(".", 1)[-1].removeprefix("_compiled_") for name in RESP if load(name) is not None]
     built += [name.rsplit(".", 1)[1] for name in CORE if _core_built(name)]
     if len(built) == len(RESP) + len(CORE):
         return "compiled"

@@ -142,7 +142,7 @@ class Session(Receiver):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.client_write = transport.write  # a reply is written without a method lookup
+        self.client_write = upstream_connection.direct_writer(transport)  # bound once: no lookup per reply
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)

@@ -6,6 +6,7 @@ cdef class UpstreamConnection:
     cdef public object label
     cdef public object loop
     cdef public object transport
+    cdef public object write
     cdef public object state
     cdef public object pending
     cdef public object splitter

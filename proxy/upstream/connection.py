@@ -8,7 +8,9 @@ written, so the pending deque's head is always the owner of the next reply bytes
 splitter only says where replies end, and the bytes go on untouched. A Pending with remaining
 < 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that
 do not pair replies with requests). Nothing is ever retried: when the connection fails, each
-entry still owed replies is told so (`Pending.fail`).
+entry still owed replies is told so (`Pending.fail`). Every write, a request here as much as a
+reply to a client, goes through `direct_writer`: compiled, one `send` while the transport holds
+nothing, the transport's own `write` otherwise.
 
 A connection knows its `role` (shared, own, control, spare: who may send on it) and, once
 started, the client id and address Redis knows it by, so that a client's CLIENT KILL can never
@@ -25,12 +27,19 @@ from time import perf_counter as clock
 
 import hiredis
 
-from .. import errors, metrics
+from .. import compiled, errors, metrics
 from ..monitor import health, live
 from ..pending import Pending, Receiver, hidden, queue_append, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
+
+_compiled_write = compiled.load("proxy.upstream._compiled_write")
+try:
+    from uvloop.loop import TCPTransport, UnixTransport
+    DIRECT_WRITES = (TCPTransport, UnixTransport)  # whose descriptor outlives connection_lost
+except ImportError:  # pragma: no cover - uvloop is a dependency
+    DIRECT_WRITES = ()
 
 CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
@@ -83,6 +92,18 @@ class StartupPending(Pending):
         pass
 
 
+def direct_writer(transport):
+    """The function that writes to this connection: the compiled `DirectWriter`'s, straight to the
+    socket while the transport holds nothing (uvloop's write path was an eighth of the proxy's
+    instructions for a GET), else the transport's own `write`. Every write must go through it."""
+    if _compiled_write is not None and type(transport) in DIRECT_WRITES:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            return _compiled_write.DirectWriter(
+                sock.fileno(), transport.write, transport.is_closing, transport.get_write_buffer_size).write
+    return transport.write
+
+
 def no_delay(transport) -> None:
     """Small requests and replies leave at once (Nagle's algorithm would hold them)."""
     sock = transport.get_extra_info("socket")
@@ -121,7 +142,7 @@ class Question(Receiver):
 
 class UpstreamConnection:
     __slots__ = (
-        "address", "label", "loop", "transport", "state", "pending", "splitter", "out",
+        "address", "label", "loop", "transport", "write", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
         "upstream", "owner", "refusal", "stamps", "stamp",
@@ -132,6 +153,7 @@ class UpstreamConnection:
         self.label = str(address)
         self.loop = loop
         self.transport = None
+        self.write = None  # the transport's write, or a DirectWriter's (connection_made)
         self.state = CONNECTING
         self.pending = collections.deque()
         self.splitter = ReplySplitter()
@@ -184,13 +206,14 @@ class UpstreamConnection:
             transport.abort()
             return
         self.transport = transport
+        self.write = direct_writer(transport)  # every write to it: the writer keeps their order
         no_delay(transport)
         name = transport.get_extra_info("sockname")
         if isinstance(name, tuple) and len(name) >= 2:
             host = name[0]
             self.sockname = (f"[{host}]:{name[1]}" if ":" in host else f"{host}:{name[1]}").encode()
         if self.startup:
-            transport.write(self.startup)
+            self.write(self.startup)
         else:
             self.on_ready()
 
@@ -199,7 +222,7 @@ class UpstreamConnection:
         def restart():
             if self.state is CONNECTING and self.transport is not None:
                 self.pending.appendleft(StartupPending(self, self.startup_count))
-                self.transport.write(self.startup)
+                self.write(self.startup)
 
         self.loop.call_later(delay, restart)
 
@@ -287,7 +310,7 @@ class UpstreamConnection:
                 queue_append(queue, pending)
                 queue_append(self.stamps, (clock(), pending))
             live.written(data)
-            self.transport.write(data)
+            self.write(data)
             return
         if pending is not None:
             queue_append(queue, pending)
@@ -336,7 +359,7 @@ class UpstreamConnection:
             self.stamps.append((self.stamp, pending[-1]))
         data = out[0] if len(out) == 1 else b"".join(out)
         live.written(data, out)
-        self.transport.write(data)
+        self.write(data)
 
     def restamp(self, entry, replacement) -> None:
         """`entry`, at the head, leaves unanswered (a redirection sends it elsewhere): the

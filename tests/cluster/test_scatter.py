@@ -40,6 +40,7 @@ class Rig:
         for node in NODES:
             conn = ClusterConnection(self.loop, node, [], None, router=self.router, place=(2, 0))
             conn.transport = Transport()
+            conn.write = conn.transport.write  # what connection_made binds
             conn.state = READY
             self.router.pool(node, 2).connections[0] = conn
             self.conns[node] = conn

@@ -59,6 +59,7 @@ def open_fakes(backend, loop, address, opened: list) -> None:
         def open(self, role, on_close=None, **extra):
             conn = UpstreamConnection(loop, address, [], on_close)
             conn.transport = Transport()
+            conn.write = conn.transport.write  # what connection_made binds
             conn.state = READY
             conn.role, conn.db, conn.protocol = role, self.db, self.protocol
             conn.upstream = self.upstream

@@ -1,0 +1,68 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Bytes written to a connection's socket by one system call while its transport holds none.
+
+uvloop's `transport.write` buffers the bytes, tries to write them, clears its buffer and checks
+its flow control: about 1,000 instructions a write, more than the session spends deciding where
+a GET goes. `DirectWriter.write` does what that path does when it succeeds at once, one `send`,
+and hands everything else to the transport: data that is not `bytes`, a write while the transport
+still holds earlier bytes (order), a closing transport (it decides what a closed connection gets),
+and whatever `send` did not take (a short write, EAGAIN, an error, which the transport then meets
+and reports as it always did). Once the transport holds bytes, writes go to it until it has
+written them all. So every write to the connection must go through its writer.
+
+The descriptor stays the connection's while the transport is not closing: uvloop sets `_closing`
+before it schedules `connection_lost`, and closes the descriptor only after `connection_lost` has
+returned; `is_closing()` is asked before every direct write. There is no pure twin: without this
+module the connection calls `transport.write`, which is what this falls back to
+(`proxy.upstream.connection.direct_writer` chooses).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t send(int fd, const void* buf, size_t count, int flags)
+    enum: MSG_NOSIGNAL
+    enum: MSG_DONTWAIT
+
+
+cdef class DirectWriter:
+    """`write(data)` for one connection: direct while the transport's buffer is empty."""
+
+    cdef int fd
+    cdef bint clear  # the transport holds no bytes of ours (known without asking it)
+    cdef object transport_write, is_closing, buffer_size
+    cdef public Py_ssize_t direct, handed  # writes made here, and handed to the transport
+
+    def __cinit__(self, int fd, transport_write, is_closing, buffer_size):
+        self.fd = fd
+        self.clear = True
+        self.transport_write = transport_write
+        self.is_closing = is_closing
+        self.buffer_size = buffer_size
+
+    def write(self, data):
+        cdef Py_ssize_t size, sent
+        if type(data) is not bytes or self.is_closing():
+            self._hand(data)
+            return
+        if not self.clear:
+            if self.buffer_size():
+                self._hand(data)
+                return
+            self.clear = True
+        size = PyBytes_GET_SIZE(data)
+        if size == 0:
+            return
+        sent = send(self.fd, PyBytes_AS_STRING(data), <size_t>size, MSG_NOSIGNAL | MSG_DONTWAIT)
+        if sent == size:
+            self.direct += 1
+            return
+        # Whatever was not taken goes to the transport, which retries, buffers or reports the
+        # error as it would have; after it, so does every write until its buffer is empty.
+        self._hand(data if sent <= 0 else data[sent:])
+
+    cdef _hand(self, data):
+        # The transport may keep part of it: the next write asks it before writing here.
+        self.clear = False
+        self.handed += 1
+        self.transport_write(data)
