@@ -77,6 +77,7 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
         (requests.pick_requests, reader.pick_requests, (None, None, 0, b"", 1)),
         (requests.key_slots, reader.key_slots, (None, 0, 0)),
         (requests.key_class, bytes.translate, (None, bytes(range(256)))),
+        (requests.same_class, guard._same_class, (None, bytes(range(256)), b"k")),
         (compiled_replies.interleave, replies.pure_interleave, (None, b"")),
     ]
     for built, pure, args in calls:
@@ -85,3 +86,4 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
         with pytest.raises(TypeError):
             built(*args)
     assert guard.class_of is requests.key_class or compiled.PURE
+    assert guard.same_class is requests.same_class or compiled.PURE

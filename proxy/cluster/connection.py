@@ -178,7 +178,7 @@ class ClusterConnection(UpstreamConnection):
             return
         pending = self.pending
         splitter = self.splitter
-        cut = splitter.cut
+        take = splitter.take
         pos = 0
         size = len(data)
         try:
@@ -199,12 +199,16 @@ class ClusterConnection(UpstreamConnection):
                     dash = data.find(b"\n-", pos)
                 if type(entry) is not RoutedPending or (
                         self.error_partial is None and data[pos] != 45 and dash < 0):
-                    replies, end, done = cut(data, pos, remaining)
+                    replies = take(data, pos, remaining)  # all the entry's replies, or (some, how many)
+                    done = remaining
+                    if type(replies) is not bytes:
+                        replies, done = replies
+                    end = pos + len(replies)
                     entry.receiver.deliver(entry, replies, done)
                 else:
                     starts_error = self.error_partial is not None or (
                         data[pos] == 45 and not splitter.in_reply)
-                    replies, end, done = cut(data, pos, 1)
+                    replies, end, done = splitter.cut(data, pos, 1)
                     if not starts_error:
                         entry.receiver.deliver(entry, replies, done)
                     else:

@@ -249,6 +249,26 @@ cdef class ReplySplitter:
             return data, end, done
         return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start), end, done
 
+    def take(self, data, Py_ssize_t start, Py_ssize_t want):
+        """replies.ReplySplitter.take: the bytes of `cut` alone when they hold all `want` replies,
+        else ``(bytes, done)``."""
+        cdef Py_ssize_t done = 0, pushes = 0, end
+        if type(data) is not bytes:
+            raise TypeError(f"ReplySplitter.take needs bytes, not {type(data).__name__}")
+        if want <= 0:
+            piece = data if start == 0 and PyBytes_GET_SIZE(data) == 0 else b""
+            return piece if want == 0 else (piece, 0)
+        if start < 0 or start > PyBytes_GET_SIZE(data):
+            raise IndexError(f"start {start} out of range for {PyBytes_GET_SIZE(data)} bytes")
+        end = self._scan(<bytes> data, start, want, &done, &pushes)
+        if start == 0 and end == PyBytes_GET_SIZE(data):
+            piece = data
+        else:
+            piece = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start)
+        if done == want:
+            return piece
+        return piece, done
+
     cdef Py_ssize_t _scan(self, bytes data, Py_ssize_t start, Py_ssize_t want,
                           Py_ssize_t* done_out, Py_ssize_t* pushes_out) except -1:
         cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(data)

@@ -1,13 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twin of the request reader's fast path: canonical requests cut from a read, in C.
 
-`split_requests(data, max_args, max_bytes)` takes the leading run of requests in `data` that are
-in the one shape every Redis client library sends, `*N\r\n` then N times `$L\r\n`, L bytes,
-`\r\n` (digits only, no sign, no leading zero), each whole in `data`, at most `max_args`
-arguments, `max_bytes` bytes and a count below 1,000,000 (the reader's huge-header guard); it
-returns `(commands, pos)`: the arguments of each (lists of bytes, as hiredis gives them) and the
-offset where it stopped. Where each command ends is found again only when it is asked for
-(`request_ends`, or `pick_requests` without `ends`): the common read is forwarded whole, and
+`split_requests(data, max_args, max_bytes, commands)` takes the leading run of requests in
+`data` that are in the one shape every Redis client library sends, `*N\r\n` then N times
+`$L\r\n`, L bytes, `\r\n` (digits only, no sign, no leading zero), each whole in `data`, at most
+`max_args` arguments, `max_bytes` bytes and a count below 1,000,000 (the reader's huge-header
+guard); it appends the arguments of each to `commands` (lists of bytes, as hiredis gives them)
+and returns the offset where it stopped (an int: no tuple to make and take apart for each read).
+Where each command ends is found again only when it is asked for (`request_ends`, or
+`pick_requests` without `ends`): the common read is forwarded whole, and
 an offset a command would cost an integer object. It stops at the first request it
 cannot vouch for, or at a partial one, and leaves everything from there to the Python reader
 (proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
@@ -30,7 +31,8 @@ here it costs about three instructions a byte, where a call of `crc_hqx` costs a
 
 `key_class(key, table)` is `bytes.translate(key, table)` (the policy's key classes,
 policy/keyclass.py, looked up for every checked command): one table read a byte, where the
-built-in's loop also tracks whether anything changed.
+built-in's loop also tracks whether anything changed. `same_class(key, table, kept)` is
+`key_class(key, table) == kept` without making the class (the one a client's last key had).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -128,16 +130,15 @@ cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssi
     return p
 
 
-def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
+def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands not None):
     if type(data) is not bytes:  # a transport's bytearray or memoryview: the Python reader takes it
-        return [], 0
+        return 0
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t pos = 0, p, count, k, end
     cdef Py_ssize_t length = 0
     cdef Py_ssize_t starts[KEPT_ARGS]
     cdef Py_ssize_t lengths[KEPT_ARGS]
-    cdef list commands = []
     cdef list args
     while pos < n:
         # The whole request is here and canonical, before anything is made of it; the places of
@@ -158,7 +159,7 @@ def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes):
             PyList_SET_ITEM(args, k, item)
         commands.append(args)
         pos = end
-    return commands, pos
+    return pos
 
 
 def request_ends(bytes raw not None):
@@ -332,3 +333,26 @@ def key_class(bytes key not None, table):
     for i in range(n):
         into[i] = t[s[i]]
     return out
+
+
+def same_class(bytes key not None, table, kept):
+    """key_class(key, table) == kept, without making the class: a byte compared as it is read,
+    up to the first that differs (kept: the class a client's last key had, or None)."""
+    cdef const unsigned char* s
+    cdef const unsigned char* t
+    cdef const unsigned char* k
+    cdef Py_ssize_t n, i
+    if kept is None:
+        return False
+    if table is None or type(table) is not bytes or PyBytes_GET_SIZE(table) != 256 or type(kept) is not bytes:
+        return key_class(key, table) == kept
+    n = PyBytes_GET_SIZE(key)
+    if PyBytes_GET_SIZE(kept) != n:
+        return False
+    s = <const unsigned char*> PyBytes_AS_STRING(key)
+    t = <const unsigned char*> PyBytes_AS_STRING(table)
+    k = <const unsigned char*> PyBytes_AS_STRING(kept)
+    for i in range(n):
+        if t[s[i]] != k[i]:
+            return False
+    return True

@@ -241,7 +241,8 @@ class RequestReader:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
         split = _split
         if split is not None and self._fast and not self._chunks and data:
-            commands, pos = split(data, self._max_args, self._max_bytes)
+            commands = []
+            pos = split(data, self._max_args, self._max_bytes, commands)
             if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
                 batch = Batch.__new__(Batch)
                 batch.commands = commands

@@ -87,6 +87,14 @@ class ReplySplitter:
         end, done, _pushes = self.scan(data, start, want)
         return (data if start == 0 and end == len(data) else data[start:end]), end, done
 
+    def take(self, data: bytes, start: int, want: int) -> bytes | tuple[bytes, int]:
+        """`cut` as a connection's read loop wants it: the bytes alone when they hold all `want`
+        replies (the usual case: no tuple or integers to make and take apart for each entry),
+        else ``(bytes, done)``. Where they end is `start` plus their length."""
+        end, done, _pushes = self.scan(data, start, want)
+        piece = data if start == 0 and end == len(data) else data[start:end]
+        return piece if done == want else (piece, done)
+
     def scan(self, data: bytes, start: int, want: int) -> tuple[int, int, int]:
         """Consume bytes of data from start, up to the want-th complete reply.
 

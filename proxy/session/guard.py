@@ -13,7 +13,8 @@ it. The SET family's shape (the value's length, then the options) is compared in
 building it. Both are compiled with the session core (`guard.pxd`), so these checks are C field
 reads and a dict lookup, not Python calls; a key's class is `class_of` (in C when built), and the
 last class that passed is kept (by the session for the good keys, by each Memo for its shapes),
-so the usual command compares two short byte strings instead of hashing one.
+so the usual command compares its key's class with it as it is read (`same_class`), instead of
+making the class and hashing it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ from .. import compiled
 # when built, else the type's own function (no method lookup on the key for every command).
 _compiled = compiled.load("_compiled_requests")
 class_of = _compiled.key_class if _compiled is not None else bytes.translate
+
+
+def _same_class(key: bytes, table, kept) -> bool:
+    return kept is not None and bytes.translate(key, table) == kept
+
+
+# Is a key's class `kept` (the last one that passed)? In C without making the class when built.
+same_class = _compiled.same_class if _compiled is not None else _same_class
 
 
 class Memo:
@@ -49,9 +58,10 @@ class Memo:
         transaction (the engine decides the rest)."""
         if len(args) < 2 or state.in_multi:
             return False
-        key_class = class_of(args[1], self.key_classes)
-        if key_class == self.last_class and self.fits(args, self.last_known):
+        key = args[1]
+        if same_class(key, self.key_classes, self.last_class) and self.fits(args, self.last_known):
             return True
+        key_class = class_of(key, self.key_classes)
         known = self.memo.get(key_class)
         if known is None or not self.fits(args, known):
             return False

@@ -41,7 +41,7 @@ from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
-from .guard import Guard, class_of
+from .guard import Guard, class_of, same_class
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
 
 log = logging.getLogger("redis_guard.server")
@@ -298,10 +298,10 @@ class Session(Receiver):
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
         is looked up among the engine's good ones, else the engine matches it. The last class
         that passed is kept: a client's commands mostly name keys of one class, and comparing
-        two short byte strings costs less than hashing one."""
-        key_class = class_of(key, self.key_classes)
-        if key_class == self.good_class:
+        with a class as it is read costs less than making and hashing one."""
+        if same_class(key, self.key_classes, self.good_class):
             return True
+        key_class = class_of(key, self.key_classes)
         if key_class in self.good_keys or self.engine.key_ok(key):
             self.good_class = key_class
             return True

@@ -400,7 +400,7 @@ class UpstreamConnection:
 
     def _deliver(self, data: bytes) -> None:
         queue = self.pending
-        cut = self.splitter.cut
+        take = self.splitter.take
         pos = 0
         size = len(data)
         try:
@@ -408,10 +408,14 @@ class UpstreamConnection:
                 if not queue:
                     raise ReplyStreamError("reply with no request waiting for it")
                 entry = queue[0]
-                if entry.remaining < 0:
+                done = entry.remaining
+                if done < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
-                replies, end, done = cut(data, pos, entry.remaining)
+                replies = take(data, pos, done)  # all the entry's replies, or (some, how many)
+                if type(replies) is not bytes:
+                    replies, done = replies
+                end = pos + len(replies)
                 entry.receiver.deliver(entry, replies, done)
                 if self.state is CLOSED:
                     return

@@ -254,3 +254,27 @@ def test_the_sessions_class_of_is_bytes_translate():
             guard.class_of(b"key", bad)
     with pytest.raises(TypeError):
         guard.class_of("key", None)
+
+
+@pytest.mark.parametrize("same_class", ["built", "pure"])
+def test_same_class_is_class_of_compared(same_class):
+    """`guard.same_class(key, table, kept)`, how the session and the memo compare a key with
+    the last class that passed (in C without making the class when built), is
+    `class_of(key, table) == kept` for every preset's table, kept classes of every length, and
+    None (nothing kept yet)."""
+    from proxy.session import guard
+
+    same = guard.same_class if same_class == "built" else guard._same_class
+    rng = random.Random(11)
+    tables = [None, bytes(range(256)), bytes(reversed(range(256)))]
+    for path in sorted(glob.glob(os.path.join(REPO, "configs", "policies", "*.yaml"))):
+        tables.append(Engine(load_policy(path), TABLE).key_classes)
+    keys = [b"", b"a", b"user:1042:profile", b"user:1043:profile", b"User:1042:profile", b"\x00\x7f\x80\xff",
+            *(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(200))]
+    for table in tables:
+        classes = [None, b"", *(guard.class_of(key, table) for key in keys)]
+        for key in keys:
+            for kept in [*classes[:40], guard.class_of(key, table), guard.class_of(key, table)[:-1]]:
+                assert same(key, table, kept) is (kept is not None and guard.class_of(key, table) == kept)
+    with pytest.raises(TypeError):
+        same("key", None, b"key")

@@ -77,7 +77,8 @@ def read_pure(reader, data):
 def test_reads_that_are_not_bytes_go_to_the_python_reader():
     """A transport's bytearray (uvloop hands bytes, others may not) is read as the pure reader reads it."""
     data = bytearray(pack("GET", "k") + pack("SET", "k", "v"))
-    assert reader_module._split(data, 10, 100) == ([], 0)
+    commands = []
+    assert reader_module._split(data, 10, 100, commands) == 0 and commands == []
     assert batch_view(RequestReader().feed_read(data)) == batch_view(read_pure(RequestReader(), data))
 
 
@@ -97,4 +98,6 @@ def test_requests_with_more_arguments_than_the_check_keeps_split_as_the_pure_rea
             piece = stream[at:at + (cut or len(stream))]
             assert batch_view(compiled.feed_read(piece)) == batch_view(read_pure(pure, piece)), at
             assert compiled.buffered == pure.buffered
-    assert reader_module._split(stream, 100, 10_000)[0][4] == [b"MSET", *(f"key:{i}".encode() for i in range(40))]
+    commands = []
+    assert reader_module._split(stream, 100, 10_000, commands) == len(stream) - len(LONG[-1])
+    assert commands[4] == [b"MSET", *(f"key:{i}".encode() for i in range(40))]

@@ -249,6 +249,33 @@ def test_cut_is_scan_with_the_bytes_it_consumed(Splitter: type) -> None:
         Splitter().cut(bytearray(whole), 0, 1)
 
 
+def test_take_is_cut_with_the_bytes_alone_when_all_the_replies_are_there(Splitter: type) -> None:
+    units = [(enc, p) for _, enc, p in REPLIES]
+    data = b"".join(enc for enc, _ in units)
+    for want in (1, 2, 7, 100):
+        for step in (len(data), 5, 1):  # whole, and in chunks that end inside replies
+            cutting, taking = Splitter(), Splitter()
+            for at in range(0, len(data), step):
+                chunk, pos = data[at:at + step], 0
+                while pos < len(chunk):
+                    piece, end, done = cutting.cut(chunk, pos, want)
+                    taken = taking.take(chunk, pos, want)
+                    assert taken == (piece if done == want else (piece, done))
+                    assert type(taken if done == want else taken[0]) is bytes
+                    pos = end
+    whole = b"+OK\r\n:1\r\n"
+    assert Splitter().take(whole, 0, 2) is whole  # a read that is all one entry's: not copied
+    assert Splitter().take(whole, 0, 1) == b"+OK\r\n"
+    assert Splitter().take(whole, 0, 3) == (whole, 2)
+    assert Splitter().take(whole, 5, 0) == b""
+    assert Splitter().take(whole, 5, -1) == (b"", 0)
+    half = Splitter()
+    assert half.take(b"$5\r\nhel", 0, 1) == (b"$5\r\nhel", 0)  # a partial reply: consumed, kept
+    assert half.take(b"lo\r\n+OK\r\n", 0, 1) == b"lo\r\n"
+    with pytest.raises(TypeError):
+        Splitter().take(bytearray(whole), 0, 1)
+
+
 # ---- random nested replies
 
 
