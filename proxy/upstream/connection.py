@@ -98,9 +98,10 @@ def direct_writer(transport):
     instructions for a GET), else the transport's own `write`. Every write must go through it."""
     if _compiled_write is not None and type(transport) in DIRECT_WRITES:
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        fd = sock.fileno() if sock is not None else -1
+        if fd >= 0:
             return _compiled_write.DirectWriter(
-                sock.fileno(), transport.write, transport.is_closing, transport.get_write_buffer_size).write
+                fd, transport.write, transport.is_closing, transport.get_write_buffer_size).write
     return transport.write
 
 
