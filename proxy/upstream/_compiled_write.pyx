@@ -58,8 +58,9 @@ cdef class DirectWriter:
             self.direct += 1
             return
         # Whatever was not taken goes to the transport, which retries, buffers or reports the
-        # error as it would have; after it, so does every write until its buffer is empty.
-        self._hand(data if sent <= 0 else data[sent:])
+        # error as it would have; after it, so does every write until its buffer is empty. The
+        # rest as a view: a large reply's tail is not copied (the transport takes buffers).
+        self._hand(data if sent <= 0 else memoryview(data)[sent:])
 
     cdef _hand(self, data):
         # The transport may keep part of it: the next write asks it before writing here.

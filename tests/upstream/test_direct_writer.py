@@ -23,11 +23,13 @@ built = pytest.mark.skipif(writes is None, reason="the compiled direct writer is
 class FakeTransport:
     def __init__(self):
         self.handed = []
+        self.kinds = []
         self.held = 0  # what get_write_buffer_size answers
         self.closing = False
 
     def write(self, data):
         self.handed.append(bytes(data))
+        self.kinds.append(type(data))
 
     def is_closing(self):
         return self.closing
@@ -110,6 +112,7 @@ def test_a_short_write_hands_the_rest_and_keeps_the_order(pair):
     writer.write(big)
     taken = len(big) - sum(map(len, transport.handed))
     assert 0 < taken < len(big) and transport.handed == [big[taken:]]
+    assert transport.kinds == [memoryview]  # the tail handed over as a view, not copied
     transport.held = len(big) - taken
     assert read_all(peer, taken) == big[:taken]  # the socket has room again, the transport has not written
     writer.write(b"+after\r\n")  # so it must not overtake the bytes the transport holds
