@@ -292,3 +292,32 @@ def test_no_reply_ever_reaches_another_client_under_concurrent_switching(server,
     for thread in threads:
         thread.join(60)
     assert not errors, errors[:3]
+
+
+def test_replies_owed_to_a_client_that_reset_never_reach_the_next_connection(server, proxy):
+    """Clients that ask for large replies and reset their connection at once, each followed by
+    new clients: the proxy writes straight to a client's socket descriptor (compiled), and a
+    descriptor freed by a reset is the next connection's. Every new client gets exactly its own
+    reply and nothing after it."""
+    import struct
+
+    with redis.Redis(port=server.port) as direct:
+        direct.set("leak:big", b"x" * 300_000)  # several writes' worth: the tail waits in the transport
+        for i in range(4):
+            direct.set(f"leak:own:{i}", f"value-{i}")
+    ask_big = hiredis.pack_command(("GET", "leak:big")) * 3
+    reset = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+    deadline = time.monotonic() + 60
+    for _ in range(60):
+        for _ in range(4):
+            gone = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+            gone.sendall(ask_big)
+            gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, reset)
+            gone.close()
+        for i in range(4):
+            client = Raw(proxy.port)
+            assert client.call("GET", f"leak:own:{i}") == f"value-{i}".encode()
+            assert client.nothing_within(0.02)
+            client.close()
+        assert time.monotonic() < deadline
+    assert "Traceback" not in proxy.log
