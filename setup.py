@@ -15,7 +15,7 @@ import os
 
 from setuptools import Extension, setup
 
-RESP = {
+PYX = {
     "proxy.resp._compiled_requests": "proxy/resp/_compiled_requests.pyx",
     "proxy.resp._compiled_replies": "proxy/resp/_compiled_replies.pyx",
     "proxy.upstream._compiled_write": "proxy/upstream/_compiled_write.pyx",
@@ -32,9 +32,9 @@ def extensions():
         from Cython.Build import cythonize
     except ImportError:  # an install without build isolation and without Cython
         return []
-    resp = [Extension(name, [path]) for name, path in RESP.items() if os.path.exists(path)]
+    pyx = [Extension(name, [path]) for name, path in PYX.items() if os.path.exists(path)]
     core = [Extension(name, [name.replace(".", "/") + ".py"]) for name in CORE]
-    built = cythonize(resp, language_level=3, quiet=True,
+    built = cythonize(pyx, language_level=3, quiet=True,
                       compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True})
     # Annotations stay documentation (`data: bytes` would refuse a bytearray): types come from
     # the .pxd files only. Methods stay builtins (binding=False): a CyFunction per call costs.

@@ -3,9 +3,9 @@
 `pip install .` builds them when Cython and a C compiler are at hand (setup.py); without them the
 package installs pure Python and runs the same code paths more slowly. Two kinds:
 
-* `RESP`: the RESP scanners, `.pyx` twins of Python code, loaded by name (`load`) by the modules
-  that use them (`resp/reader.py`, `resp/replies.py`), and the direct writer
-  (`upstream/_compiled_write.pyx`), whose pure counterpart is the transport's own `write`;
+* `PYX`: the `.pyx` modules, loaded by name (`load`) by the modules that use them: the RESP
+  scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `session/guard.py`), and
+  the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first.
 
@@ -23,22 +23,21 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["PURE", "RESP", "CORE", "load", "use_pure_core", "status"]
+__all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
-RESP = ("_compiled_requests", "_compiled_replies", "proxy.upstream._compiled_write")
+PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
         "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
 
 
 def load(name: str):
-    """The compiled module `name` (`proxy.resp.<name>` for a bare name), or None when it is not
-    built or not wanted."""
+    """The compiled module `name` (one of PYX), or None when it is not built or not wanted."""
     if PURE:
         return None
     try:
-        return importlib.import_module(name if "." in name else f"proxy.resp.{name}")
+        return importlib.import_module(name)
     except ImportError:
         return None
 
@@ -71,9 +70,9 @@ def status() -> str:
     """One phrase for the start-up log: which of the hot paths run compiled."""
     if PURE:
         return "pure Python (REDIS_GUARD_PURE_PYTHON)"
-    built = [name.rsplit(".", 1)[-1].removeprefix("_compiled_") for name in RESP if load(name) is not None]
+    built = [name.rsplit(".", 1)[1].removeprefix("_compiled_") for name in PYX if load(name) is not None]
     built += [name.rsplit(".", 1)[1] for name in CORE if _core_built(name)]
-    if len(built) == len(RESP) + len(CORE):
+    if len(built) == len(PYX) + len(CORE):
         return "compiled"
     if not built:
         return "pure Python (no compiled build)"

@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_compiled_modules_are_used_where_built():
-    built = [name for name in compiled.RESP if compiled.load(name) is not None]
+    built = [name for name in compiled.PYX if compiled.load(name) is not None]
     core = {name: not importlib.import_module(name).__file__.endswith(".py") for name in compiled.CORE}
     if os.environ.get("REDIS_GUARD_EXPECT_COMPILED"):
         assert compiled.status() == "compiled" and all(core.values())
-    assert (reader._split is not None) == ("_compiled_requests" in built)
-    assert (replies.ReplySplitter is not replies.PureReplySplitter) == ("_compiled_replies" in built)
+    assert (reader._split is not None) == ("proxy.resp._compiled_requests" in built)
+    assert (replies.ReplySplitter is not replies.PureReplySplitter) == ("proxy.resp._compiled_replies" in built)
 
 
 def test_pure_python_on_request():
@@ -66,8 +66,8 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
     pure twins refuse it."""
     import pytest
 
-    requests = compiled.load("_compiled_requests")
-    compiled_replies = compiled.load("_compiled_replies")
+    requests = compiled.load("proxy.resp._compiled_requests")
+    compiled_replies = compiled.load("proxy.resp._compiled_replies")
     if requests is None or compiled_replies is None:
         pytest.skip("the compiled RESP modules are not built")
     from proxy.session import guard

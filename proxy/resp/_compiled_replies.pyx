@@ -237,37 +237,35 @@ cdef class ReplySplitter:
 
     def cut(self, data, Py_ssize_t start, Py_ssize_t want):
         """replies.ReplySplitter.cut: `scan`, with the bytes it consumed, copied once."""
-        cdef Py_ssize_t done = 0, pushes = 0, end
-        if type(data) is not bytes:
-            raise TypeError(f"ReplySplitter.cut needs bytes, not {type(data).__name__}")
-        if want <= 0:
-            return (data if start == 0 and PyBytes_GET_SIZE(data) == 0 else b""), start, 0
-        if start < 0 or start > PyBytes_GET_SIZE(data):
-            raise IndexError(f"start {start} out of range for {PyBytes_GET_SIZE(data)} bytes")
-        end = self._scan(<bytes> data, start, want, &done, &pushes)
-        if start == 0 and end == PyBytes_GET_SIZE(data):
-            return data, end, done
-        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start), end, done
+        cdef Py_ssize_t done = 0, end = 0
+        piece = self._cut(data, start, want, &end, &done, "cut")
+        return piece, end, done
 
     def take(self, data, Py_ssize_t start, Py_ssize_t want):
         """replies.ReplySplitter.take: the bytes of `cut` alone when they hold all `want` replies,
         else ``(bytes, done)``."""
-        cdef Py_ssize_t done = 0, pushes = 0, end
-        if type(data) is not bytes:
-            raise TypeError(f"ReplySplitter.take needs bytes, not {type(data).__name__}")
-        if want <= 0:
-            piece = data if start == 0 and PyBytes_GET_SIZE(data) == 0 else b""
-            return piece if want == 0 else (piece, 0)
-        if start < 0 or start > PyBytes_GET_SIZE(data):
-            raise IndexError(f"start {start} out of range for {PyBytes_GET_SIZE(data)} bytes")
-        end = self._scan(<bytes> data, start, want, &done, &pushes)
-        if start == 0 and end == PyBytes_GET_SIZE(data):
-            piece = data
-        else:
-            piece = PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start)
+        cdef Py_ssize_t done = 0, end = 0
+        piece = self._cut(data, start, want, &end, &done, "take")
         if done == want:
             return piece
         return piece, done
+
+    cdef object _cut(self, data, Py_ssize_t start, Py_ssize_t want, Py_ssize_t* end_out,
+                     Py_ssize_t* done_out, str caller):
+        """The bytes `scan` consumed from `start` (data itself when that is all of it); where they
+        end and how many replies they finish go to end_out and done_out."""
+        cdef Py_ssize_t pushes = 0, end
+        if type(data) is not bytes:
+            raise TypeError(f"ReplySplitter.{caller} needs bytes, not {type(data).__name__}")
+        end_out[0] = start
+        if want <= 0:
+            return data if start == 0 and PyBytes_GET_SIZE(data) == 0 else b""
+        if start < 0 or start > PyBytes_GET_SIZE(data):
+            raise IndexError(f"start {start} out of range for {PyBytes_GET_SIZE(data)} bytes")
+        end = end_out[0] = self._scan(<bytes> data, start, want, done_out, &pushes)
+        if start == 0 and end == PyBytes_GET_SIZE(data):
+            return data
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(data) + start, end - start)
 
     cdef Py_ssize_t _scan(self, bytes data, Py_ssize_t start, Py_ssize_t want,
                           Py_ssize_t* done_out, Py_ssize_t* pushes_out) except -1:

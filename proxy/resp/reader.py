@@ -38,7 +38,7 @@ _DOLLAR = 36  # b'$'
 _HUGE_AGGREGATE = re.compile(rb"[*~>|%][0-9]{7}")
 _HUGE_AFTER_LINE = re.compile(rb"\n[*~>|%][0-9]{7}")
 _OVERLAP = 12  # a header split across two reads is seen whole
-_compiled = compiled.load("_compiled_requests")
+_compiled = compiled.load("proxy.resp._compiled_requests")
 
 
 def _huge(data: bytes) -> bool:

@@ -91,8 +91,7 @@ class ReplySplitter:
         """`cut` as a connection's read loop wants it: the bytes alone when they hold all `want`
         replies (the usual case: no tuple or integers to make and take apart for each entry),
         else ``(bytes, done)``. Where they end is `start` plus their length."""
-        end, done, _pushes = self.scan(data, start, want)
-        piece = data if start == 0 and end == len(data) else data[start:end]
+        piece, _end, done = self.cut(data, start, want)
         return piece if done == want else (piece, done)
 
     def scan(self, data: bytes, start: int, want: int) -> tuple[int, int, int]:
@@ -426,7 +425,7 @@ def interleave(parts: list, order) -> bytes:
 
 PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
 pure_interleave = interleave
-_compiled = compiled.load("_compiled_replies")
+_compiled = compiled.load("proxy.resp._compiled_replies")
 if _compiled is not None:
     ReplySplitter = _compiled.ReplySplitter
     interleave = _compiled.interleave

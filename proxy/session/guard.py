@@ -23,7 +23,7 @@ from .. import compiled
 
 # A key's class (policy/keyclass.py): `class_of(key, table)` is `key.translate(table)`, in C
 # when built, else the type's own function (no method lookup on the key for every command).
-_compiled = compiled.load("_compiled_requests")
+_compiled = compiled.load("proxy.resp._compiled_requests")
 class_of = _compiled.key_class if _compiled is not None else bytes.translate
 
 
