@@ -10,7 +10,7 @@ Each round runs redis-benchmark, SET then GET, against three targets back to bac
 that rotates from round to round: `--cluster` against a seed node (the client routes by slot
 itself), plain against the cluster proxy, plain against the standalone proxy. Prints requests/s
 medians and cluster proxy / direct ratios (goal: at least 0.8), and the proxy's CPU per request
-(user+system from /proc, its workers included) for both proxies, with the ratio cluster /
+(user+system from /proc, its workers included, and the two parts) for both proxies, with the ratio cluster /
 standalone (goal: at most 1.15). Every process it starts is stopped by pid at the end.
 
 The same ratio for a C proxy, as a reference in the same run (skipped when `nutcracker` is not
@@ -40,7 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.run import tree_cpu_seconds, twemproxy_config  # noqa: E402
+from benchmarks.run import tree_cpu_times, twemproxy_config  # noqa: E402
 from tests.cluster.start import start_cluster  # noqa: E402
 from tests.servers import ProxyProcess, free_port, wait_port  # noqa: E402
 
@@ -90,18 +90,19 @@ def parse_csv(out: str) -> dict[str, float]:
 
 
 def bench(target: Target, test: str, clients: int, requests: int, pipeline: int, keyspace: int) -> dict:
-    """One redis-benchmark run of one test: {"rps"} and, for a proxy, {"cpu_us"} of proxy CPU per request."""
+    """One redis-benchmark run of one test: {"rps"} and, for a proxy, {"cpu_us"} of proxy CPU per request,
+    with its user and system parts {"user_us", "sys_us"}."""
     argv = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(target.port), "-t", test.lower(), "-c", str(clients),
             "-n", str(requests), "-r", str(keyspace), "-P", str(pipeline), "--csv", "-q"]
     if target.cluster:
         argv.append("--cluster")
     pid = target.pid
-    cpu0 = tree_cpu_seconds(pid) if pid else 0.0
+    times0 = tree_cpu_times(pid) if pid else (0.0, 0.0)
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
         raise BenchError(f"redis-benchmark against {target.name} timed out") from None
-    cpu1 = tree_cpu_seconds(pid) if pid else 0.0
+    times1 = tree_cpu_times(pid) if pid else (0.0, 0.0)
     rates = parse_csv(res.stdout)
     if res.returncode != 0 or test not in rates:
         raise BenchError(f"redis-benchmark -t {test} against {target.name} failed (rc={res.returncode}):\n"
@@ -111,7 +112,8 @@ def bench(target: Target, test: str, clients: int, requests: int, pipeline: int,
         raise BenchError(f"{target.name} exited:\n{left}")
     result = {"rps": rates[test]}
     if pid:
-        result["cpu_us"] = (cpu1 - cpu0) * 1e6 / requests
+        user, system = ((after - before) * 1e6 / requests for after, before in zip(times1, times0))
+        result.update(cpu_us=user + system, user_us=user, sys_us=system)
     return result
 
 
@@ -123,7 +125,7 @@ def summarize(rounds: list[dict]) -> dict:
     """rounds: [{target: {test: {"rps", "cpu_us"?}}}] of one pipeline depth. Medians over rounds of
     rps and CPU per request; the CPU ratio is cluster / standalone per round first, then the median.
     SET+GET: the mean of the two tests' CPU per request (both run the same number of requests)."""
-    out: dict = {"rps": {}, "cpu_us": {}, "cpu_ratio": {}}
+    out: dict = {"rps": {}, "cpu_us": {}, "cpu_ratio": {}, "user_us": {}, "sys_us": {}}
     twemproxy = TW_SHARDED in rounds[0]
     if twemproxy:
         out["reference_ratio"] = {}
@@ -132,13 +134,16 @@ def summarize(rounds: list[dict]) -> dict:
         d, p = out["rps"][test][DIRECT], out["rps"][test][CLUSTER]
         out["rps"][test]["ratio"] = p / d if d else None
     for test in (*TESTS, BOTH):
-        def cpu(r: dict, t: str, test: str = test) -> float:
+        def cpu(r: dict, t: str, test: str = test, part: str = "cpu_us") -> float:
             if test == BOTH:
-                return sum(r[t][x]["cpu_us"] for x in TESTS) / len(TESTS)
-            return r[t][test]["cpu_us"]
+                return sum(r[t][x][part] for x in TESTS) / len(TESTS)
+            return r[t][test][part]
 
         measured = (CLUSTER, STANDALONE, TW_SHARDED, TW_SINGLE) if twemproxy else (CLUSTER, STANDALONE)
         out["cpu_us"][test] = {t: median([cpu(r, t) for r in rounds]) for t in measured}
+        for part in ("user_us", "sys_us"):
+            if all(part in r[t][x] for r in rounds for t in measured for x in TESTS):
+                out[part][test] = {t: median([cpu(r, t, part=part) for r in rounds]) for t in measured}
         ratio = median([cpu(r, CLUSTER) / cpu(r, STANDALONE) for r in rounds if cpu(r, STANDALONE) > 0])
         out["cpu_ratio"][test] = {"ratio": ratio, "ok": ratio is not None and ratio <= GOAL_CPU_RATIO + 1e-9}
         if twemproxy:
@@ -157,12 +162,20 @@ def print_summary(summary: dict, clients: int, pipeline: int) -> None:
         c, q = summary["cpu_us"][test], summary["cpu_ratio"][test]
         ratio = "-" if q["ratio"] is None else f"{q['ratio']:.2f}"
         print(f"{head} {test:<7} proxy CPU µs/req: cluster {c[CLUSTER]:>6.2f}  standalone {c[STANDALONE]:>6.2f}  "
-              f"ratio {ratio} (goal <= {GOAL_CPU_RATIO:.2f}) [{'OK' if q['ok'] else 'MISS'}]")
+              f"ratio {ratio} (goal <= {GOAL_CPU_RATIO:.2f}) [{'OK' if q['ok'] else 'MISS'}]{_parts(summary, test)}")
     for test in (*TESTS, BOTH) if "reference_ratio" in summary else ():
         c, ratio = summary["cpu_us"][test], summary["reference_ratio"][test]
         ratio = "-" if ratio is None else f"{ratio:.2f}"
         print(f"{head} {test:<7} twemproxy CPU µs/req: 3 shards {c[TW_SHARDED]:>6.2f}  1 server {c[TW_SINGLE]:>6.2f}  "
               f"ratio {ratio} (the same ratio for a C proxy)")
+
+
+def _parts(summary: dict, test: str) -> str:
+    """The user and system parts of one CPU line, when the rounds measured them."""
+    user, system = summary.get("user_us", {}).get(test), summary.get("sys_us", {}).get(test)
+    if user is None or system is None:
+        return ""
+    return "  user/system: " + "  ".join(f"{t} {user[t]:.2f}/{system[t]:.2f}" for t in user)
 
 
 def start_redis(started: list[subprocess.Popen], workdir: str) -> int:

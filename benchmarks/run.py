@@ -94,25 +94,38 @@ class Service:
         return "\n".join(text[-lines:])
 
 
+PLACEMENTS = ("alone", "with-redis", "with-bench")
+
+
 @dataclass
 class Pinning:
-    """`--pin`: every proxy target (twemproxy too, and a proxy's workers, which inherit it) on
-    the last CPU, redis-server and redis-benchmark on the others. Each proxy then has a core
-    of its own and every wake-up crosses cores; unpinned, a round's figures depend on where the
-    scheduler put the processes (on 2 cores they fall into two groups about 2 µs apart)."""
+    """`--pin [PLACEMENT]`: every proxy target (twemproxy too, and a proxy's workers, which inherit
+    it) on the last CPU, the rest on the others. Each proxy then has a core of its own and every
+    wake-up crosses cores; unpinned, a round's figures depend on where the scheduler put the
+    processes (on 2 cores they fall into two groups about 2 µs apart). `alone` (the default) gives
+    the proxies' CPU to nothing else; `with-redis` and `with-bench` put redis-server or
+    redis-benchmark beside them, as the scheduler often does in an unpinned run. A proxy that
+    shares its core does more per wake-up, so the placements need not rank proxies alike."""
 
     proxy_cpus: frozenset[int]
-    other_cpus: frozenset[int]
+    redis_cpus: frozenset[int]
+    bench_cpus: frozenset[int]
+    placement: str = "alone"
 
     @classmethod
-    def of_machine(cls) -> Pinning:
+    def of_machine(cls, placement: str = "alone") -> Pinning:
+        if placement not in PLACEMENTS:
+            raise BenchError(f"--pin takes one of {', '.join(PLACEMENTS)}, not {placement!r}")
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
             raise BenchError("--pin needs at least 2 CPUs")
-        return cls(frozenset(cpus[-1:]), frozenset(cpus[:-1]))
+        last, others = frozenset(cpus[-1:]), frozenset(cpus[:-1])
+        return cls(last, last if placement == "with-redis" else others,
+                   last if placement == "with-bench" else others, placement)
 
-    def setter(self, proxy: bool):
-        cpus = self.proxy_cpus if proxy else self.other_cpus
+    def setter(self, kind: str):
+        """preexec_fn for a process of `kind` (proxy, redis or bench)."""
+        cpus = {"proxy": self.proxy_cpus, "redis": self.redis_cpus, "bench": self.bench_cpus}[kind]
         return lambda: os.sched_setaffinity(0, cpus)
 
 
@@ -123,7 +136,7 @@ class Processes:
     procs: list[subprocess.Popen] = field(default_factory=list)
     pin: Pinning | None = None
 
-    def start(self, argv: list[str], log_path: Path, cwd: Path | None = None, proxy: bool = False) -> subprocess.Popen:
+    def start(self, argv: list[str], log_path: Path, cwd: Path | None = None, kind: str = "redis") -> subprocess.Popen:
         log = open(log_path, "wb")
         try:
             # Own session: a Ctrl-C in the terminal doesn't hit the servers
@@ -135,7 +148,7 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=self.pin.setter(proxy) if self.pin else None,
+                preexec_fn=self.pin.setter(kind) if self.pin else None,
             )
         finally:
             log.close()
@@ -288,7 +301,7 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     if args.workers:
         argv += ["--workers", str(args.workers)]
     argv += list(extra)
-    proc = procs.start(argv, log, cwd=checkout, proxy=True)
+    proc = procs.start(argv, log, cwd=checkout, kind="proxy")
     svc = Service(name, port, proc, log, proc.pid)
     wait_for_ready_line(svc, args.ready_timeout)
     wait_for_ping(svc, args.ready_timeout)
@@ -322,7 +335,7 @@ def start_twemproxy(procs: Processes, workdir: Path, redis_port: int, timeout: f
         "-s", str(stats_port), "-a", "127.0.0.1",
         "-p", str(workdir / "nutcracker.pid"),
     ]
-    proc = procs.start(argv, workdir / "nutcracker.out", proxy=True)
+    proc = procs.start(argv, workdir / "nutcracker.out", kind="proxy")
     svc = Service("twemproxy", port, proc, log, proc.pid)
     wait_for_ping(svc, timeout)
     return svc
@@ -332,8 +345,8 @@ def start_twemproxy(procs: Processes, workdir: Path, redis_port: int, timeout: f
 # CPU accounting from /proc
 
 
-def _read_stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, utime+stime in ticks) of one process, None if gone."""
+def _read_stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, utime, stime in ticks) of one process, None if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read().decode(errors="replace")
@@ -341,28 +354,35 @@ def _read_stat(pid: int) -> tuple[int, int] | None:
         return None
     rest = data[data.rindex(")") + 2:].split()
     # rest[0] is field 3 (state); ppid is field 4, utime 14, stime 15.
-    return int(rest[1]), int(rest[11]) + int(rest[12])
+    return int(rest[1]), int(rest[11]), int(rest[12])
 
 
-def tree_cpu_seconds(root_pid: int) -> float:
-    """CPU time (user+system) of root_pid and all its live descendants."""
-    stats: dict[int, tuple[int, int]] = {}
+def tree_cpu_times(root_pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of root_pid and all its live descendants."""
+    stats: dict[int, tuple[int, int, int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             st = _read_stat(int(entry))
             if st is not None:
                 stats[int(entry)] = st
     if root_pid not in stats:
-        return 0.0
+        return 0.0, 0.0
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
+    for pid, (ppid, _, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [root_pid]
+    user = system = 0
+    todo = [root_pid]
     while todo:
         pid = todo.pop()
-        total += stats[pid][1]
+        user += stats[pid][1]
+        system += stats[pid][2]
         todo.extend(children.get(pid, ()))
-    return total / CLK_TCK
+    return user / CLK_TCK, system / CLK_TCK
+
+
+def tree_cpu_seconds(root_pid: int) -> float:
+    """CPU time (user+system) of root_pid and all its live descendants."""
+    return sum(tree_cpu_times(root_pid))
 
 
 # --------------------------------------------------------------------------
@@ -402,7 +422,7 @@ def parse_csv(out: str) -> dict[str, dict[str, float]]:
 def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.Namespace) -> dict:
     """Run one scenario against one target; returns per-test numbers + CPU."""
     cpu_pid = svc.pid if svc.name != "direct" else 0
-    proxy_cpu0 = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
+    proxy_times0 = tree_cpu_times(cpu_pid) if cpu_pid else (0.0, 0.0)
     redis_cpu0 = tree_cpu_seconds(redis.pid)
     tests: dict[str, dict[str, float]] = {}
     wall0 = time.monotonic()
@@ -411,7 +431,7 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         timeout = max(120.0, n / 500.0)
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                 preexec_fn=args.pinning.setter(False) if args.pinning else None)
+                                 preexec_fn=args.pinning.setter("bench") if args.pinning else None)
         except subprocess.TimeoutExpired:
             raise BenchError(f"redis-benchmark against {svc.name} timed out after {timeout:.0f}s "
                              f"({scn.label})\n{svc.log_tail()}") from None
@@ -440,8 +460,12 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         "redis_cpu_us_per_req": redis_cpu * 1e6 / total_requests,
     }
     if cpu_pid:
-        proxy_cpu = tree_cpu_seconds(cpu_pid) - proxy_cpu0
-        result["proxy_cpu_us_per_req"] = proxy_cpu * 1e6 / total_requests
+        user, system = (after - before for after, before in zip(tree_cpu_times(cpu_pid), proxy_times0))
+        result["proxy_cpu_us_per_req"] = (user + system) * 1e6 / total_requests
+        # The kernel's part (sockets, wake-ups) is most of a proxy's CPU and depends on the
+        # placement; the user part is the proxy's own code.
+        result["proxy_user_us_per_req"] = user * 1e6 / total_requests
+        result["proxy_sys_us_per_req"] = system * 1e6 / total_requests
     return result
 
 
@@ -493,8 +517,9 @@ def summarize(rounds: list[dict], targets: list[str]) -> dict:
                     entry["proxy_cpu_us_per_req"] = median([v["proxy_cpu_us_per_req"] for v in vals])
                 t_sum["tests"][test] = entry
             t_sum["redis_cpu_us_per_req"] = median([run["redis_cpu_us_per_req"] for run in runs])
-            if runs and "proxy_cpu_us_per_req" in runs[0]:
-                t_sum["proxy_cpu_us_per_req"] = median([run["proxy_cpu_us_per_req"] for run in runs])
+            for key in ("proxy_cpu_us_per_req", "proxy_user_us_per_req", "proxy_sys_us_per_req"):
+                if runs and key in runs[0]:
+                    t_sum[key] = median([run[key] for run in runs])
             s_scn[target] = t_sum
         summary[scn.name] = s_scn
     return summary
@@ -526,13 +551,14 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
                       f"{fmt(e['p99_ms'], '7.3f')} {fmt(added, '+8.3f')} {fmt(avg_added, '+8.3f')}")
         print()
     print("CPU per request (µs, median; SET+GET of one scenario together)")
-    header = f"{'scenario':<18} {'target':<10} {'proxy µs/req':>12} {'redis µs/req':>12}"
+    header = f"{'scenario':<18} {'target':<10} {'proxy µs/req':>12} {'user':>6} {'system':>6} {'redis µs/req':>12}"
     print(header)
     print("-" * len(header))
     for scn in SCENARIOS:
         for target in targets:
             t = summary[scn.name][target]
             print(f"{scn.label:<18} {target:<10} {fmt(t.get('proxy_cpu_us_per_req'), '12.2f')} "
+                  f"{fmt(t.get('proxy_user_us_per_req'), '6.2f')} {fmt(t.get('proxy_sys_us_per_req'), '6.2f')} "
                   f"{fmt(t['redis_cpu_us_per_req'], '12.2f')}")
     if "policy" in targets and "proxy" in targets and \
             "cpu_ratio_to_proxy" in summary[SCENARIOS[0].name]["policy"]["tests"][TESTS[0]]:
@@ -619,9 +645,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
     ap.add_argument("--redis-benchmark", default=shutil.which("redis-benchmark") or "redis-benchmark")
     ap.add_argument("--json", metavar="FILE", help="write raw per-round numbers and the summary here")
-    ap.add_argument("--pin", action="store_true",
-                    help="every proxy target on the last CPU, redis-server and redis-benchmark on the others "
-                         "(steadier CPU per request)")
+    ap.add_argument("--pin", nargs="?", const="alone", default=None, choices=PLACEMENTS, metavar="PLACEMENT",
+                    help="every proxy target on the last CPU (steadier CPU per request); redis-server and "
+                         "redis-benchmark on the others (alone, the default), or one of them beside the "
+                         "proxies: with-redis, with-bench")
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="the 'baseline' target: the proxy of another checkout (e.g. `git worktree add "
                          "../base HEAD~5`), run from DIR with the same command, for before/after figures "
@@ -638,7 +665,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--targets must be a comma-separated subset of {','.join(ALL_TARGETS)}")
     args.targets = targets
     try:
-        args.pinning = Pinning.of_machine() if args.pin else None
+        args.pinning = Pinning.of_machine(args.pin) if args.pin else None
     except BenchError as exc:
         ap.error(str(exc))
     if "baseline" in targets and (args.baseline is None or not (args.baseline / "proxy").is_dir()):
@@ -687,6 +714,10 @@ def main(argv: list[str] | None = None) -> int:
                 services[target] = start_twemproxy(procs, workdir, redis.port, args.ready_timeout)
         ports = ", ".join(f"{t}={s.port}" for t, s in services.items())
         print(f"redis-server pid {redis.pid}; targets: {ports}", flush=True)
+        if args.pinning:
+            pin = args.pinning
+            print(f"pinned ({pin.placement}): proxies on CPU {sorted(pin.proxy_cpus)}, redis-server on "
+                  f"{sorted(pin.redis_cpus)}, redis-benchmark on {sorted(pin.bench_cpus)}", flush=True)
         print(f"{args.rounds} round(s), N={args.requests} "
               f"(per test: " + ", ".join(f"{s.label}: {max(1, int(args.requests * s.requests_factor))}"
                                          for s in SCENARIOS) + ")", flush=True)

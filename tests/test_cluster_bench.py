@@ -74,3 +74,25 @@ def test_twemproxy_reference_printed(capsys):
     assert "twemproxy CPU µs/req: 3 shards  12.50  1 server  10.00  ratio 1.25" in out
     print_summary(summarize([one_round(100, 90, 95, 11.0, 10.0)]), 50, 1)
     assert "twemproxy" not in capsys.readouterr().out
+
+
+def test_user_and_system_parts(capsys):
+    """Rounds that measured the user and system parts of the proxies' CPU: their medians, SET+GET
+    as the mean of the two, printed on the CPU line; rounds without them print none."""
+    rounds = []
+    for user, system in ((3.0, 8.0), (4.0, 9.0), (3.5, 20.0)):
+        this = one_round(100, 60, 80, user + system, 10.0)
+        for target, (u, s) in ((CLUSTER, (user, system)), (STANDALONE, (2.0, 8.0))):
+            for test in ("SET", "GET"):
+                this[target][test].update(user_us=u, sys_us=s)
+        this[CLUSTER]["GET"].update(user_us=user + 1, sys_us=system + 1)
+        rounds.append(this)
+    s = summarize(rounds)
+    assert s["user_us"]["SET"] == {CLUSTER: 3.5, STANDALONE: 2.0}
+    assert s["sys_us"]["GET"] == {CLUSTER: 10.0, STANDALONE: 8.0}
+    assert s["user_us"][BOTH] == {CLUSTER: 4.0, STANDALONE: 2.0}  # per round 3.5, 4.5, 4.0
+    print_summary(s, 50, 1)
+    out = capsys.readouterr().out
+    assert "GET     proxy CPU" in out and "user/system: cluster proxy 4.50/10.00  standalone proxy 2.00/8.00" in out
+    print_summary(summarize([one_round(100, 90, 95, 11.0, 10.0)]), 50, 1)
+    assert "user/system" not in capsys.readouterr().out
