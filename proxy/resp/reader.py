@@ -347,9 +347,10 @@ class RequestReader:
                 self._keep(buf[pos:])
                 self._need = 0
                 tail = self._check_tail()
-                if tail is not None:  # the partial tail is already malformed
+                if tail is not None:  # the tail is malformed, or complete by Redis's rules only
                     tail.commands[:0] = commands
-                    tail.offsets()[:0] = ends
+                    # The tail's ends count from its own start: `raw` now goes before it.
+                    tail._ends = ends + [end + pos for end in tail.offsets()]
                     tail.raw = raw + tail.raw
                     return tail
                 return Batch(commands, raw, ends)

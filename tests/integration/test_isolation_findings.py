@@ -1,15 +1,17 @@
-"""Proxy bugs found by the randomized isolation test and by Redis's own test suite run through the
-proxy (tests/conformance/redis_suite.py): each case replayed by hand against the same redis-server
+"""Proxy bugs found by the randomized isolation test, by the random damaged requests
+(test_protocol_random.py) and by Redis's own test suite run through the proxy
+(tests/conformance/redis_suite.py): each case replayed by hand against the same redis-server
 directly and through the passthrough proxy. All are fixed; they stay as regression tests.
 """
 
+import os
 import socket
 import time
 
 import hiredis
 import pytest
 
-from tests.servers import exchange_batches, read_until_quiet
+from tests.servers import PASSTHROUGH, REPO, ProxyProcess, exchange, exchange_batches, read_until_quiet
 
 BUSY_SCRIPT = hiredis.pack_command(("EVAL", "while true do end", "0"))
 
@@ -210,3 +212,25 @@ def test_login_on_a_lent_connection_keeps_it_from_other_clients(own_redis, own_p
     direct, through = both(own_redis, own_proxy, scenario)
     assert direct == (True, b"*-1\r\n$7\r\ndefault\r\n")
     assert through == direct
+
+
+def test_a_request_after_a_bulk_ended_by_any_two_bytes_keeps_its_place(own_redis):
+    """Redis skips the two bytes after a bulk whatever they are; hiredis stops there and the exact
+    parser reads the rest (here inline requests). The reader counted the rest's ends from the
+    rest's own start, so with a command refused after them the run before it was sent as half the
+    GET, on the shared connection: Redis read the next bytes there as the GET's end and closed the
+    connection, failing every client's requests in flight on it. Found by test_protocol_random.py
+    in front of a cluster, where a stretch goes out by the same ends."""
+    proxy = ProxyProcess(own_redis.url, PASSTHROUGH, "--policy",
+                         os.path.join(REPO, "configs", "policies", "lowercase-colon.yaml"))
+    try:
+        request = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\r-1\nKEYS x\n"
+        direct, _ = exchange(own_redis.port, request)
+        reply, closed = exchange(proxy.port, request)
+        answered = direct[:direct.rindex(b"*0\r\n")]  # GET's and -1's replies, then KEYS's
+        assert reply.startswith(answered) and not closed, reply
+        assert reply[len(answered):].startswith(b"-NOPERM command KEYS breaks rule C2"), reply
+        assert exchange(proxy.port, b"PING\r\n") == (b"+PONG\r\n", False)
+        assert "closed by the server" not in proxy.log, proxy.log
+    finally:
+        proxy.stop()

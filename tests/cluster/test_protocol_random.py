@@ -1,0 +1,50 @@
+"""Malformed requests at random through the proxy in front of a Redis Cluster (3 masters x 1 replica),
+as installed and in pure Python: `tests/integration/test_protocol_random.py`'s damaged requests,
+whose commands land on different masters, so that a protocol error or a cut-off request falls
+after runs in flight to several of them. The same bytes go to a standalone redis-server directly:
+every command of a case is a single-key one or an `MGET` the proxy splits by slot, so a standalone
+server's replies are the expected ones, in order, followed by the same error and the same close.
+Replay a failure with RG_PROTOCOL_SEED; RG_PROTOCOL_CASES sets the number of cases.
+"""
+
+import re
+
+import pytest
+
+from tests.cluster.start import proxy_for
+from tests.integration.test_protocol_random import compare_damaged
+from tests.servers import RedisServer, exchange
+
+# HELLO's map says which server and connection answered: the proxy's client id and, here, which
+# node; its place among the replies is what is compared.
+HELLO = re.compile(rb"%7\r\n.*?\+modules\r\n\*0\r\n|\*14\r\n.*?\$7\r\nmodules\r\n\*0\r\n", re.S)
+
+
+@pytest.fixture(scope="module", params=["compiled", "pure"])
+def pair(redis_cluster, request):
+    for master in redis_cluster.masters():  # each mode from empty masters, as its reference starts
+        redis_cluster.command(master, "FLUSHALL")
+    proxy = proxy_for(redis_cluster, env={"REDIS_GUARD_PURE_PYTHON": "1"} if request.param == "pure" else {})
+    reference = RedisServer()
+    yield proxy, reference
+    proxy.stop()
+    reference.close()
+
+
+def test_damaged_requests_get_what_redis_gives(pair):
+    proxy, reference = pair
+    compare_damaged(proxy, reference.port, lambda reply: HELLO.sub(b"HELLO", reply))
+
+
+@pytest.mark.parametrize("request_bytes", [
+    # Found by the test above: a bulk ended by two bytes that are not CRLF, then an inline command
+    # (the reader's ends for it counted from the wrong place). The stretch sent nothing for `-1` and
+    # waited for a reply, so the next reply on that master's connection went to this client.
+    b"*4\r\n$4\r\nHSET\r\n$8\r\nrp:816:h\r\n$1\r\nf\r\n$1\r\nv\r\r-1\nf",
+    b"*2\r\n$3\r\nGET\r\n$1\r\na\r\r-1\nGET b\nGET c\n",
+], ids=["hset then inline", "get then inline gets"])
+def test_a_request_after_a_bulk_ended_by_any_two_bytes_keeps_its_place(pair, request_bytes):
+    proxy, reference = pair
+    assert exchange(proxy.port, request_bytes) == exchange(reference.port, request_bytes)
+    for key in (b"a", b"b", b"c"):  # each on a new connection: a reply owed to nobody would land here
+        assert exchange(proxy.port, b"ECHO " + key + b"\r\n") == (b"$1\r\n" + key + b"\r\n", False)
