@@ -256,6 +256,8 @@ def hello(session, batch, index: int, hello_args=None) -> int:
 def reset(session, batch, index: int) -> int:
     """RESET: no name, RESP2, no transaction, no application; a lent connection goes back
     (closed when the transaction left state on it)."""
+    if len(batch.commands[index]) != 1:
+        return forward_one(session, batch, index)  # Redis answers the arity error, resetting nothing
     if session.inflight:
         return session.wait(batch, index)
     client = session.extra

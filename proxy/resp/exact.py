@@ -137,13 +137,12 @@ def _parse_multibulk(
     p = cr + 2
     if count <= 0:
         return [], p, False
-    if count > limits.max_args:
-        raise ProtocolError(ERR_TOO_MANY_ARGS.format(limits.max_args))
 
     max_bulk = limits.max_bulk_len
+    max_args = limits.max_args
     budget = limits.max_request_bytes
     args: list[bytes] = []
-    for _ in range(count):
+    for index in range(count):
         cr = _strchr(buf, p, b"\r")
         if cr < 0:
             # Measured from this header, as qb_pos has moved past earlier args.
@@ -152,6 +151,10 @@ def _parse_multibulk(
             return None
         if cr > n - 2:
             return None
+        if index == max_args:
+            # The proxy's own limit, at the line of the argument past it: until then the request
+            # fails only where Redis's would (a count of millions, then something not an argument).
+            raise ProtocolError(ERR_TOO_MANY_ARGS.format(max_args))
         if buf[p] != 0x24:  # '$'
             raise ProtocolError(ERR_EXPECTED_DOLLAR.format(chr(buf[p])))
         ll = string2ll(bytes(buf[p + 1 : cr]))

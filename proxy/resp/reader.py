@@ -38,6 +38,10 @@ _DOLLAR = 36  # b'$'
 _HUGE_AGGREGATE = re.compile(rb"[*~>|%][0-9]{7}")
 _HUGE_AFTER_LINE = re.compile(rb"\n[*~>|%][0-9]{7}")
 _OVERLAP = 12  # a header split across two reads is seen whole
+# What hiredis raises on bytes it will not read as a request: its own protocol errors, and
+# TypeError for a RESP3 map or set whose key is an aggregate (`*1\r\n%1\r\n*0\r\n...`). The exact
+# parser then answers as Redis does.
+_HIREDIS_REFUSED = (hiredis.ProtocolError, TypeError)
 _compiled = compiled.load("proxy.resp._compiled_requests")
 
 
@@ -277,7 +281,7 @@ class RequestReader:
         gets = hiredis_reader.gets
         try:
             first = gets()
-        except hiredis.ProtocolError:
+        except _HIREDIS_REFUSED:
             return self._fallback(data, [], [], 0)
         if first is False:
             return self._check_tail()
@@ -292,7 +296,7 @@ class RequestReader:
         gets = self._hiredis.gets
         try:
             first = gets()
-        except hiredis.ProtocolError:
+        except _HIREDIS_REFUSED:
             return self._fallback(self._take_all(), [], [], 0)
         if first is False:
             return self._check_tail()
@@ -409,10 +413,11 @@ class RequestReader:
         else:
             rest = buf[pos:]
             self._keep(rest)
-            if not rest or rest[0] == _STAR:
+            if not rest or (rest[0] == _STAR and _HUGE_AGGREGATE.match(rest) is None):
                 # Back to hiredis at a request boundary where what follows is RESP. The partial
-                # request left over was just validated by the exact parser (headers within
-                # limits, the rest body bytes), so hiredis may hold it.
+                # request left over was just validated by the exact parser (its arguments' headers
+                # within limits, the rest body bytes), so hiredis may hold it, unless its count
+                # is huge (hiredis would make the list of that size at once).
                 self._fast = True
                 self._hiredis = hiredis.Reader()
                 self._need = (_bytes_needed(rest) if len(rest) > 65536 else len(rest) + 1) if rest else 0

@@ -406,6 +406,8 @@ def auth(session, batch, index: int) -> int:
 
 def reset(session, batch, index: int) -> int:
     """RESET: a fresh connection state; with applications, no application any more."""
+    if len(batch.commands[index]) != 1:
+        return forward_one(session, batch, index)  # Redis answers the arity error, resetting nothing
     backend = session.backend
     lane = session.state.lane
     if lane is SHARED and session.inflight and session.app is not None and backend.acl_users is not None:

@@ -43,6 +43,7 @@ from . import auth, verdicts
 from .behaviour import PASS
 from .guard import Guard, class_of, same_class
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
+from .streamorder import BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
 
@@ -227,9 +228,7 @@ class Session(Receiver):
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
         if batch.error is not None and self.state.life is OPEN:
-            self._local(batch.error.reply)
-            self.input_ended = True
-            self._close()
+            self.protocol_error(batch.error.reply)
 
     def _run(self, batch, index: int) -> None:
         """The dispatch loop: every command of the batch from `index` on. A command passed on as
@@ -351,9 +350,7 @@ class Session(Receiver):
         self._run(batch, index)
         if self.state.life is OPEN:
             if batch.error is not None:
-                self._local(batch.error.reply)
-                self.input_ended = True
-                self._close()
+                self.protocol_error(batch.error.reply)
             else:
                 self._process()
 
@@ -599,8 +596,10 @@ class Session(Receiver):
             return
         stream = self.stream
         if stream is not None:
-            # Nothing is paired on a stream: the reply goes after what the stream has so far.
-            if queue[0] is stream:
+            if not stream.conn.closed:
+                # Nothing is paired on a stream: the server orders the reply (streamorder.py).
+                StreamOrder.of(self, stream).send(reply)
+            elif queue[0] is stream:
                 self._write(reply)
             else:
                 keep(stream, reply)
@@ -613,14 +612,24 @@ class Session(Receiver):
         queue.append(pending)
 
     def reply_later(self) -> Pending:
-        """An entry in the reply queue for a reply the proxy will make (`fill`)."""
+        """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,
+        a barrier's (streamorder.py)."""
+        stream = self.stream
+        if stream is not None and not stream.conn.closed:
+            order = StreamOrder.of(self, stream)
+            return BarrierEntry(order, order.send(None))
         pending = Pending(self, 1)
         self.queue.append(pending)
         self.inflight += 1
         return pending
 
     def fill(self, pending: Pending, reply: bytes) -> None:
-        self.deliver(pending, reply, 1)
+        pending.receiver.deliver(pending, reply, 1)
+
+    def stream_caught_up(self) -> None:
+        """The stream passed on a reply of the proxy's (streamorder.py): one it closes after."""
+        if self.state.life is CLOSING:
+            self._maybe_close()
 
     def _write(self, data: bytes) -> None:
         # Written at once: replies for one client arrive once per upstream read, so deferring
@@ -645,8 +654,12 @@ class Session(Receiver):
         if self.state.life is not CLOSING:
             return
         queue = self.queue
-        if queue and not (len(queue) == 1 and queue[0] is self.stream):
-            return
+        if queue:
+            stream = self.stream
+            if not (len(queue) == 1 and queue[0] is stream):
+                return
+            if type(stream.receiver) is StreamOrder and stream.receiver.owes():
+                return  # a reply of the proxy's is still to come on the stream
         if self.transport is not None:
             self.transport.close()
 
@@ -670,7 +683,19 @@ class Session(Receiver):
 
     def quit(self) -> None:
         """QUIT: +OK, and nothing after it is read."""
-        self._local(errors.OK)
+        self._end(errors.OK, None)
+
+    def protocol_error(self, reply: bytes) -> None:
+        """The request after those read is malformed: its error, and nothing after it is read."""
+        self._end(reply, reply)
+
+    def _end(self, reply: bytes, error) -> None:
+        stream = self.stream
+        if stream is not None and not stream.conn.closed:
+            # The server closes the stream's connection after what it owes (streamorder.py).
+            StreamOrder.of(self, stream).end(error)
+        else:
+            self._local(reply)
         self.input_ended = True
         self._close()
 

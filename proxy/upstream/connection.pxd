@@ -28,6 +28,7 @@ cdef class UpstreamConnection:
     cdef public object refusal
     cdef public object stamps
     cdef public object stamp
+    cdef public bint close_asked
 
     cpdef send(self, data, pending)
     cpdef _write_out(self)

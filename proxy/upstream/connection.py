@@ -146,7 +146,7 @@ class UpstreamConnection:
         "address", "label", "loop", "transport", "write", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
-        "upstream", "owner", "refusal", "stamps", "stamp",
+        "upstream", "owner", "refusal", "stamps", "stamp", "close_asked",
     )
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
@@ -176,6 +176,7 @@ class UpstreamConnection:
         self.upstream = None  # the Upstream (address and credentials) it was opened with
         self.owner = None  # the session it is lent or pinned to: told when the connection fails
         self.refusal = None  # the server's reply when it refused the start-up (NOAUTH...)
+        self.close_asked = False  # its client's QUIT or protocol error went to the server: it closes
         # For the monitor (`monitor/live.py`), one per write: (clock when its first request was
         # queued, the last pending entry it carries). Timing per write, not per request.
         self.stamps = collections.deque()
@@ -243,7 +244,10 @@ class UpstreamConnection:
             self._write_out()
 
     def connection_lost(self, exc) -> None:
-        self.fail(str(exc) if exc else "closed by the server")
+        if exc is None and self.close_asked:
+            self.fail(CLOSED_BY_PROXY)  # as asked: no failure to count or log
+        else:
+            self.fail(str(exc) if exc else "closed by the server")
 
     def eof_received(self):
         return None  # asyncio.Protocol's: the transport closes, connection_lost follows

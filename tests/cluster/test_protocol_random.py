@@ -48,3 +48,16 @@ def test_a_request_after_a_bulk_ended_by_any_two_bytes_keeps_its_place(pair, req
     assert exchange(proxy.port, request_bytes) == exchange(reference.port, request_bytes)
     for key in (b"a", b"b", b"c"):  # each on a new connection: a reply owed to nobody would land here
         assert exchange(proxy.port, b"ECHO " + key + b"\r\n") == (b"$1\r\n" + key + b"\r\n", False)
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"SUBSCRIBE rp:ch\r\nQUIT\r\n",
+    b"SUBSCRIBE rp:ch\r\nPING\r\n*1\r\n$x\r\n",
+    b"CLIENT REPLY ON\r\nPING\r\nQUIT\r\n",
+    b"RESET x\r\nPING\r\n",
+], ids=["subscribe then quit", "subscribe then malformed", "replies on then quit", "reset with an argument"])
+def test_what_the_proxy_answers_on_a_stream_comes_after_the_server_replies(pair, request_bytes):
+    """Once replies are no longer paired with requests, QUIT and a protocol error go to the
+    server, which answers what came before them first (session/streamorder.py)."""
+    proxy, reference = pair
+    assert exchange(proxy.port, request_bytes) == exchange(reference.port, request_bytes)

@@ -62,6 +62,34 @@ def test_rejected_commands_keep_pipeline_order(setup):
     assert not closed
 
 
+KEYS_REFUSED = (b"-NOPERM command KEYS breaks rule C1 (no KEYS): use SCAN 0 MATCH <pattern> COUNT 100, "
+                b"repeated until the cursor is 0\r\n")
+SUBSCRIBED = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+STREAM_CASES = [
+    # (name, requests, replies after HELLO's when the request starts with HELLO 3, closed)
+    ("refusal after a subscription", b"SUBSCRIBE ch\r\nKEYS *\r\nPING\r\n",
+     SUBSCRIBED + KEYS_REFUSED + b"*2\r\n$4\r\npong\r\n$0\r\n\r\n", False),
+    ("refusals on a resp3 subscription", b"HELLO 3\r\nSUBSCRIBE ch\r\nGET Bad:1\r\nGET ok:none\r\nKEYS *\r\nPING\r\n",
+     b">" + SUBSCRIBED[1:] + b"-NOPERM key 'Bad:1' breaks rule K2 (lowercase): use 'bad:1'\r\n_\r\n"
+     + KEYS_REFUSED + b"+PONG\r\n", False),
+    ("refusal with replies off", b"CLIENT REPLY OFF\r\nKEYS *\r\nSET ok:off 1\r\nCLIENT REPLY ON\r\nGET ok:off\r\n",
+     b"+OK\r\n$1\r\n1\r\n", False),
+    ("refusal skipped", b"CLIENT REPLY SKIP\r\nKEYS *\r\nKEYS *\r\n", KEYS_REFUSED, False),
+    ("quit after a subscription", b"SUBSCRIBE ch\r\nKEYS *\r\nQUIT\r\n", SUBSCRIBED + KEYS_REFUSED + b"+OK\r\n", True),
+]
+
+
+@pytest.mark.parametrize("name,payload,expected,closed", STREAM_CASES, ids=[case[0] for case in STREAM_CASES])
+def test_rejections_keep_their_place_on_a_stream(setup, name, payload, expected, closed):
+    """Once replies are no longer paired (pub/sub, CLIENT REPLY), a refusal still comes after
+    the replies to what the client sent before it, and not at all where Redis would not reply."""
+    _, process, _, _ = setup
+    reply, was_closed = exchange(process.port, payload)
+    if payload.startswith(b"HELLO 3"):
+        reply = reply[reply.index(b"*0\r\n") + 4:]  # after HELLO's map (it ends with modules: *0)
+    assert (reply, was_closed) == (expected, closed)
+
+
 def test_rejected_command_inside_multi_aborts_exec(setup):
     server, process, _, _ = setup
     payload = b"MULTI\r\nSET tx:a 1\r\nSET TX:B 2\r\nEXEC\r\nGET tx:a\r\n"

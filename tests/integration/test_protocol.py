@@ -31,13 +31,26 @@ CASES = [
     ("integer argument", b"*2\r\n$4\r\nECHO\r\n:1\r\n"),
     ("nested array argument", b"*1\r\n*1\r\n$4\r\nPING\r\n"),
     ("resp3 set as request", b"~1\r\n$4\r\nPING\r\n"),
+    ("resp3 map keyed by an array", b"*1\r\n%1\r\n*0\r\n$0\r\n\r\n"),
     ("good then bad in one read", b"*1\r\n$4\r\nPING\r\n*1\r\n+PING\r\n"),
     ("bulk body not followed by crlf", b"*2\r\n$4\r\nECHO\r\n$2\r\nhiXY*1\r\n$4\r\nPING\r\n"),
     ("unknown command", b"*1\r\n$7\r\nNOSUCHC\r\n"),
     ("wrong arity", b"*1\r\n$3\r\nGET\r\n"),
+    ("reset with an argument", b"SELECT 1\r\nRESET x\r\nPING\r\n"),
     ("too big inline", b"A" * (70 * 1024)),
     ("too big mbulk count string", b"*" + b"1" * (70 * 1024)),
     ("too big bulk count string", b"*1\r\n$" + b"1" * (70 * 1024)),
+    ("count of millions, then not an argument", b"*9999994\r\n$4\r\nHSET\r\n$1\r\nh\r\n*3\r\n"),
+    # Once replies are unpaired (streamorder.py), what the proxy answers itself comes after them.
+    ("subscribe then quit", b"SUBSCRIBE proto:ch\r\nQUIT\r\n"),
+    ("subscribe, ping, quit", b"SUBSCRIBE proto:ch\r\nPING\r\nQUIT\r\n"),
+    ("subscribe then malformed", b"SUBSCRIBE proto:ch\r\n*1\r\n$x\r\n"),
+    ("unsubscribe then malformed", b"*1\r\n$11\r\nUNSUBSCRIBE\r\n*1\r\n$x\r\n"),
+    ("reset on a stream, then quit", b"SUBSCRIBE proto:ch\r\nRESET\r\nPING\r\nQUIT\r\n"),
+    ("replies off, then quit", b"CLIENT REPLY OFF\r\nSET proto:k 1\r\nQUIT\r\n"),
+    ("replies off, then malformed", b"CLIENT REPLY OFF\r\nSET proto:k 1\r\n*1\r\n$x\r\n"),
+    ("reply skipped, then quit", b"CLIENT REPLY SKIP\r\nSET proto:k 1\r\nGET proto:k\r\nQUIT\r\n"),
+    ("reply skipped, then malformed", b"CLIENT REPLY SKIP\r\n*1\r\n$x\r\n"),
 ]
 
 

@@ -37,13 +37,14 @@ def pair(request):
     reference.close()
 
 
-def compare_damaged(proxy, reference_port: int, normalize) -> None:
+def compare_damaged(proxy, reference_port: int, normalize, streams: bool = False) -> None:
     """Every damaged case on a new connection to the proxy and to the reference server, 16 at a time;
-    the replies (after `normalize`) and whether the connection was closed must be the same."""
+    the replies (after `normalize`) and whether the connection was closed must be the same. With
+    `streams`, cases also subscribe, unpair replies with CLIENT REPLY and QUIT."""
     seed = int(os.environ.get("RG_PROTOCOL_SEED") or random.SystemRandom().randrange(1, 10**9))
 
     def one(case: int):
-        data = payload(seed, case)
+        data = payload(seed, case, streams)
         direct, through = exchange(reference_port, data), exchange(proxy.port, data)
         return case, data, (normalize(direct[0]), direct[1]), (normalize(through[0]), through[1])
 
@@ -56,4 +57,4 @@ def compare_damaged(proxy, reference_port: int, normalize) -> None:
 
 def test_damaged_requests_get_what_redis_gives(pair):
     proxy, reference = pair
-    compare_damaged(proxy, reference.port, lambda reply: HELLO_ID.sub(b"", reply))
+    compare_damaged(proxy, reference.port, lambda reply: HELLO_ID.sub(b"", reply), streams=True)

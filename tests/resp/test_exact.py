@@ -147,11 +147,13 @@ CASES = [
     Case("in-dq-backslash-end", b'ECHO "abc\\\r\n', E_QUOTES),
     Case("in-sq-unterminated", b"ECHO 'abc\r\n", E_QUOTES),
     Case("in-sq-after-close", b"ECHO 'a''b'\r\n", E_QUOTES),
-    # --- the proxy's own limits, checked as soon as the header is seen
-    Case("lim-args", b"*3\r\n", Err("Protocol error: too many arguments in request (limit 2)"),
+    # --- the proxy's own limits: arguments where the one past the limit starts, so that a huge
+    # count followed by something else fails as in Redis
+    Case("lim-args", b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\n", Err("Protocol error: too many arguments in request (limit 2)"),
          ParseLimits(max_args=2), redis=False),
-    Case("lim-args-default", b"*1048577\r\n",
-         Err("Protocol error: too many arguments in request (limit 1048576)"), redis=False),
+    Case("lim-args-header", b"*3\r\n$1\r\na\r\n", NEED, ParseLimits(max_args=2), redis=False),
+    Case("lim-args-default-header", b"*1048577\r\n", NEED),
+    Case("lim-args-default-then-not-bulk", b"*9999994\r\n$4\r\nHSET\r\n*3\r\n", got("*")),
     Case("lim-args-ok", b"*2\r\n$1\r\na\r\n$1\r\nb\r\n", [b"a", b"b"], ParseLimits(max_args=2), redis=False),
     Case("lim-bytes", b"*3\r\n$3\r\nSET\r\n$2000000000\r\n",
          Err("Protocol error: request too large (limit 100 bytes)"),

@@ -59,9 +59,13 @@ CASES = [
     (pack("PING") + b"*1\r\n+PING\r\n", [[b"PING"]], "Protocol error: expected '$', got '+'"),
     (b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", [], "Protocol error: expected '$', got '='"),
     (b"*3000000000\r\n", [], "Protocol error: invalid multibulk length"),
-    (b"*2000000\r\n$1\r\n", [], "Protocol error: too many arguments in request (limit 1048576)"),
+    (b"*2000000\r\n$1\r\na\r\n*1\r\n", [], "Protocol error: expected '$', got '*'"),
     (b"*1\r\n*2000000000\r\n", [], "Protocol error: expected '$', got '*'"),
     (b"*2\r\n$4\r\nECHO\r\n$-1\r\n", [], "Protocol error: invalid bulk length"),
+    # hiredis raises TypeError (not its ProtocolError) for a map or set keyed by an aggregate.
+    (b"*1\r\n%1\r\n*0\r\n$0\r\n\r\n", [], "Protocol error: expected '$', got '%'"),
+    (pack("PING") + b"*2\r\n$4\r\nECHO\r\n~1\r\n%0\r\n%1\r\n~1\r\n:1\r\n:2\r\n", [[b"PING"]],
+     "Protocol error: expected '$', got '~'"),
 ]
 
 

@@ -1,0 +1,213 @@
+"""Replies the proxy makes itself, in order on a client's raw stream.
+
+Once a client's connection streams (pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, tracking), every
+byte of its own upstream connection is passed on as it comes: the proxy cannot tell where the
+replies to the commands already sent end. A reply the proxy makes (a refusal, QUIT's +OK, a
+protocol error) must still come after them, and Redis would not have written it at all under
+CLIENT REPLY OFF or SKIP. So the proxy sends a barrier on the stream, a command no server has
+(`redis-guard-barrier-<token>-<n>`, the token random per stream), and puts its own reply where
+the server's "unknown command" error for it appears. The server decides the order, and whether a
+reply is written: a barrier it does not answer (replies off) was overtaken when a later one is
+answered, and its reply is dropped, as the refused command's would have been.
+
+A client's QUIT or protocol error ends the stream: the server must answer what came before and
+then close, or not, as it would for the client itself (under CLIENT REPLY OFF or SKIP it writes
+nothing, and closes only if it had other replies to write). So the server is asked to do it:
+QUIT goes to it as it is; for a protocol error it gets a request that fails the same way
+(`MALFORMED`), and the proxy puts its own error, which names what was wrong with the client's
+bytes, in place of the server's. The client's connection closes when the server's does.
+
+`StreamBarriers` is the sans-IO part (bytes in, bytes out); `StreamOrder` stands in for the
+session as the stream's receiver while barriers are out, and gives the stream back after.
+"""
+
+from __future__ import annotations
+
+import collections
+import secrets
+
+from ..pending import Pending, Receiver
+
+__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry"]
+
+CRLF = b"\r\n"
+MALFORMED = b"*1\r\n$x\r\n"  # fails as every protocol error does, and Redis answers it with:
+MALFORMED_REPLY = b"-ERR Protocol error: invalid bulk length\r\n"
+QUIT = b"*1\r\n$4\r\nQUIT\r\n"
+ENDING = -1  # the number of the entry for the server's answer to MALFORMED
+
+
+class StreamBarriers:
+    """Barriers in the order they were sent, and the stream's bytes not yet passed on.
+
+    An answer is a line of its own: it starts after a CRLF and its text has none up to the
+    token. While a barrier is out, the bytes after the stream's last CRLF are held (they may be
+    the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
+    then `fill`) everything is held."""
+
+    __slots__ = ("prefix", "next_number", "waiting", "held")
+
+    def __init__(self, token: bytes | None = None):
+        self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
+        self.next_number = 0
+        self.waiting = collections.deque()  # [number, reply or None]
+        self.held = b""
+
+    def add(self, reply: bytes | None) -> tuple[bytes, list]:
+        """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier)."""
+        number = self.next_number
+        self.next_number += 1
+        barrier = [number, reply]
+        self.waiting.append(barrier)
+        name = self.prefix + b"%d" % number
+        return b"*1\r\n$%d\r\n%s\r\n" % (len(name), name), barrier
+
+    def end(self, reply: bytes) -> bytes:
+        """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
+        self.waiting.append([ENDING, reply])
+        return MALFORMED
+
+    @staticmethod
+    def fill(barrier: list, reply: bytes) -> None:
+        barrier[1] = reply
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.held
+
+    def feed(self, data: bytes) -> bytes:
+        """The stream's next bytes in; what may go to the client now out."""
+        if self.held:
+            data = self.held + data
+            self.held = b""
+        waiting = self.waiting
+        out = []
+        pos = 0
+        prefix = self.prefix
+        while waiting:
+            at = data.find(prefix, pos)
+            if waiting[-1][0] == ENDING:
+                end = _line_at(data, MALFORMED_REPLY, pos)
+                if end >= 0 and (at < 0 or end < at):
+                    # The server answered the request that ends the stream, so not the barriers
+                    # still out before it (replies off): only the proxy's error takes its place.
+                    out.append(data[pos:end])
+                    out.append(waiting[-1][1])
+                    waiting.clear()
+                    pos = end + len(MALFORMED_REPLY)
+                    break
+            if at < 0:
+                break
+            line_end = data.find(CRLF, at)
+            start = data.rfind(CRLF, pos, at)
+            start = pos if start < 0 else start + 2
+            if line_end < 0:
+                out.append(data[pos:start])
+                self.held = data[start:]
+                return b"".join(out)
+            digits = at + len(prefix)
+            end = digits
+            while end < line_end and 48 <= data[end] <= 57:
+                end += 1
+            number = int(data[digits:end]) if end > digits else -1
+            while waiting and waiting[0][0] < number:
+                waiting.popleft()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
+            if not waiting or waiting[0][0] != number:
+                out.append(data[pos:line_end + 2])  # not one of ours: pass it on
+                pos = line_end + 2
+                continue
+            reply = waiting[0][1]
+            if reply is None:
+                out.append(data[pos:start])
+                self.held = data[start:]
+                return b"".join(out)
+            waiting.popleft()
+            out.append(data[pos:start])
+            out.append(reply)
+            pos = line_end + 2
+        cut = len(data)
+        if waiting:
+            last = data.rfind(CRLF, pos)
+            cut = pos if last < 0 else last + 2
+            self.held = data[cut:]
+        out.append(data[pos:cut])
+        return b"".join(out)
+
+
+def _line_at(data: bytes, line: bytes, pos: int) -> int:
+    """Where `line` stands as a line of its own in data[pos:] (pos is a line's start), or -1."""
+    at = data.find(line, pos)
+    while at > pos and data[at - 2:at] != CRLF:
+        at = data.find(line, at + 1)
+    return at
+
+
+class BarrierEntry(Pending):
+    """A reply the proxy makes later (`Session.reply_later`) for a streaming client: filled
+    through the stream's `StreamOrder`, never in the reply queue."""
+
+    __slots__ = ("barrier",)
+
+    def __init__(self, order: StreamOrder, barrier: list):
+        super().__init__(order, 1)
+        self.barrier = barrier
+
+
+class StreamOrder(Receiver):
+    """The stream's receiver while barriers are out: the session gets the stream's bytes with
+    the proxy's replies in place of the barriers' answers."""
+
+    __slots__ = ("session", "stream", "barriers", "ending")
+
+    def __init__(self, session, stream: Pending):
+        self.session = session
+        self.stream = stream
+        self.barriers = StreamBarriers()
+        self.ending = False  # the server was asked to close the stream's connection
+
+    @classmethod
+    def of(cls, session, stream: Pending) -> StreamOrder:
+        order = stream.receiver
+        if type(order) is not cls:
+            order = stream.receiver = cls(session, stream)
+        return order
+
+    def send(self, reply: bytes | None):
+        """A barrier on the stream's connection for `reply`; the barrier."""
+        request, barrier = self.barriers.add(reply)
+        self.stream.conn.send(request, None)
+        return barrier
+
+    def end(self, error: bytes | None) -> None:
+        """The client's QUIT (`error` None) or protocol error: the server answers what came
+        before, then closes the connection, as it would the client's."""
+        conn = self.stream.conn
+        conn.close_asked = True
+        conn.send(QUIT if error is None else self.barriers.end(error), None)
+        self.ending = True
+
+    def owes(self) -> bool:
+        """Is something still to come from the server before the client's connection may close
+        (a reply of the proxy's behind a barrier, or the server's own close)?"""
+        return (self.ending or bool(self.barriers.waiting)) and not self.stream.conn.closed
+
+    def deliver(self, pending: Pending, data: bytes, done: int) -> None:
+        if pending is self.stream:
+            out = self.barriers.feed(data)
+        else:  # a reply made later (BarrierEntry)
+            self.barriers.fill(pending.barrier, data)
+            pending.remaining = 0
+            out = self.barriers.feed(b"")
+        if self.barriers.idle and not self.ending and self.stream.receiver is self:
+            self.stream.receiver = self.session
+        session = self.session
+        if out:
+            session.deliver(self.stream, out, 0)
+        session.stream_caught_up()
+
+    def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:
+        if pending is self.stream:
+            held, self.barriers.held = self.barriers.held, b""
+            if held:  # what the server wrote last, whole as far as it goes
+                self.session.deliver(pending, held, 0)
+            self.session.pending_failed(pending, error, partial)

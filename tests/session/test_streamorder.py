@@ -1,0 +1,196 @@
+"""StreamBarriers, sans-IO: the proxy's replies take the place of the barriers' answers on a raw
+stream, in the server's order; fed whole, byte by byte and cut at random, the output is the same."""
+
+import random
+
+import pytest
+
+from proxy.pending import Pending, Receiver
+from proxy.session.streamorder import MALFORMED, MALFORMED_REPLY, BarrierEntry, StreamBarriers, StreamOrder
+
+TOKEN = b"t0k"
+SUB = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
+PONG = b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+MESSAGE = b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$12\r\nhello\r\nworld\r\n"  # a CRLF inside the payload
+OK = b"+OK\r\n"
+REFUSED = b"-NOPERM command KEYS breaks rule C2\r\n"
+
+
+def answer(number: int, quote: bytes = b"'") -> bytes:
+    """Redis 7's reply to barrier `number` (Redis 6 quotes the name with backticks)."""
+    name = b"redis-guard-barrier-" + TOKEN + b"-%d" % number
+    return b"-ERR unknown command " + quote + name + quote + b", with args beginning with: \r\n"
+
+
+def barriers(*replies):
+    scanner = StreamBarriers(TOKEN)
+    made = [scanner.add(reply) for reply in replies]
+    return scanner, made
+
+
+def feed_in_pieces(scanner, data: bytes, cuts) -> bytes:
+    out, start = [], 0
+    for cut in list(cuts) + [len(data)]:
+        out.append(scanner.feed(data[start:cut]))
+        start = cut
+    return b"".join(out)
+
+
+# (name, the proxy's replies (None: unanswered by the server), stream bytes, expected output)
+CASES = [
+    ("one refusal after a confirmation", [REFUSED], SUB + answer(0) + PONG, SUB + REFUSED + PONG),
+    ("at the very start", [OK], answer(0), OK),
+    ("two, a message between", [REFUSED, OK], SUB + answer(0) + MESSAGE + answer(1), SUB + REFUSED + MESSAGE + OK),
+    ("redis 6 quoting", [OK], SUB + answer(0, b"`"), SUB + OK),
+    ("first unanswered (replies off)", [REFUSED, OK], SUB + answer(1), SUB + OK),
+    ("none answered yet", [OK], SUB + MESSAGE, SUB + MESSAGE),
+    ("another stream's barrier passes", [OK],
+     b"-ERR unknown command 'redis-guard-barrier-other-0', with args beginning with: \r\n" + answer(0),
+     b"-ERR unknown command 'redis-guard-barrier-other-0', with args beginning with: \r\n" + OK),
+    ("bytes after the last barrier pass", [OK], answer(0) + MESSAGE + b"*3\r\n$7\r\nmess",
+     OK + MESSAGE + b"*3\r\n$7\r\nmess"),
+]
+
+
+@pytest.mark.parametrize("name,replies,stream,expected", CASES, ids=[case[0] for case in CASES])
+def test_whole(name, replies, stream, expected):
+    scanner, _ = barriers(*replies)
+    assert scanner.feed(stream) == expected
+
+
+@pytest.mark.parametrize("name,replies,stream,expected", CASES, ids=[case[0] for case in CASES])
+def test_byte_by_byte(name, replies, stream, expected):
+    scanner, _ = barriers(*replies)
+    out = feed_in_pieces(scanner, stream, range(1, len(stream)))
+    if scanner.waiting:  # a barrier still out holds only what may be its answer: after the last CRLF
+        assert expected.startswith(out) and out.endswith(b"\r\n")
+    else:
+        assert out == expected and scanner.idle
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_cut_at_random(seed):
+    rng = random.Random(seed)
+    name, replies, stream, expected = CASES[seed % len(CASES)]
+    scanner, _ = barriers(*replies)
+    cuts = sorted(rng.sample(range(1, len(stream)), min(len(stream) - 1, rng.randint(1, 6))))
+    out = feed_in_pieces(scanner, stream, cuts)
+    assert expected.startswith(out)
+    if not scanner.waiting:
+        assert out == expected and scanner.idle
+
+
+def test_holds_a_partial_line_while_a_barrier_is_out():
+    scanner, _ = barriers(OK)
+    assert scanner.feed(SUB + b"-ERR unknown com") == SUB
+    assert scanner.held == b"-ERR unknown com"
+    assert scanner.feed(answer(0)[16:]) == OK
+    assert scanner.idle
+
+
+def test_a_reply_known_later_holds_everything_after_its_answer():
+    scanner, made = barriers(REFUSED, None, OK)
+    assert scanner.feed(SUB + answer(0) + answer(1) + MESSAGE) == SUB + REFUSED
+    assert scanner.feed(answer(2)) == b""
+    scanner.fill(made[1][1], b":0\r\n")
+    assert scanner.feed(b"") == b":0\r\n" + MESSAGE + OK
+    assert scanner.idle
+
+
+def test_the_request_is_an_unknown_command_named_by_the_token():
+    scanner, made = barriers(OK, OK)
+    assert made[0][0] == b"*1\r\n$25\r\nredis-guard-barrier-t0k-0\r\n"
+    assert made[1][0].endswith(b"redis-guard-barrier-t0k-1\r\n")
+    assert StreamBarriers().prefix != StreamBarriers().prefix  # random per stream
+
+
+def test_nothing_held_once_no_barrier_is_out():
+    scanner, _ = barriers(OK)
+    assert scanner.feed(answer(0) + b"$5\r\nhel") == OK + b"$5\r\nhel"
+    assert scanner.idle
+
+
+class FakeConn:
+    def __init__(self):
+        self.sent, self.closed, self.close_asked = [], False, False
+
+    def send(self, data, pending):
+        assert pending is None  # nothing is paired on a stream
+        self.sent.append(data)
+
+
+class FakeSession(Receiver):
+    def __init__(self):
+        self.written, self.failed, self.caught_up = [], [], 0
+
+    def deliver(self, pending, data, done):
+        self.written.append(data)
+
+    def pending_failed(self, pending, error, partial):
+        self.failed.append(error)
+
+    def stream_caught_up(self):
+        self.caught_up += 1
+
+
+def stream_order():
+    session, conn = FakeSession(), FakeConn()
+    stream = Pending(session, -1, conn)
+    return session, conn, stream, StreamOrder.of(session, stream)
+
+
+def barrier_answer(order, sent: bytes) -> bytes:
+    name = sent.split(b"\r\n")[2]
+    return b"-ERR unknown command '" + name + b"', with args beginning with: \r\n"
+
+
+def test_the_order_stands_in_for_the_session_while_barriers_are_out():
+    session, conn, stream, order = stream_order()
+    assert stream.receiver is order and StreamOrder.of(session, stream) is order
+    order.send(REFUSED)
+    later = BarrierEntry(order, order.send(None))
+    assert order.owes()
+    stream.receiver.deliver(stream, SUB + barrier_answer(order, conn.sent[0]) + barrier_answer(order, conn.sent[1]), 0)
+    assert b"".join(session.written) == SUB + REFUSED and stream.receiver is order
+    later.receiver.deliver(later, b":0\r\n", 1)  # Session.fill
+    assert b"".join(session.written) == SUB + REFUSED + b":0\r\n" and later.remaining == 0
+    assert stream.receiver is session and not order.owes()  # nothing out: the stream is the session's again
+
+
+def test_an_ending_waits_for_the_server_to_close():
+    session, conn, stream, order = stream_order()
+    order.end(None)
+    assert conn.sent == [b"*1\r\n$4\r\nQUIT\r\n"] and conn.close_asked and order.owes()
+    order.deliver(stream, SUB + OK, 0)
+    assert b"".join(session.written) == SUB + OK and order.owes() and stream.receiver is order
+    conn.closed = True
+    assert not order.owes()
+
+
+def test_a_protocol_error_takes_the_place_of_the_servers():
+    session, conn, stream, order = stream_order()
+    error = b"-ERR Protocol error: expected '$', got 'x'\r\n"
+    order.send(REFUSED)
+    order.end(error)
+    assert conn.sent[1] == MALFORMED
+    order.deliver(stream, SUB + barrier_answer(order, conn.sent[0]) + MALFORMED_REPLY[:9], 0)
+    order.deliver(stream, MALFORMED_REPLY[9:], 0)
+    assert b"".join(session.written) == SUB + REFUSED + error
+
+
+def test_replies_off_drop_the_barriers_before_the_protocol_error():
+    session, conn, stream, order = stream_order()
+    error = b"-ERR Protocol error: invalid multibulk length\r\n"
+    order.send(REFUSED)  # not answered: CLIENT REPLY OFF, then ON before the malformed request
+    order.end(error)
+    order.deliver(stream, OK + MALFORMED_REPLY, 0)
+    assert b"".join(session.written) == OK + error and not order.barriers.waiting
+
+
+def test_what_is_held_goes_out_before_the_failure():
+    session, conn, stream, order = stream_order()
+    order.send(REFUSED)
+    order.deliver(stream, SUB + b"*3\r\n$7\r\nmess", 0)
+    assert b"".join(session.written) == SUB + b"*3\r\n$7\r\n"  # "mess" may start an answer
+    order.pending_failed(stream, b"-ERR lost\r\n", False)
+    assert b"".join(session.written) == SUB + b"*3\r\n$7\r\nmess" and session.failed == [b"-ERR lost\r\n"]
