@@ -33,6 +33,30 @@ def shutting_down() -> bytes:
 OK = b"+OK\r\n"
 
 
+def _redis_error(text: bytes) -> bytes:
+    """An error line as redis-server words it: the client's bytes as they are, CR/LF as spaces."""
+    return b"-" + text.replace(b"\r", b" ").replace(b"\n", b" ") + b"\r\n"
+
+
+def unknown_command(args) -> bytes:
+    """Redis's reply to a command it does not have (each argument cut to what fits in 128 bytes)."""
+    shown = b""
+    for arg in args[1:]:
+        if len(shown) >= 128:
+            break
+        shown += b"'" + arg[:128 - len(shown)] + b"' "
+    return _redis_error(b"ERR unknown command '%s', with args beginning with: %s" % (args[0][:128], shown))
+
+
+def unknown_subcommand(args) -> bytes:
+    return _redis_error(b"ERR unknown subcommand '%s'. Try %s HELP." % (args[1][:128], args[0].upper()))
+
+
+def wrong_arity(full_name: str) -> bytes:
+    """`full_name` as Redis names the command: 'get', 'client|kill'."""
+    return resp_error(f"ERR wrong number of arguments for '{full_name}' command")
+
+
 def not_supported(args, kind: str) -> bytes:
     """A command that has no faithful meaning through the proxy in front of this kind of upstream."""
     name = args[0].decode("utf-8", "replace").upper()

@@ -624,10 +624,7 @@ class _NodeOurs:
 
 def unknown(session, batch, index: int) -> int:
     """A command the table does not know: Redis's own error (no node can be chosen for it)."""
-    args = batch.commands[index]
-    shown = b"".join(b"'%s' " % arg[:128] for arg in args[1:])[:128].decode("utf-8", "replace")
-    session._local(errors.resp_error(
-        f"ERR unknown command '{args[0][:128].decode('utf-8', 'replace')}', with args beginning with: {shown}"))
+    session._local(errors.unknown_command(batch.commands[index]))
     session.refused_in_transaction()
     return index + 1
 

@@ -434,10 +434,19 @@ class DeferredRoute(Route):
     def forward(self, session, batch, start: int, stop: int) -> None:
         client = session.extra
         master_for_slot = self.backend.router.slotmap.master_for_slot
+        table = self.backend.behaviour.table
         for index in range(start, stop):
             args = batch.commands[index]
             routed = self.backend.routes.decide(args, master_for_slot)
             if routed is None and client.deferred is not None:
+                # Redis would answer this one at once: an unknown command or a wrong number of
+                # arguments is refused, and fails the transaction, rather than queued. (The
+                # server's own table only: a snapshot may lack what the server has.)
+                refusal = table.refusal(args) if table.from_server else None
+                if refusal is not None:
+                    session._local(refusal)
+                    session.refused_in_transaction()
+                    continue
                 client.deferred.append(batch.span(index, index + 1))
                 session._local(b"+QUEUED\r\n")
                 continue

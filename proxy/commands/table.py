@@ -34,6 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from .. import errors
 from .keyspecs import find_keys
 
 __all__ = [
@@ -196,6 +197,19 @@ class CommandTable:
             if found is None:
                 return spec
         return found
+
+    def refusal(self, args: Sequence[bytes]) -> bytes | None:
+        """Redis's reply when it refuses `args` before running or queueing it (unknown command,
+        unknown subcommand, wrong number of arguments), or None."""
+        spec = self.lookup(args)
+        if spec is None:
+            return errors.unknown_command(args)
+        if spec.subcommands and len(args) > 1:
+            return errors.unknown_subcommand(args)
+        arity = spec.arity
+        if (arity > 0 and len(args) != arity) or (arity < 0 and len(args) < -arity):
+            return errors.wrong_arity(spec.name)
+        return None
 
     def key_positions(self, args: Sequence[bytes]) -> list[tuple[int, KeySpec]]:
         """Argument index of every key in ``args``, with the key spec that applies."""

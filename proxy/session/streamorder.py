@@ -45,13 +45,14 @@ class StreamBarriers:
     the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
     then `fill`) everything is held."""
 
-    __slots__ = ("prefix", "next_number", "waiting", "held")
+    __slots__ = ("prefix", "next_number", "waiting", "held", "owed")
 
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
         self.next_number = 0
         self.waiting = collections.deque()  # [number, reply or None]
         self.held = b""
+        self.owed = 0  # the bytes of the replies waiting
 
     def add(self, reply: bytes | None) -> tuple[bytes, list]:
         """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier)."""
@@ -59,17 +60,24 @@ class StreamBarriers:
         self.next_number += 1
         barrier = [number, reply]
         self.waiting.append(barrier)
+        self.owed += len(reply) if reply is not None else 0
         name = self.prefix + b"%d" % number
         return b"*1\r\n$%d\r\n%s\r\n" % (len(name), name), barrier
 
     def end(self, reply: bytes) -> bytes:
         """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
         self.waiting.append([ENDING, reply])
+        self.owed += len(reply)
         return MALFORMED
 
-    @staticmethod
-    def fill(barrier: list, reply: bytes) -> None:
+    def fill(self, barrier: list, reply: bytes) -> None:
         barrier[1] = reply
+        if barrier in self.waiting:
+            self.owed += len(reply)
+
+    def _drop(self) -> None:
+        reply = self.waiting.popleft()[1]
+        self.owed -= len(reply) if reply is not None else 0
 
     @property
     def idle(self) -> bool:
@@ -94,6 +102,7 @@ class StreamBarriers:
                     out.append(data[pos:end])
                     out.append(waiting[-1][1])
                     waiting.clear()
+                    self.owed = 0
                     pos = end + len(MALFORMED_REPLY)
                     break
             if at < 0:
@@ -111,7 +120,7 @@ class StreamBarriers:
                 end += 1
             number = int(data[digits:end]) if end > digits else -1
             while waiting and waiting[0][0] < number:
-                waiting.popleft()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
+                self._drop()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
             if not waiting or waiting[0][0] != number:
                 out.append(data[pos:line_end + 2])  # not one of ours: pass it on
                 pos = line_end + 2
@@ -121,7 +130,7 @@ class StreamBarriers:
                 out.append(data[pos:start])
                 self.held = data[start:]
                 return b"".join(out)
-            waiting.popleft()
+            self._drop()
             out.append(data[pos:start])
             out.append(reply)
             pos = line_end + 2
@@ -157,13 +166,25 @@ class StreamOrder(Receiver):
     """The stream's receiver while barriers are out: the session gets the stream's bytes with
     the proxy's replies in place of the barriers' answers."""
 
-    __slots__ = ("session", "stream", "barriers", "ending")
+    __slots__ = ("session", "stream", "barriers", "ending", "counted")
 
     def __init__(self, session, stream: Pending):
         self.session = session
         self.stream = stream
         self.barriers = StreamBarriers()
         self.ending = False  # the server was asked to close the stream's connection
+        self.counted = 0  # what the order holds, counted in the session's held bytes
+
+    def _count(self) -> None:
+        """What waits here counts against the client's output limit like replies it has not
+        read: replies off, a client refused over and over would otherwise grow it for good."""
+        barriers = self.barriers
+        holding = barriers.owed + len(barriers.held)
+        session = self.session
+        session.held_bytes += holding - self.counted
+        self.counted = holding
+        if session.held_bytes > session.output_limit:
+            session.overflow()
 
     @classmethod
     def of(cls, session, stream: Pending) -> StreamOrder:
@@ -176,6 +197,7 @@ class StreamOrder(Receiver):
         """A barrier on the stream's connection for `reply`; the barrier."""
         request, barrier = self.barriers.add(reply)
         self.stream.conn.send(request, None)
+        self._count()
         return barrier
 
     def end(self, error: bytes | None) -> None:
@@ -185,6 +207,7 @@ class StreamOrder(Receiver):
         conn.close_asked = True
         conn.send(QUIT if error is None else self.barriers.end(error), None)
         self.ending = True
+        self._count()
 
     def owes(self) -> bool:
         """Is something still to come from the server before the client's connection may close
@@ -200,6 +223,7 @@ class StreamOrder(Receiver):
             out = self.barriers.feed(b"")
         if self.barriers.idle and not self.ending and self.stream.receiver is self:
             self.stream.receiver = self.session
+        self._count()
         session = self.session
         if out:
             session.deliver(self.stream, out, 0)
@@ -208,6 +232,8 @@ class StreamOrder(Receiver):
     def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:
         if pending is self.stream:
             held, self.barriers.held = self.barriers.held, b""
+            self.session.held_bytes -= self.counted
+            self.counted = 0
             if held:  # what the server wrote last, whole as far as it goes
                 self.session.deliver(pending, held, 0)
             self.session.pending_failed(pending, error, partial)

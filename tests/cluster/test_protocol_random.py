@@ -13,7 +13,7 @@ import pytest
 
 from tests.cluster.start import proxy_for
 from tests.integration.test_protocol_random import compare_damaged
-from tests.servers import RedisServer, exchange
+from tests.servers import RedisServer, exchange, exchange_batches
 
 # HELLO's map says which server and connection answered: the proxy's client id and, here, which
 # node; its place among the replies is what is compared.
@@ -50,14 +50,26 @@ def test_a_request_after_a_bulk_ended_by_any_two_bytes_keeps_its_place(pair, req
         assert exchange(proxy.port, b"ECHO " + key + b"\r\n") == (b"$1\r\n" + key + b"\r\n", False)
 
 
-@pytest.mark.parametrize("request_bytes", [
-    b"SUBSCRIBE rp:ch\r\nQUIT\r\n",
-    b"SUBSCRIBE rp:ch\r\nPING\r\n*1\r\n$x\r\n",
-    b"CLIENT REPLY ON\r\nPING\r\nQUIT\r\n",
-    b"RESET x\r\nPING\r\n",
-], ids=["subscribe then quit", "subscribe then malformed", "replies on then quit", "reset with an argument"])
-def test_what_the_proxy_answers_on_a_stream_comes_after_the_server_replies(pair, request_bytes):
-    """Once replies are no longer paired with requests, QUIT and a protocol error go to the
-    server, which answers what came before them first (session/streamorder.py)."""
+# (name, the client's requests, each sent when the reply before it came). Worth naming:
+NAMED = [
+    # Once replies are no longer paired with requests, QUIT and a protocol error go to the server,
+    # which answers what came before them first (session/streamorder.py).
+    ("subscribe then quit", [b"SUBSCRIBE rp:ch\r\nQUIT\r\n"]),
+    ("subscribe then malformed", [b"SUBSCRIBE rp:ch\r\nPING\r\n*1\r\n$x\r\n"]),
+    ("replies on then quit", [b"CLIENT REPLY ON\r\nPING\r\nQUIT\r\n"]),
+    ("reset with an argument", [b"RESET x\r\nPING\r\n"]),
+    # Until a transaction's first key the proxy queues its commands itself: what Redis refuses
+    # instead of queueing (and fails the transaction for) gets Redis's own error.
+    ("multi, unknown command", [b"MULTI\r\nNOSUCH a\r\nEXEC\r\n"]),
+    ("multi, wrong arity", [b"MULTI\r\nGET\r\nPING\r\nEXEC\r\n"]),
+    ("multi, unknown subcommand", [b"MULTI\r\nCLIENT NOSUCH\r\nDISCARD\r\n"]),
+    ("multi, keyless then keyed", [b"MULTI\r\nPING\r\nSET rp:{t}:k 1\r\nEXEC\r\n"]),
+    ("multi, a command at a time", [b"MULTI\r\n", b"NOSUCH\r\n", b"ECHO\r\n", b"PING\r\n", b"SET rp:{t}:k 1\r\n",
+                                    b"EXEC\r\n", b"GET rp:{t}:k\r\n"]),
+]
+
+
+@pytest.mark.parametrize("batches", [case[1] for case in NAMED], ids=[case[0] for case in NAMED])
+def test_named_cases_get_what_redis_gives(pair, batches):
     proxy, reference = pair
-    assert exchange(proxy.port, request_bytes) == exchange(reference.port, request_bytes)
+    assert exchange_batches(proxy.port, batches) == exchange_batches(reference.port, batches)

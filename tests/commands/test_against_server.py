@@ -88,3 +88,49 @@ def test_snapshot_matches_the_local_server(redis_port: int, table: CommandTable,
     if version != table.redis_version:
         pytest.skip(f"local redis-server is {version}, the snapshot is {table.redis_version}")
     assert out.read_text() == snapshot.DEFAULT_SNAPSHOT.read_text()
+
+
+REFUSED = [
+    [b"NOSUCH"],
+    [b"nosuch", b"a", b"b"],
+    [b"nosuch", b"x" * 200, b"y"],  # an argument past 128 bytes: cut where Redis cuts it
+    [b"nosuch", b"a" * 100, b"b" * 100, b"c"],
+    [b"no\r\nsuch\xc0", b"\xff\n"],  # bytes as sent, line ends as spaces
+    [b"CLIENT", b"NOSUCH"],
+    [b"client", b"nosuch\xc0", b"x"],
+    [b"CLIENT"],
+    [b"GET"],
+    [b"get", b"a", b"b"],
+    [b"CLIENT", b"KILL"],
+    [b"CONFIG", b"GET"],
+]
+ACCEPTED = [[b"GET", b"k"], [b"CLIENT", b"ID"], [b"SET", b"k", b"v", b"EX", b"1"], [b"PING"], [b"PING", b"x"]]
+
+
+def test_refusal_is_what_redis_answers(redis_port: int) -> None:
+    """CommandTable.refusal: Redis's own reply to a command it refuses before running or queueing
+    it, byte for byte (inside MULTI, so that nothing runs); None for commands it queues."""
+    with socket.create_connection(("127.0.0.1", redis_port), timeout=30) as sock:
+        table = CommandTable.from_replies(*_ask(sock, [("COMMAND", "INFO"), ("COMMAND", "DOCS")]))
+        requests = REFUSED + ACCEPTED
+        sock.sendall(b"MULTI\r\n" + b"".join(hiredis.pack_command(tuple(args)) for args in requests) + b"DISCARD\r\n")
+        raw = _read_lines(sock, len(requests) + 2)
+    replies = raw[1:-1]
+    assert [reply.startswith(b"-") for reply in replies] == [True] * len(REFUSED) + [False] * len(ACCEPTED)
+    for args, reply in zip(requests, replies):
+        assert table.refusal(args) == (None if reply == b"+QUEUED\r\n" else reply), args
+
+
+def _ask(sock, commands):
+    sock.sendall(b"".join(hiredis.pack_command(command) for command in commands))
+    return snapshot.read_replies(sock, len(commands))
+
+
+def _read_lines(sock, count: int) -> list[bytes]:
+    """`count` replies that are each one line (status or error), as sent."""
+    data = b""
+    while data.count(b"\r\n") < count:
+        chunk = sock.recv(65536)
+        assert chunk, "closed"
+        data += chunk
+    return [line + b"\r\n" for line in data.split(b"\r\n")[:count]]

@@ -90,6 +90,23 @@ def test_rejections_keep_their_place_on_a_stream(setup, name, payload, expected,
     assert (reply, was_closed) == (expected, closed)
 
 
+def test_refusals_nobody_will_read_count_against_the_output_limit(tmp_path):
+    """Under CLIENT REPLY OFF the server answers no barrier: the refusals waiting behind them
+    count as unread replies, and past client_output_buffer that client alone is disconnected."""
+    server = RedisServer()
+    process, _ = start_with(server, tmp_path, "policy: policy.yaml\nlimits: {client_output_buffer: 20000}\n",
+                            **{"policy.yaml": POLICY.format(name="first", mode="enforce")})
+    try:
+        reply, closed = exchange(process.port, b"CLIENT REPLY OFF\r\n" + b"KEYS *\r\n" * 1000, settle=0.5)
+        assert (reply, closed) == (b"", True)
+        assert exchange(process.port, b"CLIENT REPLY OFF\r\n" + b"KEYS *\r\n" * 100 + b"CLIENT REPLY ON\r\nPING\r\n") == \
+            (b"+OK\r\n+PONG\r\n", False)  # under the limit the client stays
+        assert "disconnected" in process.log
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_rejected_command_inside_multi_aborts_exec(setup):
     server, process, _, _ = setup
     payload = b"MULTI\r\nSET tx:a 1\r\nSET TX:B 2\r\nEXEC\r\nGET tx:a\r\n"

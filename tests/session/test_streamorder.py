@@ -120,8 +120,12 @@ class FakeConn:
 
 
 class FakeSession(Receiver):
-    def __init__(self):
+    def __init__(self, output_limit: int = 1 << 30):
         self.written, self.failed, self.caught_up = [], [], 0
+        self.held_bytes, self.output_limit, self.overflows = 0, output_limit, 0
+
+    def overflow(self):
+        self.overflows += 1
 
     def deliver(self, pending, data, done):
         self.written.append(data)
@@ -133,8 +137,8 @@ class FakeSession(Receiver):
         self.caught_up += 1
 
 
-def stream_order():
-    session, conn = FakeSession(), FakeConn()
+def stream_order(output_limit: int = 1 << 30):
+    session, conn = FakeSession(output_limit), FakeConn()
     stream = Pending(session, -1, conn)
     return session, conn, stream, StreamOrder.of(session, stream)
 
@@ -194,3 +198,27 @@ def test_what_is_held_goes_out_before_the_failure():
     assert b"".join(session.written) == SUB + b"*3\r\n$7\r\n"  # "mess" may start an answer
     order.pending_failed(stream, b"-ERR lost\r\n", False)
     assert b"".join(session.written) == SUB + b"*3\r\n$7\r\nmess" and session.failed == [b"-ERR lost\r\n"]
+
+
+def test_what_waits_counts_against_the_output_limit():
+    """Under CLIENT REPLY OFF no barrier is answered: a client refused over and over is
+    disconnected at its output limit, as one that does not read its replies."""
+    session, conn, stream, order = stream_order(output_limit=10 * len(REFUSED))
+    for _ in range(10):
+        order.send(REFUSED)
+    assert session.held_bytes == 10 * len(REFUSED) and session.overflows == 0
+    order.deliver(stream, SUB + b"-ERR unkn", 0)
+    assert session.held_bytes == 10 * len(REFUSED) + len(b"-ERR unkn") and session.overflows == 1
+    order.deliver(stream, barrier_answer(order, conn.sent[9])[9:], 0)  # the last one answered: all resolved
+    assert session.held_bytes == 0 and not order.barriers.waiting
+    assert b"".join(session.written) == SUB + REFUSED
+
+
+def test_a_reply_known_later_counts_once_known():
+    session, conn, stream, order = stream_order()
+    later = BarrierEntry(order, order.send(None))
+    assert session.held_bytes == 0
+    later.receiver.deliver(later, b":0\r\n", 1)
+    assert session.held_bytes == 4
+    order.deliver(stream, barrier_answer(order, conn.sent[0]), 0)
+    assert session.held_bytes == 0 and b"".join(session.written) == b":0\r\n"
