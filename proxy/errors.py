@@ -198,6 +198,8 @@ NOAUTH_HELLO = (b"-NOAUTH HELLO must be called with the client already authentic
                 b"HELLO AUTH <user> <pass> option can be used to authenticate the client and select the "
                 b"RESP protocol version at the same time\r\n")
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+RELOGIN_ON_STREAM = (b"-ERR AUTH as another application is not possible on a connection that streams (pub/sub, "
+                     b"MONITOR, CLIENT REPLY, tracking) with upstream_acl on: open a new connection for it\r\n")
 AUTH_ARITY = b"-ERR wrong number of arguments for 'auth' command\r\n"
 AUTH_NOPASS = (b"-ERR AUTH <password> called without any password configured for the default user. "
                b"Are you sure your configuration is correct?\r\n")

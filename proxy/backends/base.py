@@ -19,8 +19,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+import hiredis
+
 from ..session.behaviour import LEASE, PASS
 from ..session.session import Route
+from ..session.streamorder import StreamOrder
+from ..upstream.connection import startup_commands
 
 
 class Backend(Protocol):
@@ -100,3 +104,22 @@ def relogin(conn, identity: tuple) -> None:
     if identity != (conn.upstream.username, conn.upstream.password):
         conn.upstream = dataclasses.replace(conn.upstream, username=identity[0], password=identity[1])
         conn.send_hidden([("AUTH", identity[0] or "default", identity[1] or "")])
+
+
+def restore_after_reset(session, conn, upstream, db: int) -> None:
+    """After the client's RESET on a connection of its own (which logs it out): the proxy's
+    credentials `upstream` again, database `db`, RESP2. On the client's stream their replies are
+    hidden between barriers (session/streamorder.py): after RESET the server answers every
+    command (replies on) and pushes nothing (no subscription, tracking or MONITOR is left)."""
+    if conn is None:
+        return
+    commands = startup_commands(upstream, db, 2)
+    stream = session.stream
+    if stream is not None and stream.conn is conn:
+        if commands:
+            StreamOrder.of(session, stream).hidden(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands))
+    else:
+        conn.send_hidden(commands)
+    if conn.upstream is not None:
+        conn.upstream = upstream
+    conn.db, conn.protocol = db, 2

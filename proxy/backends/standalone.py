@@ -21,9 +21,9 @@ from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.session import Route
 from ..session.states import SHARED
-from ..upstream.connection import CLOSED, open_connection, startup_commands
+from ..upstream.connection import CLOSED, open_connection
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
-from .base import OwnRoute, StreamRoute, relogin
+from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
 
 log = logging.getLogger("redis_guard.server")
 
@@ -191,13 +191,7 @@ class StandaloneBackend:
     def restore_after_reset(self, session, conn) -> None:
         """After the client's RESET on its own connection: the proxy's credentials again, in the
         default database and RESP2 (the state RESET leaves a client in)."""
-        if conn is None:
-            return
-        upstream = self.upstream_as(self.identity(session))
-        conn.send_hidden(startup_commands(upstream, self.default_db, 2))
-        if conn.upstream is not None:
-            conn.upstream = upstream
-        conn.db, conn.protocol = self.default_db, 2
+        restore_after_reset(session, conn, self.upstream_as(self.identity(session)), self.default_db)
 
     def control_connection(self, node=None):
         return self.control.get()

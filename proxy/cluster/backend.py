@@ -13,10 +13,11 @@ but the transaction's own commands goes to the transaction's connection (`TxnRou
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 
-from ..backends.base import OwnRoute, StreamRoute, relogin
+from ..backends.base import OwnRoute, StreamRoute, relogin, restore_after_reset
 from ..config import Upstream
 from ..routing.multikey import Planner
 from ..session.behaviour import (
@@ -89,7 +90,7 @@ class ClusterBackend:
         actions = self.behaviour.actions[CLUSTER]
         self.shared_table = both_cases(actions)
         self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
-        self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED) else PASS
+        self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
                                         for name, action in actions.items()})
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
@@ -140,7 +141,7 @@ class ClusterBackend:
         if state.lane is SHARED:
             return action
         if state.lane is STREAMING:
-            return action if action in (QUIT, LOGIN, LOCKED) else PASS
+            return action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:
@@ -181,6 +182,13 @@ class ClusterBackend:
                 session.route = self.shared_route(session)
             return
         relogin(session.own, self.identity(session))
+
+    def restore_after_reset(self, session, conn) -> None:
+        """After the client's RESET on its stream: the node's connection logged in again."""
+        if conn is not None and conn.upstream is not None:
+            identity = self.identity(session)
+            restore_after_reset(session, conn, dataclasses.replace(conn.upstream, username=identity[0],
+                                                                   password=identity[1], db=0), 0)
 
     def hello(self, session, batch, index: int, hello_args) -> int:
         return self.handlers[HELLO](session, batch, index, hello_args)

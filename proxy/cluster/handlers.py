@@ -54,7 +54,7 @@ from ..session.behaviour import (
 )
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
-from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, WATCHING
+from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
@@ -213,6 +213,14 @@ def hello(session, batch, index: int, hello_args=None) -> int:
         session.queued_effects.append(args)
         session.extra.tainted = True
         return forward_one(session, batch, index)
+    if session.state.lane is STREAMING:
+        # On the stream, as every command there (a login's HELLO, credentials taken out): its
+        # reply comes with the stream's, unpaired, and there is no pool to move to.
+        version = strict_int(args[1]) if len(args) > 1 else None
+        if version in (2, 3):
+            session.protocol = session.policy_state.protocol = version
+        session.route.send(session, args, hiredis.pack_command(tuple(args)), 1, None)
+        return index + 1
     client = session.extra
     name = None
     rest = [arg.lower() for arg in args[2:]]
@@ -258,9 +266,18 @@ def reset(session, batch, index: int) -> int:
     (closed when the transaction left state on it)."""
     if len(batch.commands[index]) != 1:
         return forward_one(session, batch, index)  # Redis answers the arity error, resetting nothing
+    client = session.extra
+    if session.state.lane is STREAMING:  # on the stream's connection, which the proxy logs in again
+        forward_one(session, batch, index)
+        client.name = None
+        session.protocol = 2
+        session.policy_state = SessionState()
+        session.app = None
+        session.backend.restore_after_reset(session, session.own)
+        session.bind()
+        return index + 1
     if session.inflight:
         return session.wait(batch, index)
-    client = session.extra
     if session.state.txn is not NONE:
         client.tainted = client.tainted or session.own is not None
         session.state.to("end")

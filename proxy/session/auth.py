@@ -15,7 +15,7 @@ import functools
 from .. import errors
 from ..login import parse_auth, parse_hello
 from ..throttle import THROTTLE
-from .states import HELD, PASSWORD, WAITING
+from .states import HELD, PASSWORD, STREAMING, WAITING
 
 
 def login(session, batch, index: int) -> int:
@@ -33,6 +33,11 @@ def login(session, batch, index: int) -> int:
             session._local(errors.WRONGPASS)
             return index + 1
         if app != session.app:
+            if session.state.lane is STREAMING and session.backend.acl_users is not None:
+                # The stream's connection runs as the application's ACL user; logging it in again
+                # there would put AUTH's reply among the stream's, unpaired.
+                session._local(errors.RELOGIN_ON_STREAM)
+                return index + 1
             if session.inflight and session.backend.acl_users is not None:
                 # Its later commands run as another upstream user, on other connections: they
                 # go once the commands it sent before are answered, in the order it sent them.

@@ -363,7 +363,8 @@ def switch_hello(session, batch, index: int, data: bytes, version: int) -> int:
 
     session.protocol = session.policy_state.protocol = version
     session.route.send(session, batch.commands[index], data, 1, OnReply(session, lambda ok: ok or undo()))
-    if session.state.life is OPEN and session.inflight:
+    if session.state.life is OPEN and session.inflight and session.state.lane is not STREAMING:
+        # (On a stream no reply is paired, nor waited for: the stream's entry is never answered.)
         return session.wait(batch, index + 1)
     return index + 1
 
@@ -425,16 +426,16 @@ def reset(session, batch, index: int) -> int:
     session.queued_effects = []
     if session.state.txn is not NONE:
         session.state.to("end")
-    backend.identity_changed(session)
+    if lane is not STREAMING:  # (on a stream, AUTH's reply would come among the stream's)
+        backend.identity_changed(session)
     session.bind()
     if lane is SHARED:
         session._local(errors.RESET)
         return index + 1
     forward_one(session, batch, index)
     session.db, session.protocol = backend.default_db, 2
-    if lane is not STREAMING:
-        # Redis's RESET logs the connection out too: log the proxy's own connection back in.
-        backend.restore_after_reset(session, session.own)
+    # Redis's RESET logs the connection out too: log the proxy's own connection back in.
+    backend.restore_after_reset(session, session.own)
     return index + 1
 
 

@@ -45,7 +45,7 @@ class StreamBarriers:
     the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
     then `fill`) everything is held."""
 
-    __slots__ = ("prefix", "next_number", "waiting", "held", "owed")
+    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding")
 
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
@@ -53,20 +53,28 @@ class StreamBarriers:
         self.waiting = collections.deque()  # [number, reply or None]
         self.held = b""
         self.owed = 0  # the bytes of the replies waiting
+        self.hiding = False  # in a stretch of replies to the proxy's own commands (`hidden`)
 
-    def add(self, reply: bytes | None) -> tuple[bytes, list]:
-        """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier)."""
+    def add(self, reply: bytes | None, hiding=None) -> tuple[bytes, list]:
+        """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier).
+        `hiding` True or False: its answer opens or closes a stretch the client does not see."""
         number = self.next_number
         self.next_number += 1
-        barrier = [number, reply]
+        barrier = [number, reply, hiding]
         self.waiting.append(barrier)
         self.owed += len(reply) if reply is not None else 0
         name = self.prefix + b"%d" % number
         return b"*1\r\n$%d\r\n%s\r\n" % (len(name), name), barrier
 
+    def hidden(self, commands: bytes) -> bytes:
+        """Commands of the proxy's own whose replies the client must not see, between two
+        barriers: what to send. Only where the server answers every command (after a RESET:
+        replies on, nothing pushed), or the stretch would not close."""
+        return self.add(b"", True)[0] + commands + self.add(b"", False)[0]
+
     def end(self, reply: bytes) -> bytes:
         """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
-        self.waiting.append([ENDING, reply])
+        self.waiting.append([ENDING, reply, None])
         self.owed += len(reply)
         return MALFORMED
 
@@ -99,10 +107,11 @@ class StreamBarriers:
                 if end >= 0 and (at < 0 or end < at):
                     # The server answered the request that ends the stream, so not the barriers
                     # still out before it (replies off): only the proxy's error takes its place.
-                    out.append(data[pos:end])
+                    self._show(out, data[pos:end])
                     out.append(waiting[-1][1])
                     waiting.clear()
                     self.owed = 0
+                    self.hiding = False
                     pos = end + len(MALFORMED_REPLY)
                     break
             if at < 0:
@@ -111,7 +120,7 @@ class StreamBarriers:
             start = data.rfind(CRLF, pos, at)
             start = pos if start < 0 else start + 2
             if line_end < 0:
-                out.append(data[pos:start])
+                self._show(out, data[pos:start])
                 self.held = data[start:]
                 return b"".join(out)
             digits = at + len(prefix)
@@ -122,25 +131,31 @@ class StreamBarriers:
             while waiting and waiting[0][0] < number:
                 self._drop()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
             if not waiting or waiting[0][0] != number:
-                out.append(data[pos:line_end + 2])  # not one of ours: pass it on
+                self._show(out, data[pos:line_end + 2])  # not one of ours: pass it on
                 pos = line_end + 2
                 continue
-            reply = waiting[0][1]
+            _, reply, hiding = waiting[0]
             if reply is None:
-                out.append(data[pos:start])
+                self._show(out, data[pos:start])
                 self.held = data[start:]
                 return b"".join(out)
             self._drop()
-            out.append(data[pos:start])
-            out.append(reply)
+            self._show(out, data[pos:start])
+            self._show(out, reply)
+            if hiding is not None:
+                self.hiding = hiding
             pos = line_end + 2
         cut = len(data)
         if waiting:
             last = data.rfind(CRLF, pos)
             cut = pos if last < 0 else last + 2
             self.held = data[cut:]
-        out.append(data[pos:cut])
+        self._show(out, data[pos:cut])
         return b"".join(out)
+
+    def _show(self, out: list, piece: bytes) -> None:
+        if piece and not self.hiding:
+            out.append(piece)
 
 
 def _line_at(data: bytes, line: bytes, pos: int) -> int:
@@ -199,6 +214,11 @@ class StreamOrder(Receiver):
         self.stream.conn.send(request, None)
         self._count()
         return barrier
+
+    def hidden(self, commands: bytes) -> None:
+        """Commands of the proxy's own on the stream, their replies unseen (`StreamBarriers.hidden`)."""
+        self.stream.conn.send(self.barriers.hidden(commands), None)
+        self._count()
 
     def end(self, error: bytes | None) -> None:
         """The client's QUIT (`error` None) or protocol error: the server answers what came

@@ -58,6 +58,7 @@ NAMED = [
     ("subscribe then malformed", [b"SUBSCRIBE rp:ch\r\nPING\r\n*1\r\n$x\r\n"]),
     ("replies on then quit", [b"CLIENT REPLY ON\r\nPING\r\nQUIT\r\n"]),
     ("reset with an argument", [b"RESET x\r\nPING\r\n"]),
+    ("reset on a stream", [b"CLIENT REPLY ON\r\nSUBSCRIBE rp:ch\r\nRESET\r\nPING\r\nQUIT\r\n"]),
     # Until a transaction's first key the proxy queues its commands itself: what Redis refuses
     # instead of queueing (and fails the transaction for) gets Redis's own error.
     ("multi, unknown command", [b"MULTI\r\nNOSUCH a\r\nEXEC\r\n"]),

@@ -11,7 +11,7 @@ import time
 import hiredis
 import pytest
 
-from tests.servers import PASSTHROUGH, REPO, ProxyProcess, exchange, exchange_batches, read_until_quiet
+from tests.servers import PASSTHROUGH, REPO, ProxyProcess, RedisServer, exchange, exchange_batches, read_until_quiet
 
 BUSY_SCRIPT = hiredis.pack_command(("EVAL", "while true do end", "0"))
 
@@ -234,3 +234,29 @@ def test_a_request_after_a_bulk_ended_by_any_two_bytes_keeps_its_place(own_redis
         assert "closed by the server" not in proxy.log, proxy.log
     finally:
         proxy.stop()
+
+
+APPLICATIONS = os.path.join(REPO, "configs", "policies", "applications.yaml")
+
+
+@pytest.mark.parametrize("requests,expected", [
+    # RESET logs the stream's connection out upstream: the proxy logs it back in, unseen.
+    (b"AUTH checkout checkout-secret\r\nCLIENT REPLY ON\r\nRESET\r\nPING\r\nAUTH checkout checkout-secret\r\nPING\r\n"
+     b"GET shop:order:1\r\n", b"+OK\r\n+OK\r\n+RESET\r\n-NOAUTH Authentication required.\r\n+OK\r\n+PONG\r\n$-1\r\n"),
+    # A login's HELLO that changes the protocol waited for replies a stream never finishes.
+    (b"AUTH checkout checkout-secret\r\nCLIENT REPLY ON\r\nHELLO 3 AUTH checkout checkout-secret\r\nPING\r\n", None),
+], ids=["reset", "hello switching protocol"])
+def test_a_streaming_client_of_an_application_keeps_being_served(tmp_path, requests, expected):
+    server = RedisServer(None, "--requirepass", "up-secret")
+    (tmp_path / "config.yaml").write_text(f"policy: {APPLICATIONS}\nupstream_acl: off\n")
+    proxy = ProxyProcess(f"redis://:up-secret@127.0.0.1:{server.port}", str(tmp_path / "config.yaml"))
+    try:
+        reply, closed = exchange(proxy.port, requests, settle=0.5)
+        assert not closed
+        if expected is not None:
+            assert reply == expected
+        else:
+            assert reply.startswith(b"+OK\r\n+OK\r\n%7\r\n") and reply.endswith(b"modules\r\n*0\r\n+PONG\r\n"), reply
+    finally:
+        proxy.stop()
+        server.close()

@@ -10,13 +10,14 @@ import asyncio
 import pytest
 import redis
 
+from proxy import errors
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Upstream
 from proxy.policy import Engine, SessionState, load_policy
 from proxy.policy.acl import compile_users
 from proxy.policy.passwords import hash_password
 from proxy.upstream_acl import apply
-from tests.servers import ProxyProcess, RedisServer, policy_proxy, wait_for
+from tests.servers import ProxyProcess, RedisServer, exchange, policy_proxy, wait_for
 
 UPSTREAM_PASSWORD = "up-secret"
 HASH = hash_password(b"pw", log_n=4)
@@ -324,3 +325,14 @@ def test_a_client_that_changes_application_keeps_its_order(upstream):
         assert admin.get("shop:order:7") == b"before"  # reports is read-only: the proxy refused
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize("login", [b"AUTH reports pw", b"HELLO 2 AUTH reports pw"])
+def test_a_streaming_client_cannot_change_application(upstream, login):
+    """On a stream the connection is the client's own, logged in as its application's user; a
+    login as another application there would put AUTH's reply among the stream's. It is refused
+    with a clear error, and the client goes on as before (it used to wait for good)."""
+    _, process, _, _, _, _ = upstream
+    reply, closed = exchange(process.port, b"AUTH checkout pw\r\nCLIENT REPLY ON\r\n" + login + b"\r\nPING\r\n",
+                             settle=0.5)
+    assert (reply, closed) == (b"+OK\r\n+OK\r\n" + errors.RELOGIN_ON_STREAM + b"+PONG\r\n", False)

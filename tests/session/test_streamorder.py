@@ -222,3 +222,15 @@ def test_a_reply_known_later_counts_once_known():
     assert session.held_bytes == 4
     order.deliver(stream, barrier_answer(order, conn.sent[0]), 0)
     assert session.held_bytes == 0 and b"".join(session.written) == b":0\r\n"
+
+
+def test_hidden_commands_replies_are_not_seen():
+    scanner = StreamBarriers(TOKEN)
+    request = scanner.hidden(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n")
+    assert request.count(b"redis-guard-barrier-t0k-") == 2 and b"AUTH" in request
+    stream = b"+RESET\r\n" + answer(0) + b"+OK\r\n" + answer(1) + b"+PONG\r\n"
+    for cut in range(1, len(stream)):  # cut anywhere, and the same whole
+        scanner = StreamBarriers(TOKEN)
+        scanner.hidden(b"")
+        out = scanner.feed(stream[:cut]) + scanner.feed(stream[cut:])
+        assert out == b"+RESET\r\n+PONG\r\n" and scanner.idle and not scanner.hiding
