@@ -111,6 +111,16 @@ def policy_violation(finding) -> bytes:
 EXECABORT = b"-EXECABORT Transaction discarded because of previous errors.\r\n"
 
 
+def needs_paired_replies(args, rules) -> bytes:
+    """A command the policy makes compliant with commands of its own after it (T1's EXPIRE), on
+    a connection whose replies are no longer paired, where the proxy cannot send them unseen."""
+    name = args[0].decode("utf-8", "replace").upper()
+    rules = ", ".join(f"rule {rule.id}" for rule in rules) or "the policy"
+    return resp_error(f"NOPERM command {name} needs {rules}'s command after it, which the proxy cannot add on a "
+                      "connection that streams (pub/sub, MONITOR, CLIENT REPLY, tracking): send it on a "
+                      "connection that does not")
+
+
 # -- the advice of rule K10 (key schema) and of the per-pattern TTL and limits ------------------
 
 

@@ -23,7 +23,7 @@ from ..policy.engine import Verdict
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
-from .states import DOOMED, HELD, OPEN
+from .states import DOOMED, HELD, OPEN, STREAMING
 
 log = logging.getLogger("redis_guard.server")
 
@@ -67,6 +67,12 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         session.refused_in_transaction()
         return index + 1
     first, *extra = verdict.commands
+    if extra and session.state.lane is STREAMING:
+        # A stream's replies are not paired: the extra commands' replies would reach the client,
+        # and the proxy cannot know whether a MULTI there is open (they would join it).
+        session._local(errors.needs_paired_replies(args, verdict.rewritten_by))
+        session.refused_in_transaction()
+        return index + 1
     if action != PASS and not extra and first[0] == args[0]:
         return handled_as(session, action, first, batch, index)
     receiver = ScriptVerdictSink(session, args) if first[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") else session

@@ -7,6 +7,8 @@ import urllib.request
 import pytest
 import redis
 
+from proxy import errors
+from proxy.policy.rules.t1_ttl import InjectTtl
 from tests.servers import ProxyProcess, RedisServer, exchange, free_port
 
 POLICY = """
@@ -102,6 +104,24 @@ def test_refusals_nobody_will_read_count_against_the_output_limit(tmp_path):
         assert exchange(process.port, b"CLIENT REPLY OFF\r\n" + b"KEYS *\r\n" * 100 + b"CLIENT REPLY ON\r\nPING\r\n") == \
             (b"+OK\r\n+PONG\r\n", False)  # under the limit the client stays
         assert "disconnected" in process.log
+    finally:
+        process.stop()
+        server.close()
+
+
+def test_a_command_the_policy_completes_is_refused_on_a_stream(tmp_path):
+    """T1 inject adds EXPIRE ... NX after a write that may create a key without a TTL. On a stream
+    the proxy cannot send it unseen (its reply would reach the client, and a MULTI there may be
+    open): the write is refused instead of reaching Redis without its TTL, as it did."""
+    server = RedisServer()
+    process, _ = start_with(server, tmp_path, "policy: policy.yaml\n",
+                            **{"policy.yaml": "name: t\nrules:\n  T1: {action: inject, default_ttl: 600}\n"})
+    try:
+        reply, closed = exchange(process.port, b"CLIENT REPLY ON\r\nHSET h:1 f v\r\nSET s:1 v\r\nPING\r\n")
+        assert reply == (b"+OK\r\n" + errors.needs_paired_replies([b"HSET"], [InjectTtl]) + b"+OK\r\n+PONG\r\n")
+        direct = redis.Redis(port=server.port)
+        assert direct.exists("h:1") == 0 and direct.ttl("s:1") == 600  # SET's TTL is in the command itself
+        assert exchange(process.port, b"HSET h:2 f v\r\n") == (b":1\r\n", False) and direct.ttl("h:2") == 600
     finally:
         process.stop()
         server.close()
