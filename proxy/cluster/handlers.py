@@ -266,18 +266,10 @@ def reset(session, batch, index: int) -> int:
     (closed when the transaction left state on it)."""
     if len(batch.commands[index]) != 1:
         return forward_one(session, batch, index)  # Redis answers the arity error, resetting nothing
-    client = session.extra
-    if session.state.lane is STREAMING:  # on the stream's connection, which the proxy logs in again
-        forward_one(session, batch, index)
-        client.name = None
-        session.protocol = 2
-        session.policy_state = SessionState()
-        session.app = None
-        session.backend.restore_after_reset(session, session.own)
-        session.bind()
-        return index + 1
-    if session.inflight:
+    streaming = session.state.lane is STREAMING  # (replies unpaired: none to wait for)
+    if session.inflight and not streaming:
         return session.wait(batch, index)
+    client = session.extra
     if session.state.txn is not NONE:
         client.tainted = client.tainted or session.own is not None
         session.state.to("end")
@@ -291,9 +283,14 @@ def reset(session, batch, index: int) -> int:
     session.after_exec = []
     session.queued_effects = []
     session.app = None  # with applications: unauthenticated again
-    session.route = session.backend.shared_route(session)
+    if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
+        forward_one(session, batch, index)
+        session.backend.restore_after_reset(session, session.own)
+    else:
+        session.route = session.backend.shared_route(session)
     session.bind()
-    session._local(errors.RESET)
+    if not streaming:
+        session._local(errors.RESET)
     return index + 1
 
 

@@ -683,19 +683,20 @@ class Session(Receiver):
 
     def quit(self) -> None:
         """QUIT: +OK, and nothing after it is read."""
-        self._end(errors.OK, None)
+        self._end(None)
 
     def protocol_error(self, reply: bytes) -> None:
         """The request after those read is malformed: its error, and nothing after it is read."""
-        self._end(reply, reply)
+        self._end(reply)
 
-    def _end(self, reply: bytes, error) -> None:
+    def _end(self, error) -> None:
+        """QUIT (`error` None) or a protocol error: its reply, then close."""
         stream = self.stream
         if stream is not None and not stream.conn.closed:
             # The server closes the stream's connection after what it owes (streamorder.py).
             StreamOrder.of(self, stream).end(error)
         else:
-            self._local(reply)
+            self._local(errors.OK if error is None else error)
         self.input_ended = True
         self._close()
 

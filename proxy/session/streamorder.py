@@ -50,7 +50,7 @@ class StreamBarriers:
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
         self.next_number = 0
-        self.waiting = collections.deque()  # [number, reply or None]
+        self.waiting = collections.deque()  # [number, reply (None: not known yet), hiding]
         self.held = b""
         self.owed = 0  # the bytes of the replies waiting
         self.hiding = False  # in a stretch of replies to the proxy's own commands (`hidden`)
@@ -119,10 +119,8 @@ class StreamBarriers:
             line_end = data.find(CRLF, at)
             start = data.rfind(CRLF, pos, at)
             start = pos if start < 0 else start + 2
-            if line_end < 0:
-                self._show(out, data[pos:start])
-                self.held = data[start:]
-                return b"".join(out)
+            if line_end < 0:  # its answer's line is not whole yet
+                return self._hold(out, data, pos, start)
             digits = at + len(prefix)
             end = digits
             while end < line_end and 48 <= data[end] <= 57:
@@ -135,10 +133,8 @@ class StreamBarriers:
                 pos = line_end + 2
                 continue
             _, reply, hiding = waiting[0]
-            if reply is None:
-                self._show(out, data[pos:start])
-                self.held = data[start:]
-                return b"".join(out)
+            if reply is None:  # answered, but the proxy's reply is not known yet
+                return self._hold(out, data, pos, start)
             self._drop()
             self._show(out, data[pos:start])
             self._show(out, reply)
@@ -151,6 +147,12 @@ class StreamBarriers:
             cut = pos if last < 0 else last + 2
             self.held = data[cut:]
         self._show(out, data[pos:cut])
+        return b"".join(out)
+
+    def _hold(self, out: list, data: bytes, pos: int, start: int) -> bytes:
+        """What goes before `start` out, the rest held for the next feed."""
+        self._show(out, data[pos:start])
+        self.held = data[start:]
         return b"".join(out)
 
     def _show(self, out: list, piece: bytes) -> None:
