@@ -15,6 +15,8 @@ import collections
 import logging
 import time
 
+import hiredis
+
 from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
@@ -130,12 +132,27 @@ class ScriptVerdictSink(Receiver):
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         if data.startswith(b"-NOPERM "):
-            finding = errors.parse_violation(data)
-            if finding is not None:
-                session = self.session
-                metrics.record(finding, "rejected", self.args, session.peer, session.engine.policy.name,
-                               app=session.app)
+            self._record(data)
         self.session.deliver(pending, data, done)
+
+    def observe(self, shown: bytes) -> None:
+        """On a stream (session/streamorder.py `watched`): what the client was shown between the
+        barriers around the script, whole replies and pushes; its one reply is among them."""
+        reader = hiredis.Reader()
+        reader.feed(shown)
+        try:
+            while (value := reader.gets()) is not False:
+                if type(value) is hiredis.ReplyError and str(value).startswith("NOPERM "):
+                    self._record(b"-%s\r\n" % str(value).encode())
+                    return
+        except hiredis.ProtocolError:
+            return  # not RESP as the server writes it: nothing to count
+
+    def _record(self, reply: bytes) -> None:
+        finding = errors.parse_violation(reply)
+        if finding is not None:
+            session = self.session
+            metrics.record(finding, "rejected", self.args, session.peer, session.engine.policy.name, app=session.app)
 
     def pending_failed(self, pending, error: bytes, partial: bool) -> None:
         self.session.pending_failed(pending, error, partial)

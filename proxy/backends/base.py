@@ -21,9 +21,10 @@ from typing import Protocol
 
 import hiredis
 
+from ..pending import ScriptVerdictSink
 from ..session.behaviour import LEASE, PASS
 from ..session.session import Route
-from ..session.streamorder import StreamOrder
+from ..session.streamorder import StreamOrder, turns_replies_off
 from ..upstream.connection import startup_commands
 
 
@@ -82,10 +83,18 @@ class StreamRoute(Route):
         self.conn = conn
 
     def forward(self, session, batch, start: int, stop: int) -> None:
+        if not session.replies_unsure:
+            commands = batch.commands
+            for index in range(start, stop):
+                if turns_replies_off(commands[index]):
+                    session.replies_unsure = True
         self.conn.send(batch.span(start, stop), None)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
-        self.conn.send(data, None)
+        if type(receiver) is ScriptVerdictSink and not session.replies_unsure:
+            StreamOrder.of(session, session.stream).watched(data, receiver)  # its refusal is counted
+        else:
+            self.conn.send(data, None)
 
     def hidden(self, session, args, commands) -> None:
         pass  # replies that cannot be told apart from the client's: the policy adds nothing here

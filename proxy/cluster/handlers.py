@@ -55,6 +55,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ..session.streamorder import turns_replies_off
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
@@ -466,6 +467,8 @@ def lease(session, batch, index: int) -> int:
 def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH)."""
+    if turns_replies_off(batch.commands[index]):
+        session.replies_unsure = True
     if session.state.in_transaction:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)

@@ -52,6 +52,7 @@ from .behaviour import (
 )
 from .pause import PauseWatch, watches
 from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from .streamorder import turns_replies_off
 
 log = logging.getLogger("redis_guard.server")
 
@@ -252,6 +253,8 @@ def lease(session, batch, index: int) -> int:
 
 def stream(session, batch, index: int) -> int:
     """From this command on, the client's replies are no longer paired with its requests."""
+    if turns_replies_off(batch.commands[index]):
+        session.replies_unsure = True
     if session.state.in_transaction:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)

@@ -51,6 +51,7 @@ cdef class Session(Receiver):
     cdef public object extra
     cdef public object unpaired
     cdef public object queued_effects
+    cdef public bint replies_unsure
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
     cpdef data_received(self, data)

@@ -75,7 +75,7 @@ class Session(Receiver):
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
-        "verifying", "extra", "unpaired", "queued_effects",
+        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure",
     )
 
     def __init__(self, proxy):
@@ -109,6 +109,7 @@ class Session(Receiver):
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
+        self.replies_unsure = False  # CLIENT REPLY OFF or SKIP was sent: commands may go unanswered
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False

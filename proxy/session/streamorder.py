@@ -17,6 +17,12 @@ QUIT goes to it as it is; for a protocol error it gets a request that fails the 
 (`MALFORMED`), and the proxy puts its own error, which names what was wrong with the client's
 bytes, in place of the server's. The client's connection closes when the server's does.
 
+A command whose reply the proxy must see (the policy's server-side check, whose refusal is
+counted like the proxy's own) goes between two barriers: what the client is shown between their
+answers is handed to the command's receiver (`watched`). Only while the server certainly answers
+every command: under CLIENT REPLY SKIP the first barrier would take the skip in the command's
+place (`turns_replies_off`).
+
 `StreamBarriers` is the sans-IO part (bytes in, bytes out); `StreamOrder` stands in for the
 session as the stream's receiver while barriers are out, and gives the stream back after.
 """
@@ -28,13 +34,22 @@ import secrets
 
 from ..pending import Pending, Receiver
 
-__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry"]
+__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "turns_replies_off"]
 
 CRLF = b"\r\n"
 MALFORMED = b"*1\r\n$x\r\n"  # fails as every protocol error does, and Redis answers it with:
 MALFORMED_REPLY = b"-ERR Protocol error: invalid bulk length\r\n"
 QUIT = b"*1\r\n$4\r\nQUIT\r\n"
 ENDING = -1  # the number of the entry for the server's answer to MALFORMED
+# What a barrier's answer starts (besides its reply): a stretch the client does not see, its
+# end, a stretch the proxy watches (ended by a barrier whose mark is the watcher: `watched`).
+HIDE, SHOW, WATCH = "hide", "show", "watch"
+
+
+def turns_replies_off(args) -> bool:
+    """CLIENT REPLY OFF or SKIP: from then on the server may leave commands unanswered."""
+    return (len(args) > 2 and args[0].lower() == b"client" and args[1].lower() == b"reply"
+            and args[2].lower() != b"on")
 
 
 class StreamBarriers:
@@ -45,22 +60,24 @@ class StreamBarriers:
     the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
     then `fill`) everything is held."""
 
-    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding")
+    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding", "watching", "watched")
 
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
         self.next_number = 0
-        self.waiting = collections.deque()  # [number, reply (None: not known yet), hiding]
+        self.waiting = collections.deque()  # [number, reply (None: not known yet), mark]
         self.held = b""
         self.owed = 0  # the bytes of the replies waiting
         self.hiding = False  # in a stretch of replies to the proxy's own commands (`hidden`)
+        self.watching = None  # what the client was shown of a watched stretch so far
+        self.watched = []  # (watcher, the bytes shown) of the stretches ended: for the caller
 
-    def add(self, reply: bytes | None, hiding=None) -> tuple[bytes, list]:
+    def add(self, reply: bytes | None, mark=None) -> tuple[bytes, list]:
         """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier).
-        `hiding` True or False: its answer opens or closes a stretch the client does not see."""
+        `mark`: what its answer starts (HIDE, SHOW, WATCH, or a watcher: the end of a watch)."""
         number = self.next_number
         self.next_number += 1
-        barrier = [number, reply, hiding]
+        barrier = [number, reply, mark]
         self.waiting.append(barrier)
         self.owed += len(reply) if reply is not None else 0
         name = self.prefix + b"%d" % number
@@ -70,7 +87,14 @@ class StreamBarriers:
         """Commands of the proxy's own whose replies the client must not see, between two
         barriers: what to send. Only where the server answers every command (after a RESET:
         replies on, nothing pushed), or the stretch would not close."""
-        return self.add(b"", True)[0] + commands + self.add(b"", False)[0]
+        return self.add(b"", HIDE)[0] + commands + self.add(b"", SHOW)[0]
+
+    def watch(self, command: bytes, watcher) -> bytes:
+        """A command whose reply `watcher` must see, between two barriers: what to send. What
+        the client is shown between their answers (the reply, and whatever the server pushed
+        meanwhile) goes to `watched` with the watcher. Only where the server answers every
+        command, or the first barrier might be unanswered in the command's place."""
+        return self.add(b"", WATCH)[0] + command + self.add(b"", watcher)[0]
 
     def end(self, reply: bytes) -> bytes:
         """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
@@ -83,9 +107,15 @@ class StreamBarriers:
         if barrier in self.waiting:
             self.owed += len(reply)
 
-    def _drop(self) -> None:
-        reply = self.waiting.popleft()[1]
+    def _drop(self):
+        _, reply, mark = self.waiting.popleft()
         self.owed -= len(reply) if reply is not None else 0
+        return mark
+
+    def _unanswered(self) -> None:
+        mark = self._drop()
+        if mark is not None and mark is not HIDE and mark is not SHOW and mark is not WATCH:
+            self.watching = None  # a watch's end not answered: it watches nothing more
 
     @property
     def idle(self) -> bool:
@@ -112,6 +142,7 @@ class StreamBarriers:
                     waiting.clear()
                     self.owed = 0
                     self.hiding = False
+                    self.watching = None
                     pos = end + len(MALFORMED_REPLY)
                     break
             if at < 0:
@@ -127,19 +158,19 @@ class StreamBarriers:
                 end += 1
             number = int(data[digits:end]) if end > digits else -1
             while waiting and waiting[0][0] < number:
-                self._drop()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
+                self._unanswered()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
             if not waiting or waiting[0][0] != number:
                 self._show(out, data[pos:line_end + 2])  # not one of ours: pass it on
                 pos = line_end + 2
                 continue
-            _, reply, hiding = waiting[0]
+            _, reply, mark = waiting[0]
             if reply is None:  # answered, but the proxy's reply is not known yet
                 return self._hold(out, data, pos, start)
             self._drop()
             self._show(out, data[pos:start])
             self._show(out, reply)
-            if hiding is not None:
-                self.hiding = hiding
+            if mark is not None:
+                self._mark(mark)
             pos = line_end + 2
         cut = len(data)
         if waiting:
@@ -158,6 +189,17 @@ class StreamBarriers:
     def _show(self, out: list, piece: bytes) -> None:
         if piece and not self.hiding:
             out.append(piece)
+            if self.watching is not None:
+                self.watching.append(piece)
+
+    def _mark(self, mark) -> None:
+        if mark is HIDE or mark is SHOW:
+            self.hiding = mark is HIDE
+        elif mark is WATCH:
+            self.watching = []
+        elif self.watching is not None:  # the end of a watch whose start was answered
+            self.watched.append((mark, b"".join(self.watching)))
+            self.watching = None
 
 
 def _line_at(data: bytes, line: bytes, pos: int) -> int:
@@ -222,6 +264,12 @@ class StreamOrder(Receiver):
         self.stream.conn.send(self.barriers.hidden(commands), None)
         self._count()
 
+    def watched(self, command: bytes, watcher) -> None:
+        """The client's command on the stream, and what the client is shown of its reply for
+        `watcher.observe` too (`StreamBarriers.watch`)."""
+        self.stream.conn.send(self.barriers.watch(command, watcher), None)
+        self._count()
+
     def end(self, error: bytes | None) -> None:
         """The client's QUIT (`error` None) or protocol error: the server answers what came
         before, then closes the connection, as it would the client's."""
@@ -243,12 +291,16 @@ class StreamOrder(Receiver):
             self.barriers.fill(pending.barrier, data)
             pending.remaining = 0
             out = self.barriers.feed(b"")
-        if self.barriers.idle and not self.ending and self.stream.receiver is self:
+        barriers = self.barriers
+        if barriers.idle and not self.ending and self.stream.receiver is self:
             self.stream.receiver = self.session
         self._count()
         session = self.session
         if out:
             session.deliver(self.stream, out, 0)
+        while barriers.watched:
+            watcher, shown = barriers.watched.pop(0)
+            watcher.observe(shown)
         session.stream_caught_up()
 
     def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:

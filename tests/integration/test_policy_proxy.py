@@ -127,6 +127,45 @@ def test_a_command_the_policy_completes_is_refused_on_a_stream(tmp_path):
         server.close()
 
 
+V1_COPY = b"-NOPERM key 'dst:%d' breaks rule V1 (string size): keep string values at most 4 bytes (it would hold 12)\r\n"
+SCRIPT_STREAM_CASES = [
+    # (requests, replies after HELLO's, refusals counted): COPY's size is checked by a script
+    (b"CLIENT REPLY ON\r\nCOPY src:1 dst:1\r\nCOPY small:1 dst:9\r\nPING\r\n", b"+OK\r\n" + V1_COPY % 1 + b":1\r\n+PONG\r\n", 1),
+    (b"HELLO 3\r\nSUBSCRIBE ch\r\nCOPY src:1 dst:2\r\nPING\r\n", b">" + SUBSCRIBED[1:] + V1_COPY % 2 + b"+PONG\r\n", 1),
+    (b"CLIENT REPLY SKIP\r\nCOPY src:1 dst:3\r\nPING\r\n", b"+PONG\r\n", 0),
+    (b"CLIENT REPLY ON\r\nCLIENT REPLY SKIP\r\nCOPY src:1 dst:4\r\nPING\r\n", b"+OK\r\n+PONG\r\n", 0),
+    (b"CLIENT REPLY OFF\r\nCOPY src:1 dst:5\r\nCLIENT REPLY ON\r\nPING\r\n", b"+OK\r\n+PONG\r\n", 0),
+]
+
+
+def test_a_scripts_refusal_on_a_stream_is_counted(tmp_path):
+    """The policy's server-side check (here V1 on COPY, which only the server can size) refuses
+    by the script's own NOPERM. On a stream that reply is watched between two barriers, so it is
+    counted and logged like any refusal (it was neither). Where the server may leave commands
+    unanswered (CLIENT REPLY OFF or SKIP sent) nothing is put around the script: it takes the
+    skip, as the client's command would have."""
+    server = RedisServer()
+    process, metrics_port = start_with(server, tmp_path, "policy: policy.yaml\n",
+                                       **{"policy.yaml": "name: v1\nrules:\n  V1: {max_bytes: 4}\n"})
+    direct = redis.Redis(port=server.port)
+    direct.set("src:1", "toolongvalue")
+    direct.set("small:1", "v")
+    try:
+        for payload, expected, _ in SCRIPT_STREAM_CASES:
+            reply, closed = exchange(process.port, payload)
+            if payload.startswith(b"HELLO 3"):
+                reply = reply[reply.index(b"*0\r\n") + 4:]
+            assert (reply, closed) == (expected, False), payload
+        assert [direct.exists(f"dst:{n}") for n in range(1, 6)] == [0] * 5 and direct.get("dst:9") == b"v"
+        body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+        counted = sum(case[2] for case in SCRIPT_STREAM_CASES)
+        assert f'outcome="rejected",policy="v1",rule="V1"}} {counted}.0' in body
+        assert sum('"rule": "V1"' in line and '"outcome": "rejected"' in line for line in process.lines) == counted
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_rejected_command_inside_multi_aborts_exec(setup):
     server, process, _, _ = setup
     payload = b"MULTI\r\nSET tx:a 1\r\nSET TX:B 2\r\nEXEC\r\nGET tx:a\r\n"

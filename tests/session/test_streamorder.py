@@ -2,6 +2,7 @@
 stream, in the server's order; fed whole, byte by byte and cut at random, the output is the same."""
 
 import random
+import re
 
 import pytest
 
@@ -234,3 +235,52 @@ def test_hidden_commands_replies_are_not_seen():
         scanner.hidden(b"")
         out = scanner.feed(stream[:cut]) + scanner.feed(stream[cut:])
         assert out == b"+RESET\r\n+PONG\r\n" and scanner.idle and not scanner.hiding
+
+
+class Watcher:
+    def __init__(self):
+        self.seen = []
+
+    def observe(self, shown: bytes) -> None:
+        self.seen.append(shown)
+
+
+INVALIDATE = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
+SCRIPT_REFUSED = b"-NOPERM key 'd:1' breaks rule V1 (string size): keep it small\r\n"
+# (name, the stream's bytes with A and B for the watch's two barriers, what the client sees, what
+# the watcher sees (None: nothing))
+WATCH_CASES = [
+    ("the reply alone", OK + b"A" + SCRIPT_REFUSED + b"B" + PONG, OK + SCRIPT_REFUSED + PONG, SCRIPT_REFUSED),
+    ("pushes around it", b"A" + INVALIDATE + SCRIPT_REFUSED + INVALIDATE + b"B",
+     INVALIDATE + SCRIPT_REFUSED + INVALIDATE, INVALIDATE + SCRIPT_REFUSED + INVALIDATE),
+    ("its start unanswered", SCRIPT_REFUSED + b"B" + PONG, SCRIPT_REFUSED + PONG, None),
+    ("its end unanswered, then another barrier", b"A" + SCRIPT_REFUSED + b"C" + PONG, SCRIPT_REFUSED + PONG, None),
+]
+
+
+@pytest.mark.parametrize("name,stream,shown,seen", WATCH_CASES, ids=[case[0] for case in WATCH_CASES])
+def test_a_watched_reply_is_shown_and_seen(name, stream, shown, seen):
+    """A command between two barriers (the policy's script, whose refusal is counted): the
+    client sees what it would see anyway, the watcher what came between the two answers. A
+    barrier the server did not answer watches nothing, and nothing is kept for it."""
+    stream = stream.replace(b"A", answer(0)).replace(b"B", answer(1)).replace(b"C", answer(2))
+    for cuts in ([], range(1, len(stream)), [len(stream) // 3, len(stream) // 2]):
+        scanner, watcher = StreamBarriers(TOKEN), Watcher()
+        request = scanner.watch(b"*1\r\n$4\r\nEVAL\r\n", watcher)
+        assert request.count(b"redis-guard-barrier-t0k-") == 2 and request.index(b"EVAL") > request.index(b"-0\r\n")
+        scanner.add(b"")  # a later barrier: its answer (C) drops the two
+        out = feed_in_pieces(scanner, stream, cuts)
+        assert out == shown
+        assert [stretch for _watcher, stretch in scanner.watched] == ([] if seen is None else [seen])
+        assert scanner.watching is None or b"C" not in stream
+
+
+def test_a_watched_refusal_reaches_the_watcher_through_the_order():
+    session, conn, stream, order = stream_order()
+    watcher = Watcher()
+    order.watched(b"*1\r\n$4\r\nEVAL\r\n", watcher)
+    opening, closing = (b"-ERR unknown command '" + name + b"', with args beginning with: \r\n"
+                        for name in re.findall(rb"redis-guard-barrier-[0-9a-f]+-[0-9]+", conn.sent[0]))
+    order.deliver(stream, opening + SCRIPT_REFUSED + closing, 0)
+    assert watcher.seen == [SCRIPT_REFUSED] and b"".join(session.written) == SCRIPT_REFUSED
+    assert stream.receiver is session  # nothing more out: the stream is the session's again
