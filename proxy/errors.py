@@ -117,7 +117,7 @@ def needs_paired_replies(args, rules) -> bytes:
     name = args[0].decode("utf-8", "replace").upper()
     rules = ", ".join(f"rule {rule.id}" for rule in rules) or "the policy"
     return resp_error(f"NOPERM command {name} needs {rules}'s command after it, which the proxy cannot add on a "
-                      "connection that streams (pub/sub, MONITOR, CLIENT REPLY, tracking): send it on a "
+                      "connection that streams (pub/sub, MONITOR, CLIENT REPLY; tracking in a cluster): send it on a "
                       "connection that does not")
 
 

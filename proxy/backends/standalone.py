@@ -174,6 +174,7 @@ class StandaloneBackend:
 
     def give_back(self, session, conn) -> None:
         conn.owner = None
+        conn.pushes_to = None
         if conn.upstream is None or conn.upstream.address != self.address:
             conn.close()
             return

@@ -79,6 +79,8 @@ CLIENT_ID = 27  # answered from the session (the proxy numbers a cluster's clien
 CLIENT_GETNAME = 28
 CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
+# Standalone only:
+TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -136,7 +138,9 @@ CLIENT = {
     "pause": (CONTROL, CONTROL),
     "unpause": (CONTROL, CONTROL),
     "reply": (STREAM, STREAM),  # OFF/SKIP break the one-reply-per-request pairing
-    "tracking": (STREAM, STREAM),  # invalidation messages arrive unasked
+    # Invalidation messages arrive unasked: as RESP3 pushes, cut from the replies of the client's
+    # connection; a cluster's client is tied to one master's stream.
+    "tracking": (TRACKING, STREAM),
     "caching": (PIN, REFUSE),
     "getredir": (PIN, PASS),
     "trackinginfo": (PIN, PASS),
@@ -254,7 +258,7 @@ def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:
 # On a connection of the client's own these carry no state of their own, or are handled there.
 _KEPT_ON_OWN = {QUIT, CONTROL, CLIENT_KILL, SETINFO, MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT, LOGIN,
                 LOCKED, RESET, SUBCOMMAND, HELLO, REFUSE, FANOUT, SCAN, CLIENT_ID, CLIENT_GETNAME,
-                CLIENT_SETNAME, LOCAL_OK}
+                CLIENT_SETNAME, LOCAL_OK, TRACKING}
 
 
 def own_action(action: int, lane) -> int:

@@ -43,6 +43,7 @@ from .behaviour import (
     SETINFO,
     STREAM,
     SUBCOMMAND,
+    TRACKING,
     UNKNOWN,
     UNWATCH,
     WAIT,
@@ -262,6 +263,20 @@ def stream(session, batch, index: int) -> int:
     if moved is not None:
         return moved
     return session.stream_on_own(batch, index)
+
+
+def tracking(session, batch, index: int) -> int:
+    """CLIENT TRACKING: invalidation messages arrive unasked, as RESP3 pushes on the client's own
+    connection (in RESP2, on the REDIRECT connection, a subscriber's stream). That connection is
+    the client's for good, and its pushes go to the client apart from its replies, which stay
+    paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply."""
+    moved = on_own(session, batch, index, "pin")
+    if moved is not None:
+        return moved
+    if session.state.lane is LEASED:
+        promote(session, batch, index)  # (a transaction's: the connection stays the client's)
+    session.own.take_pushes(session)
+    return forward_one(session, batch, index)
 
 
 class OnReply(Receiver):
@@ -501,6 +516,7 @@ STANDALONE = {
     UNKNOWN: pin,  # a command the table does not know may change anything: a connection of its own
     LEASE: lease,
     STREAM: stream,
+    TRACKING: tracking,
     SELECT: select,
     HELLO: hello,
     AUTH: auth,

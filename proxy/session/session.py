@@ -612,6 +612,18 @@ class Session(Receiver):
         self.held_bytes += len(reply)
         queue.append(pending)
 
+    def pushed(self, push: bytes) -> None:
+        """A push cut from the replies of the client's own connection (CLIENT TRACKING's
+        invalidations), where the server wrote it: before the rest of the replies the head of
+        the queue awaits, which every later entry's come after (a client on its own connection
+        has nothing in flight elsewhere)."""
+        if self.state.life is not CLOSED:
+            queue = self.queue
+            if queue:
+                self.deliver(queue[0], push, 0)
+            else:
+                self._write(push)
+
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,
         a barrier's (streamorder.py)."""

@@ -1,6 +1,6 @@
 """Replies the proxy makes itself, in order on a client's raw stream.
 
-Once a client's connection streams (pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, tracking), every
+Once a client's connection streams (pub/sub, MONITOR, CLIENT REPLY, a cluster's tracking), every
 byte of its own upstream connection is passed on as it comes: the proxy cannot tell where the
 replies to the commands already sent end. A reply the proxy makes (a refusal, QUIT's +OK, a
 protocol error) must still come after them, and Redis would not have written it at all under

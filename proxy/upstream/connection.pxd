@@ -29,6 +29,8 @@ cdef class UpstreamConnection:
     cdef public object stamps
     cdef public object stamp
     cdef public bint close_asked
+    cdef public object pushes_to
+    cdef public object pushes
 
     cpdef send(self, data, pending)
     cpdef _write_out(self)

@@ -30,6 +30,7 @@ import hiredis
 from .. import compiled, errors, metrics
 from ..monitor import health, live
 from ..pending import Pending, Receiver, hidden, queue_append, queue_popleft
+from ..resp.pushes import PushCutter
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
 log = logging.getLogger("redis_guard.upstream")
@@ -146,7 +147,7 @@ class UpstreamConnection:
         "address", "label", "loop", "transport", "write", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
-        "upstream", "owner", "refusal", "stamps", "stamp", "close_asked",
+        "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
     )
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
@@ -177,6 +178,9 @@ class UpstreamConnection:
         self.owner = None  # the session it is lent or pinned to: told when the connection fails
         self.refusal = None  # the server's reply when it refused the start-up (NOAUTH...)
         self.close_asked = False  # its client's QUIT or protocol error went to the server: it closes
+        # CLIENT TRACKING: the session its pushes go to, apart from the replies (`_deliver_pushes`)
+        self.pushes_to = None
+        self.pushes = None  # their PushCutter
         # For the monitor (`monitor/live.py`), one per write: (clock when its first request was
         # queued, the last pending entry it carries). Timing per write, not per request.
         self.stamps = collections.deque()
@@ -397,7 +401,10 @@ class UpstreamConnection:
 
     def data_received(self, data: bytes) -> None:
         slow = live.upstream_read(self, data)
-        self._deliver(data)
+        if self.pushes_to is None:
+            self._deliver(data)
+        else:
+            self._deliver_pushes(data)
         if slow is not None:
             live.slow_runs(self, slow)
         if not self.pending:
@@ -425,6 +432,50 @@ class UpstreamConnection:
                 if self.state is CLOSED:
                     return
                 pos = end
+                if entry.remaining == 0 and queue and queue[0] is entry:
+                    queue_popleft(queue)
+        except ReplyStreamError as exc:
+            self.fail(f"unreadable reply stream: {exc}")
+
+    def take_pushes(self, session) -> None:
+        """From now on, pushes (CLIENT TRACKING's invalidations, which arrive unasked) go to
+        `session` apart from the replies, which stay paired with the requests."""
+        if self.pushes_to is None:
+            self.pushes = PushCutter()
+        self.pushes_to = session
+
+    def _deliver_pushes(self, data: bytes) -> None:
+        """`_deliver` for a connection that takes pushes: one reply at a time, a push cut out
+        wherever a reply could start. A stream's entry (remaining < 0) takes every byte, pushes
+        too, as they come."""
+        queue = self.pending
+        take = self.splitter.take
+        cutter = self.pushes
+        pos = 0
+        size = len(data)
+        try:
+            while pos < size:
+                entry = queue[0] if queue else None
+                if entry is not None and entry.remaining < 0:
+                    entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
+                    return
+                if cutter.in_push or (data[pos] == 62 and not self.splitter.in_reply):  # '>'
+                    pos, push = cutter.cut(data, pos)
+                    if push is not None:
+                        self.pushes_to.pushed(push)
+                        if self.state is CLOSED:
+                            return
+                    continue
+                if entry is None:
+                    raise ReplyStreamError("reply with no request waiting for it")
+                done = 1 if entry.remaining else 0
+                replies = take(data, pos, done)
+                if type(replies) is not bytes:
+                    replies, done = replies
+                pos += len(replies)
+                entry.receiver.deliver(entry, replies, done)
+                if self.state is CLOSED:
+                    return
                 if entry.remaining == 0 and queue and queue[0] is entry:
                     queue_popleft(queue)
         except ReplyStreamError as exc:

@@ -23,6 +23,7 @@ from proxy.session.behaviour import (
     STANDALONE,
     STREAM,
     SUBCOMMAND,
+    TRACKING,
     UNKNOWN,
     WAIT,
     Behaviour,
@@ -56,7 +57,7 @@ def action(column: int, *words: str) -> int:
     (["SUBSCRIBE", "c"], STREAM, STREAM),
     (["SUNSUBSCRIBE"], STREAM, STREAM),
     (["CLIENT", "REPLY", "OFF"], STREAM, STREAM),
-    (["CLIENT", "TRACKING", "ON"], STREAM, STREAM),
+    (["CLIENT", "TRACKING", "ON"], TRACKING, STREAM),
     # Control commands: never behind the work they control.
     (["SCRIPT", "KILL"], CONTROL, CONTROL),
     (["FUNCTION", "KILL"], CONTROL, CONTROL),
