@@ -35,7 +35,7 @@ import hiredis
 from .. import errors, metrics
 from ..monitor import health, live
 from ..monitor.live import Tally
-from ..pending import HiddenCommand, Pending, Receiver, keep, queue_popleft
+from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_popleft
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
@@ -43,7 +43,7 @@ from . import auth, verdicts
 from .behaviour import PASS
 from .guard import Guard, class_of, same_class
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
-from .streamorder import BarrierEntry, StreamOrder
+from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
 
@@ -705,9 +705,18 @@ class Session(Receiver):
     def _end(self, error) -> None:
         """QUIT (`error` None) or a protocol error: its reply, then close."""
         stream = self.stream
+        own = self.own
         if stream is not None and not stream.conn.closed:
             # The server closes the stream's connection after what it owes (streamorder.py).
             StreamOrder.of(self, stream).end(error)
+        elif own is not None and own.pushes_to is self and not own.closed:
+            # It may push after the last reply (the invalidation of a key the client just wrote):
+            # asked to end as the client's bytes would end it, it writes those first.
+            own.close_asked = True
+            if error is None:
+                self.send(own, QUIT, 1)
+            else:
+                self.send(own, MALFORMED, 1, ReplacingSink(self, error))
         else:
             self._local(errors.OK if error is None else error)
         self.input_ended = True

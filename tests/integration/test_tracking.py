@@ -2,6 +2,7 @@
 own, its invalidation pushes reach it apart from its replies, and the replies stay paired with
 its commands, so the policy works there as anywhere (T1's own EXPIRE, counted refusals)."""
 
+import re
 import socket
 import threading
 import time
@@ -10,7 +11,7 @@ import hiredis
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer
+from tests.servers import ProxyProcess, RedisServer, exchange
 
 POLICY = "name: tracking\nrules:\n  T1: {action: inject, default_ttl: 600}\n"
 
@@ -167,3 +168,19 @@ def test_redirected_invalidations_reach_the_subscriber(proxied):
     finally:
         subscriber.close()
         tracker.close()
+
+
+HELLO_ID = re.compile(rb"\$2\r\nid\r\n:\d+\r\n")  # the proxy numbers its clients itself
+TRACKED = b"HELLO 3\r\nCLIENT TRACKING ON\r\nSET trk:k a\r\nGET trk:k\r\nSET trk:k v\r\n"  # its own write invalidates it
+ENDINGS = [("then a command", b"PING\r\n"), ("then quit", b"QUIT\r\n"), ("then malformed", b"*1\r\n$x\r\n")]
+
+
+@pytest.mark.parametrize("name,ending", ENDINGS, ids=[case[0] for case in ENDINGS])
+def test_a_push_after_the_last_reply_comes_before_the_end(redis_server, proxy, name, ending):
+    """The server pushes the invalidation of a key the client wrote right after the write's reply.
+    QUIT or a protocol error right behind it went unanswered by the server: the proxy answered
+    and closed, and the push was lost. They go to the server now, which writes the push first."""
+    for _ in range(10):
+        direct, through = exchange(redis_server.port, TRACKED + ending), exchange(proxy.port, TRACKED + ending)
+        assert (HELLO_ID.sub(b"", through[0]), through[1]) == (HELLO_ID.sub(b"", direct[0]), direct[1])
+        assert b">2\r\n$10\r\ninvalidate\r\n" in direct[0]

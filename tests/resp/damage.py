@@ -21,7 +21,8 @@ def resp(*args) -> bytes:
 
 def requests(rng: random.Random, case: int, streams: bool = False) -> bytes:
     """A few valid requests; with `streams`, some that unpair replies from requests (pub/sub,
-    CLIENT REPLY) and QUIT, whose replies the proxy must keep in order on a raw stream."""
+    CLIENT REPLY) and QUIT, whose replies the proxy must keep in order on a raw stream, and
+    CLIENT TRACKING, whose pushes it must keep in place among paired replies."""
     key, hkey = b"rp:%d:k" % case, b"rp:%d:h" % case
     pieces = [
         resp("PING"), resp("PING", "x"), resp("ECHO", "hello"), resp("ECHO", ""), resp("ECHO", "x" * rng.choice([1, 100, 5000])),
@@ -35,7 +36,10 @@ def requests(rng: random.Random, case: int, streams: bool = False) -> bytes:
         # whether it has other replies to write in the same loop turn, which the proxy changes
         # (the commands before a stream went on another connection).
         # Nor UNSUBSCRIBE from every channel: two servers list the channels in different orders.
-        pieces += [resp("SUBSCRIBE", b"rp:%d:ch" % case), resp("RESET"), b"QUIT\r\n", b"CLIENT REPLY ON\r\n"]
+        # CLIENT TRACKING in RESP3: the client's own writes of a key it read invalidate it, a push
+        # among the replies where the server writes it.
+        pieces += [resp("SUBSCRIBE", b"rp:%d:ch" % case), resp("RESET"), b"QUIT\r\n", b"CLIENT REPLY ON\r\n",
+                   resp("HELLO", 3) + resp("CLIENT", "TRACKING", "ON")]
     return b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
 
 
