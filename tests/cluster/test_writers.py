@@ -2,10 +2,13 @@
 server-side checks (an EVAL declaring every key of the write) go to the keys' owner like the
 write itself, and what they refuse is absent on that node."""
 
+import time
+
 import pytest
 import redis
 
 from tests.cluster.start import proxy_for
+from tests.servers import exchange
 
 POLICY = """
 name: writers-cluster
@@ -22,7 +25,7 @@ def writers(redis_cluster, tmp_path_factory):
     policy.write_text(POLICY)
     process = proxy_for(redis_cluster, "--policy", str(policy))
     client = redis.Redis(port=process.port)
-    yield client
+    yield client, process
     client.close()
     process.stop()
 
@@ -33,7 +36,7 @@ def refused(call, rule):
 
 
 def test_server_checked_writes_on_their_owner(writers, redis_cluster):
-    client = writers
+    client, _ = writers
     owner = redis_cluster.client(redis_cluster.master_for_key("{w}"))
     owner.delete("{w}:q", "{w}:a:set", "{w}:b:set", "{w}:u:set", "{w}:h:string", "{w}:c:hash", "{w}:ok:list")
     owner.rpush("{w}:q", "a", "b")
@@ -46,3 +49,22 @@ def test_server_checked_writes_on_their_owner(writers, redis_cluster):
     refused(lambda: client.pfadd("{w}:h:string", *[f"v{i}" for i in range(3000)]), "V1")
     assert owner.exists("{w}:c:hash", "{w}:u:set") == 0 and owner.pfcount("{w}:h:string") == 1
     assert client.sunionstore("{w}:u:set", "{w}:a:set") == 2
+
+
+def test_a_scripts_refusal_on_a_stream_is_counted(writers, redis_cluster):
+    """On a stream in front of a cluster (the first seed's, for a keyless CLIENT REPLY ON), the
+    server-side check's refusal is watched between two barriers, counted and logged, as standalone."""
+    seed = redis_cluster.seeds.split(",")[0]
+    tag = next(f"{{s{i}}}" for i in range(1000) if redis_cluster.master_for_key(f"{{s{i}}}").address == seed)
+    owner = redis_cluster.client(redis_cluster.master_for_key(tag))
+    owner.rpush(f"{tag}:q", "a", "b", "c", "d")
+    _, process = writers
+    before = process.log.count('"rule": "V2"')
+    reply, closed = exchange(process.port, f"CLIENT REPLY ON\r\nCOPY {tag}:q {tag}:c:list\r\nPING\r\n".encode())
+    assert (reply, closed) == (b"+OK\r\n-NOPERM key '" + tag.encode() + b":c:list' breaks rule V2 (collection size): "
+                               b"keep lists at most 3 elements (it would hold 4)\r\n+PONG\r\n", False)
+    assert owner.exists(f"{tag}:c:list") == 0
+    deadline = time.monotonic() + 5
+    while process.log.count('"rule": "V2"') == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.log.count('"rule": "V2"') == before + 1
