@@ -11,7 +11,7 @@ import hiredis
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, exchange
+from tests.servers import ProxyProcess, RedisServer, exchange, read_until_quiet
 
 POLICY = "name: tracking\nrules:\n  T1: {action: inject, default_ttl: 600}\n"
 
@@ -184,3 +184,25 @@ def test_a_push_after_the_last_reply_comes_before_the_end(redis_server, proxy, n
         direct, through = exchange(redis_server.port, TRACKED + ending), exchange(proxy.port, TRACKED + ending)
         assert (HELLO_ID.sub(b"", through[0]), through[1]) == (HELLO_ID.sub(b"", direct[0]), direct[1])
         assert b">2\r\n$10\r\ninvalidate\r\n" in direct[0]
+
+
+def test_tracking_turned_on_in_a_transaction(redis_server, proxy):
+    """CLIENT TRACKING queued in MULTI: the transaction's connection stays the client's, and the
+    invalidation of a key read in it arrives as Redis sends it."""
+
+    def run(port):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        try:
+            sock.sendall(b"HELLO 3\r\nMULTI\r\nCLIENT TRACKING ON\r\nGET trk:m\r\nEXEC\r\n")
+            first, _ = read_until_quiet(sock)
+            redis.Redis(port=redis_server.port).set("trk:m", "x")
+            sock.sendall(b"PING\r\nSET trk:m y\r\nQUIT\r\n")
+            then, closed = read_until_quiet(sock)
+            return HELLO_ID.sub(b"", first + then), closed
+        finally:
+            sock.close()
+            redis.Redis(port=redis_server.port).delete("trk:m")
+
+    direct = run(redis_server.port)
+    assert direct[1] and direct[0].endswith(b"*2\r\n+OK\r\n_\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\ntrk:m\r\n+PONG\r\n+OK\r\n+OK\r\n")
+    assert run(proxy.port) == direct
