@@ -445,9 +445,9 @@ class UpstreamConnection:
         self.pushes_to = session
 
     def _deliver_pushes(self, data: bytes) -> None:
-        """`_deliver` for a connection that takes pushes: one reply at a time, a push cut out
-        wherever a reply could start. A stream's entry (remaining < 0) takes every byte, pushes
-        too, as they come."""
+        """`_deliver` for a connection that takes pushes: a push cut out wherever a reply could
+        start, so an entry's replies go one at a time unless none is among them. A stream's
+        entry (remaining < 0) takes every byte, pushes too, as they come."""
         queue = self.pending
         take = self.splitter.take
         cutter = self.pushes
@@ -468,7 +468,20 @@ class UpstreamConnection:
                     continue
                 if entry is None:
                     raise ReplyStreamError("reply with no request waiting for it")
-                done = 1 if entry.remaining else 0
+                want = entry.remaining
+                if want > 1 and not self.splitter.in_reply:
+                    # A pipeline's replies in one piece when no push is among them (a scan of
+                    # its own: the splitter is idle here, and is idle after them too).
+                    end, done, pushes = ReplySplitter().scan(data, pos, want)
+                    if done == want and not pushes:
+                        entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
+                        if self.state is CLOSED:
+                            return
+                        pos = end
+                        if entry.remaining == 0 and queue and queue[0] is entry:
+                            queue_popleft(queue)
+                        continue
+                done = 1 if want else 0
                 replies = take(data, pos, done)
                 if type(replies) is not bytes:
                     replies, done = replies

@@ -90,3 +90,16 @@ def test_a_reply_with_nobody_waiting_still_fails_the_connection():
     conn.take_pushes(session)
     conn._deliver_pushes(PUSH + ONE)
     assert session.pushes == [PUSH] and conn.failed == ["unreadable reply stream: reply with no request waiting for it"]
+
+
+@pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
+def test_a_pipelines_replies_go_in_one_piece_when_no_push_is_among_them(cuts):
+    conn, session = tracking_connection()
+    _, client = entry(conn, 3)
+    _, later = entry(conn, 2)
+    data = ONE + TWO + THREE + PUSH + ONE + FLUSHED + ONE
+    feed(conn, data, CUTS[cuts](len(data)))
+    assert (b"".join(client.got), client.done, b"".join(later.got), later.done) == (ONE + TWO + THREE, 3, ONE + ONE, 2)
+    assert session.pushes == [PUSH, FLUSHED] and not conn.pending
+    if cuts == "whole":
+        assert client.got == [ONE + TWO + THREE]  # one delivery: one write to the client
