@@ -469,22 +469,18 @@ class UpstreamConnection:
                 if entry is None:
                     raise ReplyStreamError("reply with no request waiting for it")
                 want = entry.remaining
+                replies = None
                 if want > 1 and not self.splitter.in_reply:
                     # A pipeline's replies in one piece when no push is among them (a scan of
                     # its own: the splitter is idle here, and is idle after them too).
                     end, done, pushes = ReplySplitter().scan(data, pos, want)
                     if done == want and not pushes:
-                        entry.receiver.deliver(entry, data if pos == 0 and end == size else data[pos:end], done)
-                        if self.state is CLOSED:
-                            return
-                        pos = end
-                        if entry.remaining == 0 and queue and queue[0] is entry:
-                            queue_popleft(queue)
-                        continue
-                done = 1 if want else 0
-                replies = take(data, pos, done)
-                if type(replies) is not bytes:
-                    replies, done = replies
+                        replies = data if pos == 0 and end == size else data[pos:end]
+                if replies is None:
+                    done = 1 if want else 0
+                    replies = take(data, pos, done)
+                    if type(replies) is not bytes:
+                        replies, done = replies
                 pos += len(replies)
                 entry.receiver.deliver(entry, replies, done)
                 if self.state is CLOSED:
