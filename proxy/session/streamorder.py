@@ -107,15 +107,13 @@ class StreamBarriers:
         if barrier in self.waiting:
             self.owed += len(reply)
 
-    def _drop(self):
-        _, reply, mark = self.waiting.popleft()
+    def _drop(self) -> None:
+        reply = self.waiting.popleft()[1]
         self.owed -= len(reply) if reply is not None else 0
-        return mark
 
     def _unanswered(self) -> None:
-        mark = self._drop()
-        if mark is not None and mark is not HIDE and mark is not SHOW and mark is not WATCH:
-            self.watching = None  # a watch's end not answered: it watches nothing more
+        self._drop()
+        self.watching = None  # the server leaves commands unanswered: a watch would not end
 
     @property
     def idle(self) -> bool:
@@ -255,19 +253,20 @@ class StreamOrder(Receiver):
     def send(self, reply: bytes | None):
         """A barrier on the stream's connection for `reply`; the barrier."""
         request, barrier = self.barriers.add(reply)
-        self.stream.conn.send(request, None)
-        self._count()
+        self._send(request)
         return barrier
 
     def hidden(self, commands: bytes) -> None:
         """Commands of the proxy's own on the stream, their replies unseen (`StreamBarriers.hidden`)."""
-        self.stream.conn.send(self.barriers.hidden(commands), None)
-        self._count()
+        self._send(self.barriers.hidden(commands))
 
     def watched(self, command: bytes, watcher) -> None:
         """The client's command on the stream, and what the client is shown of its reply for
         `watcher.observe` too (`StreamBarriers.watch`)."""
-        self.stream.conn.send(self.barriers.watch(command, watcher), None)
+        self._send(self.barriers.watch(command, watcher))
+
+    def _send(self, request: bytes) -> None:
+        self.stream.conn.send(request, None)
         self._count()
 
     def end(self, error: bytes | None) -> None:
