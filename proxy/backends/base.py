@@ -46,6 +46,7 @@ class Backend(Protocol):
     def shared_route(self, session) -> Route: ...
     def own_route(self, session, conn) -> Route: ...
     def stream_route(self, session, conn) -> Route: ...
+    def stream_ended(self, session, conn) -> None: ...
     def lease(self, session, args=None): ...
     def give_back(self, session, conn) -> None: ...
     def control_connection(self, node=None): ...
@@ -75,19 +76,24 @@ class OwnRoute(Route):
 
 class StreamRoute(Route):
     """A connection whose replies are no longer paired with requests: requests go as they are,
-    every reply goes to the session's stream entry."""
+    every reply goes to the session's stream entry. A command not in `neutral` (one that may
+    hold connection state, session/subscriptions.py) keeps the stream when its subscriptions end."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "neutral")
 
-    def __init__(self, conn):
+    def __init__(self, conn, neutral=frozenset()):
         self.conn = conn
+        self.neutral = neutral
 
     def forward(self, session, batch, start: int, stop: int) -> None:
-        if not session.replies_unsure:
+        if not session.replies_unsure or session.stream_ends:
             commands = batch.commands
             for index in range(start, stop):
-                if turns_replies_off(commands[index]):
+                args = commands[index]
+                if turns_replies_off(args):
                     session.replies_unsure = True
+                if session.stream_ends and args[0].lower() not in self.neutral:
+                    session.stream_ends = False
         self.conn.send(batch.span(start, stop), None)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:

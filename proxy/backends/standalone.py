@@ -21,6 +21,7 @@ from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.session import Route
 from ..session.states import SHARED
+from ..session.subscriptions import stream_neutral
 from ..upstream.connection import CLOSED, open_connection
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
@@ -95,6 +96,7 @@ class StandaloneBackend:
         self.handlers = handler_table or handlers.STANDALONE
         check_columns(self.behaviour, self.column, self.handlers)
         self.tables = lane_tables(self.behaviour, self.column)
+        self.stream_neutral = stream_neutral(self.behaviour.actions[self.column])
         self.paused_table = paused_table(self.behaviour, self.column)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         self.names = {spec.name for spec in table.walk()}
@@ -163,7 +165,14 @@ class StandaloneBackend:
         return OwnRoute(conn)
 
     def stream_route(self, session, conn) -> StreamRoute:
-        return StreamRoute(conn)
+        return StreamRoute(conn, self.stream_neutral)
+
+    def stream_ended(self, session, conn) -> None:
+        """No subscription is left on the client's stream: the connection stays the client's
+        (it may hold state the client set before), its replies paired."""
+        session.state.to("unstream")
+        session.route = self.own_route(session, conn)
+        session.bind()
 
     def warm(self, session) -> None:
         """Spares ready in the session's database and protocol (it just moved there)."""

@@ -51,6 +51,7 @@ from ..session.behaviour import (
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
+from ..session.subscriptions import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
@@ -90,8 +91,9 @@ class ClusterBackend:
         actions = self.behaviour.actions[CLUSTER]
         self.shared_table = both_cases(actions)
         self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
-        self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
+        self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
                                         for name, action in actions.items()})
+        self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
@@ -141,7 +143,7 @@ class ClusterBackend:
         if state.lane is SHARED:
             return action
         if state.lane is STREAMING:
-            return action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
+            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:
@@ -210,7 +212,19 @@ class ClusterBackend:
         return OwnRoute(conn)
 
     def stream_route(self, session, conn) -> StreamRoute:
-        return StreamRoute(conn)
+        return StreamRoute(conn, self.stream_neutral)
+
+    def stream_ended(self, session, conn) -> None:
+        """No subscription is left on the client's stream: back to the shared connections,
+        routed by slot again. The connection is closed, not given back: the proxy keeps a
+        cluster client's connection state itself, and nothing of the stream's is left to keep."""
+        session.own = None
+        conn.owner = None
+        session.waiting_upstreams.discard(conn)  # (paused for a slow reader: closed now)
+        session.state.to("drop")
+        session.route = self.shared_route(session)
+        session.bind()
+        conn.close()
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

@@ -27,7 +27,7 @@ from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
-from ..session import clientkill
+from ..session import clientkill, subscriptions
 from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
@@ -466,22 +466,27 @@ def lease(session, batch, index: int) -> int:
 
 def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
-    on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH)."""
-    if turns_replies_off(batch.commands[index]):
+    on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
+    A stream of subscriptions alone ends with them (session/subscriptions.py)."""
+    args = batch.commands[index]
+    if turns_replies_off(args):
         session.replies_unsure = True
     if session.state.in_transaction:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
+    if session.state.lane is STREAMING:
+        return subscriptions.on_stream(session, batch, index)
+    if subscriptions.goes_alone(session, args):
+        return forward_one(session, batch, index)
     if session.state.lane is SHARED:
         if session.inflight:
             return session.wait(batch, index)
-        args = batch.commands[index]
         backend = session.backend
         routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
         node = _node(session, routed if type(routed) is int else None) or backend.seed
         if _lend(session, node, "stream") is None:
             return index + 1
-    return session.stream_on_own(batch, index)
+    return subscriptions.start(session, batch, index)
 
 
 # -- every master -------------------------------------------------------------------------------

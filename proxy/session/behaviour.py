@@ -266,8 +266,8 @@ def own_action(action: int, lane) -> int:
     cluster's own connections are per transaction or per command, see its handlers)."""
     if lane is SHARED:
         return action
-    if lane is STREAMING:
-        return action if action in (QUIT, LOGIN, LOCKED, RESET) else PASS
+    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, subscriptions.py)
+        return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
     if action == PASS or action == LEASE:
         return PASS
     if action in _KEPT_ON_OWN:

@@ -20,7 +20,7 @@ import hiredis
 from .. import errors
 from ..pending import Receiver
 from ..policy.engine import SessionState
-from . import clientkill
+from . import clientkill, subscriptions
 from .behaviour import (
     AUTH,
     CLIENT_KILL,
@@ -253,16 +253,22 @@ def lease(session, batch, index: int) -> int:
 
 
 def stream(session, batch, index: int) -> int:
-    """From this command on, the client's replies are no longer paired with its requests."""
-    if turns_replies_off(batch.commands[index]):
+    """From this command on, the client's replies are no longer paired with its requests (until
+    it has no subscription left, when that is all it streams for: subscriptions.py)."""
+    args = batch.commands[index]
+    if turns_replies_off(args):
         session.replies_unsure = True
     if session.state.in_transaction:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
+    if session.state.lane is STREAMING:
+        return subscriptions.on_stream(session, batch, index)
+    if subscriptions.goes_alone(session, args):
+        return forward_one(session, batch, index)
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
-    return session.stream_on_own(batch, index)
+    return subscriptions.start(session, batch, index)
 
 
 def tracking(session, batch, index: int) -> int:

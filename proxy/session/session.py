@@ -42,7 +42,7 @@ from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
 from .guard import Guard, class_of, same_class
-from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, WAITING, ConnState
+from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, SUBSCRIPTIONS, WAITING, ConnState
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
@@ -75,7 +75,7 @@ class Session(Receiver):
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
-        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure",
+        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends",
     )
 
     def __init__(self, proxy):
@@ -110,6 +110,7 @@ class Session(Receiver):
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.replies_unsure = False  # CLIENT REPLY OFF or SKIP was sent: commands may go unanswered
+        self.stream_ends = False  # the stream is of subscriptions alone, over with them (subscriptions.py)
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
@@ -364,18 +365,35 @@ class Session(Receiver):
         self.route = self.backend.own_route(self, conn)
         self.bind()
 
-    def stream_on_own(self, batch, index: int) -> int:
-        """From commands[index] on, every reply of the own connection is the client's, unpaired."""
+    def stream_on_own(self, batch, index: int, ends: bool = False, watcher=None) -> int:
+        """From commands[index] on, every reply of the own connection is the client's, unpaired
+        (`ends`: until no subscription is left; a (P)UNSUBSCRIBE that starts the stream goes
+        between barriers for `watcher`, which says whether any is: subscriptions.py)."""
         if self.state.lane is not STREAMING:
             self.state.to("stream")
         conn = self.own
+        self.stream_ends = ends
         stream = self.stream = Pending(self, -1, conn)
         self.queue.append(stream)
         self.inflight += 1
         self.route = self.backend.stream_route(self, conn)
         self.bind()
-        conn.send(batch.span(index, index + 1), stream)
-        return index + 1
+        if watcher is None:
+            conn.send(batch.span(index, index + 1), stream)
+            return index + 1
+        StreamOrder.of(self, stream).watched(batch.span(index, index + 1), watcher, True)
+        return self.wait(batch, index + 1, SUBSCRIPTIONS)
+
+    def end_stream(self) -> None:
+        """The stream's subscriptions are over (subscriptions.py): the replies of its connection
+        are paired again, and the backend says where the client's commands go now."""
+        stream, self.stream = self.stream, None
+        self.stream_ends = False
+        self.queue.remove(stream)
+        self.inflight -= 1
+        conn = stream.conn
+        conn.stream_ended(stream)
+        self.backend.stream_ended(self, conn)
 
     def release_lease(self) -> None:
         """The lent connection has answered everything and holds no state: give it back."""

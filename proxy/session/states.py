@@ -12,7 +12,10 @@ this file is the whole story of what a client's connection can be:
   back once it has answered everything and holds no state. `PINNED`: a connection of the
   client's own for good, because the client set state that lives on it (CLIENT SETNAME, AUTH,
   SELECT inside a lease...). `STREAMING`: pinned, and replies are no longer paired with requests
-  (pub/sub, MONITOR, CLIENT REPLY OFF, SYNC, the Lua debugger).
+  (pub/sub, MONITOR, CLIENT REPLY OFF, SYNC, the Lua debugger). A stream of pub/sub alone ends
+  when the client has unsubscribed from everything (`subscriptions.py`): `unstream` pairs its
+  replies again on the same connection; `drop` gives the connection up, where the backend keeps
+  no connection of the client's own for good (a cluster's).
 * **txn**: the transaction on the client's own connection. `NONE`, `WATCHING` (keys watched,
   no MULTI yet), `QUEUEING` (MULTI open), `DOOMED` (MULTI open and a queued command was refused:
   EXEC aborts, as Redis does after a command it refused to queue).
@@ -25,7 +28,7 @@ this file is the whole story of what a client's connection can be:
 from __future__ import annotations
 
 HELD = -1  # what a handler returns when dispatch waits (`Session.wait`), instead of an index
-REPLIES, PASSWORD = "replies", "password"  # what a waiting session waits for
+REPLIES, PASSWORD, SUBSCRIPTIONS = "replies", "password", "subscriptions"  # what a waiting session waits for
 
 
 class StateError(RuntimeError):
@@ -46,7 +49,7 @@ LANES = {
     SHARED: {"lease": LEASED, "pin": PINNED, "stream": STREAMING},
     LEASED: {"release": SHARED, "pin": PINNED, "stream": STREAMING},
     PINNED: {"stream": STREAMING},
-    STREAMING: {},
+    STREAMING: {"unstream": PINNED, "drop": SHARED},
 }
 
 # "end" is EXEC, DISCARD or RESET; "refuse" a command Redis (or the policy) would not queue.

@@ -260,13 +260,13 @@ class StreamOrder(Receiver):
         """Commands of the proxy's own on the stream, their replies unseen (`StreamBarriers.hidden`)."""
         self._send(self.barriers.hidden(commands))
 
-    def watched(self, command: bytes, watcher) -> None:
+    def watched(self, command: bytes, watcher, first: bool = False) -> None:
         """The client's command on the stream, and what the client is shown of its reply for
-        `watcher.observe` too (`StreamBarriers.watch`)."""
-        self._send(self.barriers.watch(command, watcher))
+        `watcher.observe` too (`StreamBarriers.watch`); `first`: the command starts the stream."""
+        self._send(self.barriers.watch(command, watcher), first)
 
-    def _send(self, request: bytes) -> None:
-        self.stream.conn.send(request, None)
+    def _send(self, request: bytes, first: bool = False) -> None:
+        self.stream.conn.send(request, self.stream if first else None)
         self._count()
 
     def end(self, error: bytes | None) -> None:

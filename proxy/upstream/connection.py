@@ -437,6 +437,14 @@ class UpstreamConnection:
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
 
+    def stream_ended(self, entry) -> None:
+        """A stream's entry leaves (its client has no subscription left, session/subscriptions.py):
+        the replies after it are paired with requests again. Nothing else is in flight then."""
+        pending = self.pending
+        if entry in pending:
+            pending.remove(entry)
+        self.stamps = collections.deque(stamp for stamp in self.stamps if stamp[1] is not entry)
+
     def take_pushes(self, session) -> None:
         """From now on, pushes (CLIENT TRACKING's invalidations, which arrive unasked) go to
         `session` apart from the replies, which stay paired with the requests."""

@@ -10,11 +10,11 @@ import pytest
 from tests.servers import exchange_batches
 
 
-def keys_on_every_master(cluster) -> list[bytes]:
+def keys_on_every_master(cluster, name: str = "x") -> list[bytes]:
     """One key per master, found by hash tag."""
     keys, owners = [], set()
     for tag in range(1000):
-        key = f"{{k{tag}}}x"
+        key = f"{{k{tag}}}{name}"
         owner = cluster.master_for_key(key).port
         if owner not in owners:
             owners.add(owner)
@@ -24,17 +24,36 @@ def keys_on_every_master(cluster) -> list[bytes]:
     raise AssertionError("no key found for some master")
 
 
-@pytest.mark.xfail(strict=True, reason="once a client streams (RESP3 SUBSCRIBE, PUNSUBSCRIBE, CLIENT REPLY, "
+@pytest.mark.xfail(strict=True, reason="while a client streams (RESP3 SUBSCRIBE, CLIENT REPLY OFF, "
                                        "CLIENT TRACKING, SCRIPT DEBUG), all its commands go to one master: "
                                        "keys of the others get -MOVED")
-@pytest.mark.parametrize("streams", [b"HELLO 3\r\nSUBSCRIBE ch\r\n", b"HELLO 3\r\nPUNSUBSCRIBE\r\n",
-                                     b"CLIENT REPLY ON\r\n"], ids=["resp3-subscribe", "resp3-punsubscribe",
-                                                                   "client-reply-on"])
+@pytest.mark.parametrize("streams", [b"HELLO 3\r\nSUBSCRIBE ch\r\n"], ids=["resp3-subscribe"])
 def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, streams):
     keys = keys_on_every_master(redis_cluster)
     gets = b"".join(b"GET %s\r\n" % key for key in keys)
     _, read = exchange_batches(cluster_proxy.port, [streams, gets])
     assert b"MOVED" not in read[0], read
+
+
+@pytest.mark.parametrize("streams", [
+    [b"SUBSCRIBE ch\r\n", b"UNSUBSCRIBE ch\r\n"],
+    [b"HELLO 3\r\n", b"SUBSCRIBE ch\r\n", b"UNSUBSCRIBE\r\n"],  # (all: one, the order of several is the server's)
+    [b"PSUBSCRIBE p*\r\nSUBSCRIBE ch\r\n", b"UNSUBSCRIBE ch\r\nPUNSUBSCRIBE p*\r\n"],
+    [b"HELLO 3\r\n", b"PUNSUBSCRIBE\r\n"],
+    [b"PUNSUBSCRIBE\r\n"],
+    [b"UNSUBSCRIBE a b\r\n", b"UNSUBSCRIBE\r\n"],
+    [b"CLIENT REPLY ON\r\n"],
+], ids=["resp2", "resp3", "patterns", "resp3-punsubscribe", "punsubscribe", "never-subscribed", "client-reply-on"])
+def test_a_stream_of_subscriptions_alone_ends_with_them(redis_cluster, cluster_proxy, one_node_cluster, streams):
+    """Once no subscription is left (or none was made), the client's commands are routed by
+    slot again (a Jedis connection back in its pool after `subscribe`), with Redis's replies."""
+    keys = keys_on_every_master(redis_cluster, "sub")
+    batches = streams + [b"".join(b"GET %s\r\n" % key for key in keys) + b"PING\r\n"]
+    expected = exchange_batches(one_node_cluster.port, batches)
+    got = exchange_batches(cluster_proxy.port, batches)
+    skip = 1 if batches[0].startswith(b"HELLO") else 0  # (its reply holds the connection's id)
+    assert got[skip:] == expected[skip:]
+    assert b"MOVED" not in got[-1][0] and got[-1][0].endswith(b"PONG\r\n")
 
 
 def test_resp3_watch_then_unsubscribe(cluster_proxy, one_node_cluster):

@@ -27,6 +27,7 @@ def test_a_new_connection_is_shared_open_and_outside_a_transaction():
 @pytest.mark.parametrize("events, lane", [
     (["lease"], LEASED), (["lease", "release"], SHARED), (["lease", "pin"], PINNED), (["pin"], PINNED),
     (["pin", "stream"], STREAMING), (["lease", "stream"], STREAMING), (["stream"], STREAMING),
+    (["pin", "stream", "unstream"], PINNED), (["stream", "drop"], SHARED),
 ])
 def test_lanes(events, lane):
     state = ConnState()
@@ -36,7 +37,7 @@ def test_lanes(events, lane):
 
 
 @pytest.mark.parametrize("events", [["release"], ["pin", "release"], ["pin", "lease"], ["stream", "pin"],
-                                    ["stream", "release"]])
+                                    ["stream", "release"], ["pin", "drop"], ["lease", "unstream"]])
 def test_lanes_never_go_where_the_table_does_not_say(events):
     state = ConnState()
     with pytest.raises(StateError):

@@ -1,0 +1,142 @@
+"""A connection used for pub/sub, then for ordinary commands (Jedis hands it back to its pool once
+`subscribe` returns): once the client has no subscription left, its replies are paired again, so
+the policy completes its writes as on any connection (T1's EXPIRE), with Redis's replies."""
+
+import socket
+
+import pytest
+import redis
+
+from tests.servers import RedisServer, exchange_batches, policy_proxy, read_until_quiet
+
+POLICY = "name: subscriptions\nrules:\n  T1: {action: inject, default_ttl: 600}\n"
+STREAMS = b"which the proxy cannot add on a connection that streams"
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory):
+    server = RedisServer()
+    process = policy_proxy(tmp_path_factory.mktemp("subscriptions"), POLICY, server.url)
+    yield server, process
+    process.stop()
+    server.close()
+
+
+@pytest.fixture
+def direct(proxied):
+    client = redis.Redis(port=proxied[0].port)
+    yield client
+    client.close()
+
+
+def same_as_redis(proxied, batches: list[bytes]) -> list:
+    """The batches' replies through the proxy, checked against redis-server's own (but HELLO's,
+    which holds the connection's id)."""
+    server, process = proxied
+    expected = exchange_batches(server.port, batches)
+    got = exchange_batches(process.port, batches)
+    skip = 1 if batches[0].startswith(b"HELLO") else 0
+    assert got[skip:] == expected[skip:]
+    return got
+
+
+HELLO3 = [b"HELLO 3\r\n"]
+
+
+@pytest.mark.parametrize("hello", [[], HELLO3], ids=["resp2", "resp3"])
+@pytest.mark.parametrize("subscribe, unsubscribe", [
+    ([b"SUBSCRIBE sub:a\r\n"], [b"UNSUBSCRIBE sub:a\r\n"]),
+    ([b"SUBSCRIBE sub:a sub:b\r\n"], [b"UNSUBSCRIBE\r\n"]),  # all at once, none named
+    ([b"PSUBSCRIBE sub:*\r\n", b"SUBSCRIBE sub:a\r\n"], [b"UNSUBSCRIBE sub:a\r\n", b"PUNSUBSCRIBE sub:*\r\n"]),
+    ([b"SUBSCRIBE sub:a\r\nUNSUBSCRIBE sub:a\r\n"], []),  # one read
+    ([b"UNSUBSCRIBE sub:a sub:b\r\n"], [b"UNSUBSCRIBE\r\n"]),  # a stream that never subscribed
+], ids=["one-channel", "all-at-once", "pattern-last", "one-read", "never-subscribed"])
+def test_the_policy_completes_writes_once_no_subscription_is_left(proxied, direct, hello, subscribe, unsubscribe):
+    key = b"sub:key:%d" % len(hello + subscribe + unsubscribe)
+    direct.delete(key)
+    batches = hello + subscribe + unsubscribe + [b"HSET %s f v\r\n" % key]
+    got = exchange_batches(proxied[1].port, batches)
+    assert got[-1] == (b":1\r\n", False), got
+    assert 0 < direct.ttl(key) <= 600  # T1's EXPIRE, which the proxy adds only to paired replies
+    direct.delete(key)
+    same_as_redis(proxied, hello + subscribe + unsubscribe + [b"PING\r\nGET sub:nokey\r\n"])
+
+
+@pytest.mark.parametrize("hello", [[], HELLO3], ids=["resp2", "resp3"])
+def test_a_pipeline_after_the_last_unsubscribe_keeps_its_order(proxied, hello):
+    same_as_redis(proxied, hello + [b"SUBSCRIBE sub:a\r\nUNSUBSCRIBE sub:a\r\nPING\r\nGET sub:nokey\r\nECHO x\r\n"])
+
+
+def test_a_subscription_left_keeps_the_stream(proxied, direct):
+    """Unsubscribed from one channel of two: still subscribed (RESP3, where HSET may go), its
+    writes still refused under T1 inject; after the last one, accepted."""
+    port = proxied[1].port
+    got = exchange_batches(port, HELLO3 + [b"SUBSCRIBE sub:a sub:b\r\n", b"UNSUBSCRIBE sub:a\r\n",
+                                           b"HSET sub:left f v\r\n", b"UNSUBSCRIBE sub:b\r\n", b"HSET sub:left f v\r\n"])
+    assert got[2][0].endswith(b"unsubscribe\r\n$5\r\nsub:a\r\n:1\r\n"), got
+    assert STREAMS in got[3][0], got
+    assert got[5] == (b":1\r\n", False), got
+    assert 0 < direct.ttl(b"sub:left") <= 600
+    direct.delete(b"sub:left")
+
+
+@pytest.mark.parametrize("stateful", [b"WATCH sub:w\r\n", b"CLIENT REPLY ON\r\n", b"SSUBSCRIBE sub:s\r\n",
+                                      b"SELECT 0\r\n"], ids=["watch", "client-reply", "ssubscribe", "select"])
+def test_a_stream_that_may_hold_state_stays_one(proxied, stateful):
+    """A command on the stream that may leave state on the connection (or subscriptions the
+    count does not give) keeps it a stream: Redis's replies, and T1's writes still refused."""
+    batches = HELLO3 + [b"SUBSCRIBE sub:a\r\n", stateful, b"UNSUBSCRIBE sub:a\r\n"]
+    same_as_redis(proxied, batches)
+    got = exchange_batches(proxied[1].port, batches + [b"HSET sub:kept f v\r\n"])
+    assert STREAMS in got[-1][0], got
+
+
+def test_messages_still_arrive_while_a_subscription_is_left(proxied, direct):
+    sock = socket.create_connection(("127.0.0.1", proxied[1].port), timeout=5)
+    try:
+        sock.sendall(b"SUBSCRIBE sub:m1 sub:m2\r\n")
+        read_until_quiet(sock)
+        sock.sendall(b"UNSUBSCRIBE sub:m1\r\n")
+        assert read_until_quiet(sock)[0] == b"*3\r\n$11\r\nunsubscribe\r\n$6\r\nsub:m1\r\n:1\r\n"
+        assert direct.publish("sub:m2", "hello") == 1
+        assert read_until_quiet(sock)[0] == b"*3\r\n$7\r\nmessage\r\n$6\r\nsub:m2\r\n$5\r\nhello\r\n"
+        sock.sendall(b"UNSUBSCRIBE sub:m2\r\n")
+        assert read_until_quiet(sock)[0] == b"*3\r\n$11\r\nunsubscribe\r\n$6\r\nsub:m2\r\n:0\r\n"
+        assert direct.publish("sub:m2", "nobody") == 0
+        sock.sendall(b"HSET sub:after f v\r\nGET sub:nokey\r\n")
+        assert read_until_quiet(sock)[0] == b":1\r\n$-1\r\n"
+        assert 0 < direct.ttl(b"sub:after") <= 600
+    finally:
+        sock.close()
+        direct.delete(b"sub:after")
+
+
+@pytest.mark.parametrize("hello", [[], HELLO3], ids=["resp2", "resp3"])
+@pytest.mark.parametrize("alone", [b"UNSUBSCRIBE\r\n", b"PUNSUBSCRIBE sub:*\r\n", b"UNSUBSCRIBE sub:a\r\n",
+                                   b"CLIENT REPLY ON\r\n"])
+def test_a_command_of_the_family_that_changes_nothing_makes_no_stream(proxied, direct, hello, alone):
+    """A lone (P)UNSUBSCRIBE from a client that subscribed to nothing, CLIENT REPLY ON from one
+    that never turned its replies off: Redis's reply, and the connection is as before."""
+    same_as_redis(proxied, hello + [alone, b"PING\r\n"])
+    got = exchange_batches(proxied[1].port, hello + [alone, b"HSET sub:alone f v\r\n"])
+    assert got[-1] == (b":1\r\n", False), got
+    assert 0 < direct.ttl(b"sub:alone") <= 600
+    direct.delete(b"sub:alone")
+
+
+def test_a_pooled_connection_after_pubsub_with_redis_py(proxied, direct):
+    """redis-py's connection subscribed and unsubscribed by hand, as Jedis does (RESP2: in RESP3
+    redis-py hands the confirmations to a push handler), then ordinary commands on it."""
+    client = redis.Redis(port=proxied[1].port, protocol=2, single_connection_client=True)
+    try:
+        connection = client.connection
+        connection.send_command("SUBSCRIBE", "sub:py")
+        assert connection.read_response() == [b"subscribe", b"sub:py", 1]
+        connection.send_command("UNSUBSCRIBE", "sub:py")
+        assert connection.read_response() == [b"unsubscribe", b"sub:py", 0]
+        assert client.hset("sub:py:hash", "f", "v") == 1
+        assert client.hget("sub:py:hash", "f") == b"v"
+        assert 0 < direct.ttl("sub:py:hash") <= 600
+    finally:
+        client.close()
+        direct.delete("sub:py:hash")
