@@ -118,7 +118,8 @@ def needs_paired_replies(args, rules) -> bytes:
     rules = ", ".join(f"rule {rule.id}" for rule in rules) or "the policy"
     return resp_error(f"NOPERM command {name} needs {rules}'s command after it, which the proxy cannot add on a "
                       "connection that streams (pub/sub, MONITOR, CLIENT REPLY; tracking in a cluster): send it on a "
-                      "connection that does not, or once it has unsubscribed from every channel and pattern")
+                      "connection that does not, or once it has unsubscribed from every channel and pattern or "
+                      "sent RESET")
 
 
 # -- the advice of rule K10 (key schema) and of the per-pattern TTL and limits ------------------

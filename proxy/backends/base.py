@@ -22,6 +22,7 @@ from typing import Protocol
 import hiredis
 
 from ..pending import ScriptVerdictSink
+from ..session import streamend
 from ..session.behaviour import LEASE, PASS
 from ..session.session import Route
 from ..session.streamorder import StreamOrder, turns_replies_off
@@ -77,7 +78,7 @@ class OwnRoute(Route):
 class StreamRoute(Route):
     """A connection whose replies are no longer paired with requests: requests go as they are,
     every reply goes to the session's stream entry. A command not in `neutral` (one that may
-    hold connection state, session/subscriptions.py) keeps the stream when its subscriptions end."""
+    hold connection state) keeps the stream when its subscriptions end (session/streamend.py)."""
 
     __slots__ = ("conn", "neutral")
 
@@ -92,8 +93,7 @@ class StreamRoute(Route):
                 args = commands[index]
                 if turns_replies_off(args):
                     session.replies_unsure = True
-                if session.stream_ends and args[0].lower() not in self.neutral:
-                    session.stream_ends = False
+                streamend.passes(session, args, self.neutral)
         self.conn.send(batch.span(start, stop), None)
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:

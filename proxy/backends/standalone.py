@@ -21,7 +21,7 @@ from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.session import Route
 from ..session.states import SHARED
-from ..session.subscriptions import stream_neutral
+from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED, open_connection
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset

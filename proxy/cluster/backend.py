@@ -51,7 +51,7 @@ from ..session.behaviour import (
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
 from ..session.states import NONE, SHARED, STREAMING
-from ..session.subscriptions import stream_neutral
+from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS

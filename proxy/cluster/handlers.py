@@ -27,7 +27,7 @@ from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
-from ..session import clientkill, subscriptions
+from ..session import clientkill, streamend
 from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
@@ -285,13 +285,11 @@ def reset(session, batch, index: int) -> int:
     session.queued_effects = []
     session.app = None  # with applications: unauthenticated again
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
-        forward_one(session, batch, index)
-        session.backend.restore_after_reset(session, session.own)
-    else:
-        session.route = session.backend.shared_route(session)
+        session.bind()
+        return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
+    session.route = session.backend.shared_route(session)
     session.bind()
-    if not streaming:
-        session._local(errors.RESET)
+    session._local(errors.RESET)
     return index + 1
 
 
@@ -467,7 +465,7 @@ def lease(session, batch, index: int) -> int:
 def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
-    A stream of subscriptions alone ends with them (session/subscriptions.py)."""
+    The stream ends when nothing more can arrive unasked (session/streamend.py)."""
     args = batch.commands[index]
     if turns_replies_off(args):
         session.replies_unsure = True
@@ -475,8 +473,8 @@ def stream(session, batch, index: int) -> int:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
     if session.state.lane is STREAMING:
-        return subscriptions.on_stream(session, batch, index)
-    if subscriptions.goes_alone(session, args):
+        return streamend.on_stream(session, batch, index)
+    if streamend.goes_alone(session, args):
         return forward_one(session, batch, index)
     if session.state.lane is SHARED:
         if session.inflight:
@@ -486,7 +484,7 @@ def stream(session, batch, index: int) -> int:
         node = _node(session, routed if type(routed) is int else None) or backend.seed
         if _lend(session, node, "stream") is None:
             return index + 1
-    return subscriptions.start(session, batch, index)
+    return streamend.start(session, batch, index)
 
 
 # -- every master -------------------------------------------------------------------------------

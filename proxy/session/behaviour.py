@@ -266,7 +266,7 @@ def own_action(action: int, lane) -> int:
     cluster's own connections are per transaction or per command, see its handlers)."""
     if lane is SHARED:
         return action
-    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, subscriptions.py)
+    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py)
         return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
     if action == PASS or action == LEASE:
         return PASS

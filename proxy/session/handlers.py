@@ -20,7 +20,7 @@ import hiredis
 from .. import errors
 from ..pending import Receiver
 from ..policy.engine import SessionState
-from . import clientkill, subscriptions
+from . import clientkill, streamend
 from .behaviour import (
     AUTH,
     CLIENT_KILL,
@@ -253,8 +253,8 @@ def lease(session, batch, index: int) -> int:
 
 
 def stream(session, batch, index: int) -> int:
-    """From this command on, the client's replies are no longer paired with its requests (until
-    it has no subscription left, when that is all it streams for: subscriptions.py)."""
+    """From this command on, the client's replies are no longer paired with its requests, until
+    nothing more can arrive unasked (streamend.py)."""
     args = batch.commands[index]
     if turns_replies_off(args):
         session.replies_unsure = True
@@ -262,13 +262,13 @@ def stream(session, batch, index: int) -> int:
         session.unpaired = True  # queued: its replies come with EXEC's
         return forward_one(session, batch, index)
     if session.state.lane is STREAMING:
-        return subscriptions.on_stream(session, batch, index)
-    if subscriptions.goes_alone(session, args):
+        return streamend.on_stream(session, batch, index)
+    if streamend.goes_alone(session, args):
         return forward_one(session, batch, index)
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
-    return subscriptions.start(session, batch, index)
+    return streamend.start(session, batch, index)
 
 
 def tracking(session, batch, index: int) -> int:
@@ -456,6 +456,9 @@ def reset(session, batch, index: int) -> int:
     if lane is SHARED:
         session._local(errors.RESET)
         return index + 1
+    if lane is STREAMING:
+        session.db, session.protocol = backend.default_db, 2
+        return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     forward_one(session, batch, index)
     session.db, session.protocol = backend.default_db, 2
     # Redis's RESET logs the connection out too: log the proxy's own connection back in.

@@ -52,7 +52,7 @@ cdef class Session(Receiver):
     cdef public object unpaired
     cdef public object queued_effects
     cdef public bint replies_unsure
-    cdef public bint stream_ends
+    cdef public int stream_ends
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
     cpdef data_received(self, data)

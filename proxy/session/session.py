@@ -42,7 +42,7 @@ from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
 from .guard import Guard, class_of, same_class
-from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAMING, SUBSCRIPTIONS, WAITING, ConnState
+from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAM_END, STREAMING, WAITING, ConnState
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
@@ -110,7 +110,7 @@ class Session(Receiver):
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.replies_unsure = False  # CLIENT REPLY OFF or SKIP was sent: commands may go unanswered
-        self.stream_ends = False  # the stream is of subscriptions alone, over with them (subscriptions.py)
+        self.stream_ends = 0  # how the stream may end: never (0), at RESET, with its subscriptions (streamend.py)
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
@@ -365,10 +365,10 @@ class Session(Receiver):
         self.route = self.backend.own_route(self, conn)
         self.bind()
 
-    def stream_on_own(self, batch, index: int, ends: bool = False, watcher=None) -> int:
-        """From commands[index] on, every reply of the own connection is the client's, unpaired
-        (`ends`: until no subscription is left; a (P)UNSUBSCRIBE that starts the stream goes
-        between barriers for `watcher`, which says whether any is: subscriptions.py)."""
+    def stream_on_own(self, batch, index: int, ends: int = 0, watcher=None) -> int:
+        """From commands[index] on, every reply of the own connection is the client's, unpaired,
+        until the stream ends as `ends` says (streamend.py; 0: never). A (P)UNSUBSCRIBE that starts
+        it goes between barriers for `watcher`, which reads whether any subscription is left."""
         if self.state.lane is not STREAMING:
             self.state.to("stream")
         conn = self.own
@@ -382,13 +382,13 @@ class Session(Receiver):
             conn.send(batch.span(index, index + 1), stream)
             return index + 1
         StreamOrder.of(self, stream).watched(batch.span(index, index + 1), watcher, True)
-        return self.wait(batch, index + 1, SUBSCRIPTIONS)
+        return self.wait(batch, index + 1, STREAM_END)
 
     def end_stream(self) -> None:
-        """The stream's subscriptions are over (subscriptions.py): the replies of its connection
+        """Nothing more arrives unasked on the stream (streamend.py): the replies of its connection
         are paired again, and the backend says where the client's commands go now."""
         stream, self.stream = self.stream, None
-        self.stream_ends = False
+        self.stream_ends = 0
         self.queue.remove(stream)
         self.inflight -= 1
         conn = stream.conn

@@ -12,8 +12,8 @@ this file is the whole story of what a client's connection can be:
   back once it has answered everything and holds no state. `PINNED`: a connection of the
   client's own for good, because the client set state that lives on it (CLIENT SETNAME, AUTH,
   SELECT inside a lease...). `STREAMING`: pinned, and replies are no longer paired with requests
-  (pub/sub, MONITOR, CLIENT REPLY OFF, SYNC, the Lua debugger). A stream of pub/sub alone ends
-  when the client has unsubscribed from everything (`subscriptions.py`): `unstream` pairs its
+  (pub/sub, MONITOR, CLIENT REPLY OFF, SYNC, the Lua debugger). A stream ends when nothing more
+  can arrive unasked (no subscription left, or RESET: `streamend.py`): `unstream` pairs its
   replies again on the same connection; `drop` gives the connection up, where the backend keeps
   no connection of the client's own for good (a cluster's).
 * **txn**: the transaction on the client's own connection. `NONE`, `WATCHING` (keys watched,
@@ -28,7 +28,7 @@ this file is the whole story of what a client's connection can be:
 from __future__ import annotations
 
 HELD = -1  # what a handler returns when dispatch waits (`Session.wait`), instead of an index
-REPLIES, PASSWORD, SUBSCRIPTIONS = "replies", "password", "subscriptions"  # what a waiting session waits for
+REPLIES, PASSWORD, STREAM_END = "replies", "password", "stream end"  # what a waiting session waits for
 
 
 class StateError(RuntimeError):

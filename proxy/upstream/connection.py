@@ -438,7 +438,7 @@ class UpstreamConnection:
             self.fail(f"unreadable reply stream: {exc}")
 
     def stream_ended(self, entry) -> None:
-        """A stream's entry leaves (its client has no subscription left, session/subscriptions.py):
+        """A stream's entry leaves (its client has no subscription left, session/streamend.py):
         the replies after it are paired with requests again. Nothing else is in flight then."""
         pending = self.pending
         if entry in pending:

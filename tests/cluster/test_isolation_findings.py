@@ -43,10 +43,15 @@ def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, st
     [b"PUNSUBSCRIBE\r\n"],
     [b"UNSUBSCRIBE a b\r\n", b"UNSUBSCRIBE\r\n"],
     [b"CLIENT REPLY ON\r\n"],
-], ids=["resp2", "resp3", "patterns", "resp3-punsubscribe", "punsubscribe", "never-subscribed", "client-reply-on"])
-def test_a_stream_of_subscriptions_alone_ends_with_them(redis_cluster, cluster_proxy, one_node_cluster, streams):
-    """Once no subscription is left (or none was made), the client's commands are routed by
-    slot again (a Jedis connection back in its pool after `subscribe`), with Redis's replies."""
+    [b"SUBSCRIBE ch\r\n", b"RESET\r\n"],
+    [b"HELLO 3\r\n", b"PSUBSCRIBE p*\r\n", b"SELECT 0\r\nRESET\r\n"],  # (SELECT: ends at RESET only)
+    [b"SSUBSCRIBE sc\r\n", b"RESET\r\n"],
+], ids=["resp2", "resp3", "patterns", "resp3-punsubscribe", "punsubscribe", "never-subscribed", "client-reply-on",
+        "reset", "resp3-reset", "shard-reset"])
+def test_a_stream_that_ends_routes_by_slot_again(redis_cluster, cluster_proxy, one_node_cluster, streams):
+    """Once no subscription is left (or none was made), or after RESET, the client's commands
+    are routed by slot again (a Jedis connection back in its pool after `subscribe`, or one a
+    pool cleaned with RESET), with Redis's replies."""
     keys = keys_on_every_master(redis_cluster, "sub")
     batches = streams + [b"".join(b"GET %s\r\n" % key for key in keys) + b"PING\r\n"]
     expected = exchange_batches(one_node_cluster.port, batches)
@@ -54,6 +59,14 @@ def test_a_stream_of_subscriptions_alone_ends_with_them(redis_cluster, cluster_p
     skip = 1 if batches[0].startswith(b"HELLO") else 0  # (its reply holds the connection's id)
     assert got[skip:] == expected[skip:]
     assert b"MOVED" not in got[-1][0] and got[-1][0].endswith(b"PONG\r\n")
+
+
+def test_reset_ends_a_monitor(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "mon")
+    got = exchange_batches(cluster_proxy.port, [b"MONITOR\r\n", b"RESET\r\n",
+                                                b"".join(b"GET %s\r\n" % key for key in keys)])
+    assert got[0] == (b"+OK\r\n", False) and got[1][0].endswith(b"+RESET\r\n"), got
+    assert got[2] == (b"$-1\r\n" * len(keys), False), got
 
 
 def test_resp3_watch_then_unsubscribe(cluster_proxy, one_node_cluster):

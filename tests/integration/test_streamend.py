@@ -1,6 +1,7 @@
-"""A connection used for pub/sub, then for ordinary commands (Jedis hands it back to its pool once
-`subscribe` returns): once the client has no subscription left, its replies are paired again, so
-the policy completes its writes as on any connection (T1's EXPIRE), with Redis's replies."""
+"""A connection used for pub/sub or MONITOR, then for ordinary commands (Jedis hands it back to its
+pool once `subscribe` returns; a pool may clean it with RESET): once the client has no
+subscription left, or has sent RESET, its replies are paired again, so the policy completes its
+writes as on any connection (T1's EXPIRE), with Redis's replies."""
 
 import socket
 
@@ -140,3 +141,36 @@ def test_a_pooled_connection_after_pubsub_with_redis_py(proxied, direct):
     finally:
         client.close()
         direct.delete("sub:py:hash")
+
+
+@pytest.mark.parametrize("hello", [[], HELLO3], ids=["resp2", "resp3"])
+@pytest.mark.parametrize("streams", [
+    [b"SUBSCRIBE sub:a\r\n"], [b"PSUBSCRIBE sub:*\r\nSSUBSCRIBE sub:s\r\n"], [b"MONITOR\r\n"],
+    [b"SUBSCRIBE sub:a\r\n", b"WATCH sub:w\r\nSELECT 0\r\n"],
+], ids=["subscribed", "shard-channel", "monitor", "state-on-the-stream"])
+def test_reset_ends_a_stream(proxied, direct, hello, streams):
+    key = b"sub:reset:%d" % len(b"".join(streams))
+    direct.delete(key)
+    got = exchange_batches(proxied[1].port, hello + streams + [b"RESET\r\n", b"HSET %s f v\r\nPING\r\n" % key])
+    assert got[-2] == (b"+RESET\r\n", False) and got[-1] == (b":1\r\n+PONG\r\n", False), got
+    assert 0 < direct.ttl(key) <= 600
+    direct.delete(key)
+    if b"MONITOR" not in streams[0]:  # (MONITOR shows other clients' commands, as they come)
+        same_as_redis(proxied, hello + streams + [b"RESET\r\nGET sub:nokey\r\n", b"PING\r\n"])
+
+
+def test_reset_in_a_pipeline_after_a_subscription(proxied, direct):
+    same_as_redis(proxied, [b"SUBSCRIBE sub:a\r\nRESET\r\nPING\r\nGET sub:nokey\r\nSELECT 0\r\n"])
+    got = exchange_batches(proxied[1].port, [b"SUBSCRIBE sub:a\r\nRESET\r\nHSET sub:piped f v\r\n"])
+    assert got[0][0].endswith(b"+RESET\r\n:1\r\n"), got
+    assert 0 < direct.ttl(b"sub:piped") <= 600
+    direct.delete(b"sub:piped")
+
+
+def test_reset_keeps_a_stream_whose_replies_may_be_off(proxied):
+    """After CLIENT REPLY SKIP the server may leave barriers unanswered: the stream stays one,
+    with Redis's replies."""
+    batches = [b"CLIENT REPLY SKIP\r\nPING\r\n", b"RESET\r\n", b"PING\r\n"]
+    same_as_redis(proxied, batches)
+    got = exchange_batches(proxied[1].port, batches + [b"HSET sub:skip f v\r\n"])
+    assert STREAMS in got[-1][0], got

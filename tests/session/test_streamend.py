@@ -1,12 +1,22 @@
-"""When a pub/sub stream ends (`proxy/session/subscriptions.py`): the count of subscriptions left
-read from what the server wrote, and which commands keep a stream able to end."""
+"""When a stream ends (`proxy/session/streamend.py`): the count of subscriptions left and RESET's
+reply read from what the server wrote, and which commands keep a stream, or keep it for good."""
 
 import hiredis
 import pytest
 
 from proxy.commands.table import CommandTable
 from proxy.session.behaviour import CLUSTER, STANDALONE, Behaviour
-from proxy.session.subscriptions import goes_alone, lone_unsubscribe, stream_neutral, subscriptions_left
+from proxy.session.streamend import (
+    AT_RESET,
+    NEVER,
+    UNSUBSCRIBED,
+    goes_alone,
+    last_value,
+    lone_unsubscribe,
+    passes,
+    stream_neutral,
+    subscriptions_left,
+)
 
 BEHAVIOUR = Behaviour(CommandTable.from_snapshot())
 
@@ -104,3 +114,42 @@ def test_neutral_commands_hold_no_connection_state(column):
                  b"sunsubscribe", b"reset", b"quit", b"script", b"readonly"):
         assert name not in neutral, name
     assert all(name == name.lower() for name in neutral)
+
+
+@pytest.mark.parametrize("shown, last", [
+    (b"+RESET\r\n", b"RESET"),
+    (MESSAGE + b"+RESET\r\n", b"RESET"),  # a message before RESET's reply
+    (b"+1700000000.000000 [0 127.0.0.1:5] \"GET\" \"k\"\r\n+RESET\r\n", b"RESET"),  # a MONITOR line
+    (b"-NOPERM this user has no permissions to run the 'reset' command\r\n", None),
+    (b"+RESET\r\n" + MESSAGE, None),  # (the last is the message: not RESET's)
+    (b"$5\r\nRESET\r\n", b"RESET"),  # (no bulk reply comes between the barriers around RESET)
+    (b"", None),
+    (b"+RESET\r\n\x00", None),  # not RESP: nothing is known
+])
+def test_the_last_value_shown(shown, last):
+    value = last_value(shown)
+    assert (value if type(value) is bytes else None) == last
+
+
+NEUTRAL = stream_neutral(BEHAVIOUR.actions[STANDALONE])
+
+
+@pytest.mark.parametrize("level, args, after", [
+    (UNSUBSCRIBED, [b"PING"], UNSUBSCRIBED),
+    (UNSUBSCRIBED, [b"psubscribe", b"p*"], UNSUBSCRIBED),
+    (UNSUBSCRIBED, [b"WATCH", b"k"], AT_RESET),  # state RESET clears
+    (UNSUBSCRIBED, [b"MONITOR"], AT_RESET),
+    (UNSUBSCRIBED, [b"SSUBSCRIBE", b"s"], AT_RESET),
+    (AT_RESET, [b"GET", b"k"], AT_RESET),
+    (AT_RESET, [b"PSYNC", b"?", b"-1"], NEVER),  # a replica link: RESET is refused there
+    (UNSUBSCRIBED, [b"sync"], NEVER),
+    (AT_RESET, [b"REPLCONF", b"listening-port", b"1"], NEVER),
+    (AT_RESET, [b"SCRIPT", b"DEBUG", b"YES"], NEVER),  # the debugger reads commands of its own
+    (AT_RESET, [b"SCRIPT", b"FLUSH"], AT_RESET),
+    (NEVER, [b"PING"], NEVER),
+])
+def test_what_a_command_on_the_stream_leaves(level, args, after):
+    client = Client()
+    client.stream_ends = level
+    passes(client, args, NEUTRAL)
+    assert client.stream_ends == after
