@@ -24,7 +24,7 @@ again when nothing more can arrive unasked (`Session.end_stream`, `Backend.strea
 `Session.stream_ends` says which applies: `NEVER`, `AT_RESET` or `UNSUBSCRIBED` (both). Neither
 is watched after CLIENT REPLY OFF or SKIP, where the server may leave barriers unanswered.
 
-A lone (P)UNSUBSCRIBE from a RESP2 client that is not streaming changes nothing and has exactly
+A lone (P|S)UNSUBSCRIBE from a RESP2 client that is not streaming changes nothing and has exactly
 one reply (one per channel named, or one for none; an error is one too): it goes as any command.
 So does CLIENT REPLY ON from a client that never turned its replies off (`goes_alone`). In RESP3
 its reply is a push, which a connection's replies are not counted by: it starts a stream, whose
@@ -46,12 +46,13 @@ NEVER, AT_RESET, UNSUBSCRIBED = 0, 1, 2  # how a stream may end (`Session.stream
 SUBSCRIBING = frozenset((b"subscribe", b"psubscribe"))  # (names in lower case, as compared)
 UNSUBSCRIBING = frozenset((b"unsubscribe", b"punsubscribe"))
 CONFIRMATIONS = SUBSCRIBING | UNSUBSCRIBING  # the first element of the server's confirmations
+LONE = UNSUBSCRIBING | {b"sunsubscribe"}  # (a shard channel's count is of shard channels only)
 REPLICA_LINK = frozenset((b"sync", b"psync", b"replconf"))
 
 
 def lone_unsubscribe(args) -> bool:
-    """(P)UNSUBSCRIBE naming one channel or none: one reply whatever the server answers."""
-    return len(args) <= 2 and args[0].lower() in UNSUBSCRIBING
+    """(P|S)UNSUBSCRIBE naming one channel or none: one reply whatever the server answers."""
+    return len(args) <= 2 and args[0].lower() in LONE
 
 
 def subscriptions_left(shown: bytes) -> int | None:
@@ -168,7 +169,7 @@ def ends_with_subscriptions(session, args) -> bool:
 
 def goes_alone(session, args) -> bool:
     """A command of the stream family that makes no stream, from a client that is not streaming:
-    one reply, on any route. A lone (P)UNSUBSCRIBE in RESP2 (in RESP3 its reply is a push, which
+    one reply, on any route. A lone (P|S)UNSUBSCRIBE in RESP2 (in RESP3 its reply is a push, which
     a connection's replies are not counted by); CLIENT REPLY ON while replies were never turned
     off (+OK, nothing changes)."""
     if len(args) == 3 and args[0].lower() == b"client":

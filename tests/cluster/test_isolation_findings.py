@@ -41,12 +41,14 @@ def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, st
     [b"PSUBSCRIBE p*\r\nSUBSCRIBE ch\r\n", b"UNSUBSCRIBE ch\r\nPUNSUBSCRIBE p*\r\n"],
     [b"HELLO 3\r\n", b"PUNSUBSCRIBE\r\n"],
     [b"PUNSUBSCRIBE\r\n"],
+    [b"SUNSUBSCRIBE\r\nSUNSUBSCRIBE sc\r\n"],
     [b"UNSUBSCRIBE a b\r\n", b"UNSUBSCRIBE\r\n"],
     [b"CLIENT REPLY ON\r\n"],
     [b"SUBSCRIBE ch\r\n", b"RESET\r\n"],
     [b"HELLO 3\r\n", b"PSUBSCRIBE p*\r\n", b"SELECT 0\r\nRESET\r\n"],  # (SELECT: ends at RESET only)
     [b"SSUBSCRIBE sc\r\n", b"RESET\r\n"],
-], ids=["resp2", "resp3", "patterns", "resp3-punsubscribe", "punsubscribe", "never-subscribed", "client-reply-on",
+], ids=["resp2", "resp3", "patterns", "resp3-punsubscribe", "punsubscribe", "sunsubscribe", "never-subscribed",
+        "client-reply-on",
         "reset", "resp3-reset", "shard-reset"])
 def test_a_stream_that_ends_routes_by_slot_again(redis_cluster, cluster_proxy, one_node_cluster, streams):
     """Once no subscription is left (or none was made), or after RESET, the client's commands

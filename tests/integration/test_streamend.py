@@ -112,9 +112,12 @@ def test_messages_still_arrive_while_a_subscription_is_left(proxied, direct):
         direct.delete(b"sub:after")
 
 
-@pytest.mark.parametrize("hello", [[], HELLO3], ids=["resp2", "resp3"])
-@pytest.mark.parametrize("alone", [b"UNSUBSCRIBE\r\n", b"PUNSUBSCRIBE sub:*\r\n", b"UNSUBSCRIBE sub:a\r\n",
-                                   b"CLIENT REPLY ON\r\n"])
+@pytest.mark.parametrize("hello, alone", [
+    *(pytest.param(hello, alone, id=f"{alone.decode().strip()}-resp{2 + len(hello)}") for hello in ([], HELLO3)
+      for alone in (b"UNSUBSCRIBE\r\n", b"PUNSUBSCRIBE sub:*\r\n", b"UNSUBSCRIBE sub:a\r\n", b"CLIENT REPLY ON\r\n")),
+    pytest.param([], b"SUNSUBSCRIBE\r\n", id="SUNSUBSCRIBE-resp2"),  # (a RESP3 one streams until RESET)
+    pytest.param([], b"SUNSUBSCRIBE sub:s\r\n", id="SUNSUBSCRIBE sub:s-resp2"),
+])
 def test_a_command_of_the_family_that_changes_nothing_makes_no_stream(proxied, direct, hello, alone):
     """A lone (P)UNSUBSCRIBE from a client that subscribed to nothing, CLIENT REPLY ON from one
     that never turned its replies off: Redis's reply, and the connection is as before."""

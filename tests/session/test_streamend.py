@@ -70,7 +70,8 @@ def test_the_count_is_read_whatever_the_confirmations_cut():
 @pytest.mark.parametrize("args, alone", [
     ([b"UNSUBSCRIBE"], True), ([b"unsubscribe", b"a"], True), ([b"PUNSUBSCRIBE", b"p*"], True),
     ([b"UNSUBSCRIBE", b"a", b"b"], False),  # one reply a channel, or one error: not known
-    ([b"SUBSCRIBE", b"a"], False), ([b"SUNSUBSCRIBE"], False), ([b"PING"], False),
+    ([b"SUBSCRIBE", b"a"], False), ([b"SUNSUBSCRIBE"], True), ([b"sunsubscribe", b"s"], True),
+    ([b"SUNSUBSCRIBE", b"s", b"t"], False), ([b"PING"], False),
 ])
 def test_a_lone_unsubscribe_names_one_channel_at_most(args, alone):
     assert lone_unsubscribe(args) is alone
