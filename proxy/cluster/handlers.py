@@ -55,7 +55,6 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from ..session.streamorder import turns_replies_off
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
@@ -466,19 +465,13 @@ def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
     The stream ends when nothing more can arrive unasked (session/streamend.py)."""
-    args = batch.commands[index]
-    if turns_replies_off(args):
-        session.replies_unsure = True
-    if session.state.in_transaction:
-        session.unpaired = True  # queued: its replies come with EXEC's
-        return forward_one(session, batch, index)
-    if session.state.lane is STREAMING:
-        return streamend.on_stream(session, batch, index)
-    if streamend.goes_alone(session, args):
-        return forward_one(session, batch, index)
+    done = streamend.no_new_stream(session, batch, index)
+    if done is not None:
+        return done
     if session.state.lane is SHARED:
         if session.inflight:
             return session.wait(batch, index)
+        args = batch.commands[index]
         backend = session.backend
         routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
         node = _node(session, routed if type(routed) is int else None) or backend.seed

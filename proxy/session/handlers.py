@@ -53,7 +53,6 @@ from .behaviour import (
 )
 from .pause import PauseWatch, watches
 from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from .streamorder import turns_replies_off
 
 log = logging.getLogger("redis_guard.server")
 
@@ -255,16 +254,9 @@ def lease(session, batch, index: int) -> int:
 def stream(session, batch, index: int) -> int:
     """From this command on, the client's replies are no longer paired with its requests, until
     nothing more can arrive unasked (streamend.py)."""
-    args = batch.commands[index]
-    if turns_replies_off(args):
-        session.replies_unsure = True
-    if session.state.in_transaction:
-        session.unpaired = True  # queued: its replies come with EXEC's
-        return forward_one(session, batch, index)
-    if session.state.lane is STREAMING:
-        return streamend.on_stream(session, batch, index)
-    if streamend.goes_alone(session, args):
-        return forward_one(session, batch, index)
+    done = streamend.no_new_stream(session, batch, index)
+    if done is not None:
+        return done
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved

@@ -36,11 +36,11 @@ from __future__ import annotations
 import hiredis
 
 from .behaviour import LEASE, PASS
-from .states import NONE, STREAM_END
-from .streamorder import StreamOrder
+from .states import NONE, STREAM_END, STREAMING
+from .streamorder import StreamOrder, turns_replies_off
 
 __all__ = ["NEVER", "AT_RESET", "UNSUBSCRIBED", "lone_unsubscribe", "subscriptions_left", "last_value",
-           "stream_neutral", "passes", "goes_alone", "start", "on_stream", "reset_on_stream"]
+           "stream_neutral", "passes", "goes_alone", "no_new_stream", "start", "on_stream", "reset_on_stream"]
 
 NEVER, AT_RESET, UNSUBSCRIBED = 0, 1, 2  # how a stream may end (`Session.stream_ends`)
 SUBSCRIBING = frozenset((b"subscribe", b"psubscribe"))  # (names in lower case, as compared)
@@ -176,6 +176,24 @@ def goes_alone(session, args) -> bool:
         return args[1].lower() == b"reply" and args[2].lower() == b"on" and not session.replies_unsure
     own = session.own
     return lone_unsubscribe(args) and session.protocol == 2 and (own is None or own.protocol == 2)
+
+
+def no_new_stream(session, batch, index: int):
+    """What every backend's handler does first with a command of the stream family: notes one
+    that may turn replies off, and passes on one that starts no stream (queued in a transaction,
+    whose replies come with EXEC's; on a stream already, `on_stream`; one that makes none,
+    `goes_alone`). Its next index, or None: the command starts a stream (`start`)."""
+    args = batch.commands[index]
+    if turns_replies_off(args):
+        session.replies_unsure = True
+    if session.state.in_transaction:
+        session.unpaired = True
+    elif session.state.lane is STREAMING:
+        return on_stream(session, batch, index)
+    elif not goes_alone(session, args):
+        return None
+    session.route.forward(session, batch, index, index + 1)
+    return index + 1
 
 
 def start(session, batch, index: int) -> int:
