@@ -72,6 +72,21 @@ def not_in_transaction(args) -> bytes:
                       "where it could reach connections the proxy shares; send it outside the transaction")
 
 
+HELLO2_SUBSCRIBED = resp_error(
+    "ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard (the server would send the "
+    "subscriptions' messages as RESP2 replies): unsubscribe from every channel, pattern and shard channel "
+    "first, or send RESET")
+
+
+def stream_while_subscribed(args) -> bytes:
+    """In front of a cluster: a command that would stream on one master while a RESP3 client's
+    channels and patterns live on a connection of their own."""
+    name = " ".join(arg.decode("utf-8", "replace").upper() for arg in args[:2 if args[0].lower() == b"client" else 1])
+    return resp_error(f"ERR {name} while subscribed to channels or patterns in RESP3 is not supported through "
+                      "Redis Guard in front of a Redis Cluster: unsubscribe first, send RESET, or use a "
+                      "connection of its own for it")
+
+
 def client_setinfo(args) -> bytes:
     """CLIENT SETINFO as Redis 7.2 checks it; the proxy answers it without storing it."""
     if len(args) != 4:

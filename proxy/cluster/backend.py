@@ -122,7 +122,8 @@ class ClusterBackend:
         return ClusterClient(session, next(self._client_ids))
 
     def session_closed(self, session) -> None:
-        pass
+        if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
+            session.pubsub.close()
 
     def actions_for(self, session) -> tuple:
         state = session.state
@@ -178,7 +179,10 @@ class ClusterBackend:
 
     def identity_changed(self, session) -> None:
         """The client's application changed (AUTH, RESET, a reload): its shared route, or the
-        connection lent to it logged in again as the new identity."""
+        connection lent to it logged in again as the new identity (and the one its RESP3
+        subscriptions live on: those it makes next are the new identity's)."""
+        if session.pubsub is not None:
+            relogin(session.pubsub.aside, self.identity(session))
         if not session.state.own:
             if session.state.txn is NONE:
                 session.route = self.shared_route(session)

@@ -27,7 +27,7 @@ from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import hash_slot
-from ..session import clientkill, streamend
+from ..session import clientkill, paired_subscriptions, streamend
 from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
@@ -204,6 +204,9 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here,
     once Redis accepted the HELLO; a protocol switch waits for the client's replies in flight
     (while WATCHing, the transaction's connection switches: it is closed, not given back)."""
+    refused = paired_subscriptions.check_hello(session, batch, index)
+    if refused is not None:
+        return refused
     args = batch.commands[index] if hello_args is None else hello_args
     if hello_args is None and authenticates(args):
         return auth(session, batch, index)
@@ -269,6 +272,8 @@ def reset(session, batch, index: int) -> int:
     streaming = session.state.lane is STREAMING  # (replies unpaired: none to wait for)
     if session.inflight and not streaming:
         return session.wait(batch, index)
+    subscriptions, session.pubsub = session.pubsub, None
+    unsubscribing = subscriptions is not None and subscriptions.reset(session)
     client = session.extra
     if session.state.txn is not NONE:
         client.tainted = client.tainted or session.own is not None
@@ -289,6 +294,8 @@ def reset(session, batch, index: int) -> int:
     session.route = session.backend.shared_route(session)
     session.bind()
     session._local(errors.RESET)
+    if unsubscribing and session.state.life is OPEN:
+        return session.wait(batch, index + 1)
     return index + 1
 
 
@@ -464,20 +471,59 @@ def lease(session, batch, index: int) -> int:
 def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
-    The stream ends when nothing more can arrive unasked (session/streamend.py)."""
+    The stream ends when nothing more can arrive unasked (session/streamend.py). A RESP3 client's
+    channels and patterns make no stream (`subscribe_aside`); while it has some, what would
+    start a stream elsewhere is refused."""
+    if session.pubsub is not None and session.state.in_transaction and session.pubsub.may_be_active:
+        # (at EXEC, on the transaction's connection: subscriptions in two places)
+        session._local(errors.stream_while_subscribed(batch.commands[index]))
+        session.refused_in_transaction()
+        return index + 1
+    unsure = session.replies_unsure
     done = streamend.no_new_stream(session, batch, index)
     if done is not None:
         return done
+    args = batch.commands[index]
+    if paired_subscriptions.pairs(session, args, paired_subscriptions.CLASSIC):
+        return subscribe_aside(session, batch, index)
+    refused = paired_subscriptions.refused_while_subscribed(session, batch, index, errors.stream_while_subscribed(args))
+    if refused is not None:
+        session.replies_unsure = unsure  # (a CLIENT REPLY refused, or not sent yet, turns nothing off)
+        return refused
+    if session.pubsub is not None:  # (nothing subscribed is left on it)
+        session.pubsub.close()
+        session.pubsub = None
     if session.state.lane is SHARED:
         if session.inflight:
             return session.wait(batch, index)
-        args = batch.commands[index]
         backend = session.backend
         routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
         node = _node(session, routed if type(routed) is int else None) or backend.seed
         if _lend(session, node, "stream") is None:
             return index + 1
     return streamend.start(session, batch, index)
+
+
+def subscribe_aside(session, batch, index: int) -> int:
+    """A RESP3 client's channels and patterns: on a connection of their own on any master, lent
+    for the session, the client's other commands still routed by slot (paired_subscriptions.py).
+    What the client sent before is answered first, and what it sends next waits for the
+    confirmations: a PUBLISH on a shared connection is ordered with the subscription as the
+    client's commands are on one server."""
+    if session.inflight:
+        return session.wait(batch, index)
+    subscriptions = session.pubsub
+    if subscriptions is None or subscriptions.aside is None or subscriptions.aside.closed:
+        backend = session.backend
+        node = _node(session, None) or backend.seed
+        conn = backend.lease(session, node=node)
+        if conn is None:
+            session.upstream_unavailable(f"no connection to {node}")
+            return index + 1
+        subscriptions = paired_subscriptions.Subscriptions(session, conn)
+        conn.owner = subscriptions  # (told when it fails: the subscriptions are gone with it)
+    paired_subscriptions.send(session, subscriptions.aside, subscriptions, batch, index)
+    return session.wait(batch, index + 1) if session.state.life is OPEN else index + 1
 
 
 # -- every master -------------------------------------------------------------------------------

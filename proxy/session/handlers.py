@@ -20,7 +20,7 @@ import hiredis
 from .. import errors
 from ..pending import Receiver
 from ..policy.engine import SessionState
-from . import clientkill, streamend
+from . import clientkill, paired_subscriptions, streamend
 from .behaviour import (
     AUTH,
     CLIENT_KILL,
@@ -260,6 +260,12 @@ def stream(session, batch, index: int) -> int:
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
+    if paired_subscriptions.pairs(session, batch.commands[index]) and session.own.protocol == 3:
+        # (RESP3: the client's own connection for good, its replies paired)
+        if session.state.lane is LEASED:
+            promote(session, batch, index)
+        subscriptions = session.pubsub or paired_subscriptions.Subscriptions(session)
+        return paired_subscriptions.send(session, session.own, subscriptions, batch, index)
     return streamend.start(session, batch, index)
 
 
@@ -273,7 +279,8 @@ def tracking(session, batch, index: int) -> int:
         return moved
     if session.state.lane is LEASED:
         promote(session, batch, index)  # (a transaction's: the connection stays the client's)
-    session.own.take_pushes(session)
+    if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
+        session.own.take_pushes(session)
     return forward_one(session, batch, index)
 
 
@@ -339,6 +346,9 @@ def select(session, batch, index: int) -> int:
 def hello(session, batch, index: int, hello_args=None) -> int:
     """HELLO: a protocol switch among shared pools, or connection state (SETNAME, AUTH)."""
     args = batch.commands[index]
+    refused = paired_subscriptions.check_hello(session, batch, index)
+    if refused is not None:
+        return refused
     if hello_args is None:
         if authenticates(args):
             return auth(session, batch, index)
@@ -436,6 +446,7 @@ def reset(session, batch, index: int) -> int:
         session.policy_state.protocol = 2
         session.route = backend.shared_route(session)
     session.app = None
+    session.pubsub = None  # (RESET unsubscribes)
     session.login_result = None
     session.policy_state = SessionState()
     session.after_exec = []

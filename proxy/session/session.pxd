@@ -53,6 +53,7 @@ cdef class Session(Receiver):
     cdef public object queued_effects
     cdef public bint replies_unsure
     cdef public int stream_ends
+    cdef public object pubsub
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
     cpdef data_received(self, data)

@@ -75,7 +75,7 @@ class Session(Receiver):
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
-        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends",
+        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
     )
 
     def __init__(self, proxy):
@@ -111,6 +111,7 @@ class Session(Receiver):
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
         self.replies_unsure = False  # CLIENT REPLY OFF or SKIP was sent: commands may go unanswered
         self.stream_ends = 0  # how the stream may end: never (0), at RESET, with its subscriptions (streamend.py)
+        self.pubsub = None  # a RESP3 client's subscriptions, its replies paired (paired_subscriptions.py)
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
@@ -641,6 +642,8 @@ class Session(Receiver):
                 self.deliver(queue[0], push, 0)
             else:
                 self._write(push)
+                if self.write_paused:  # (a subscriber that does not read: the server holds the rest)
+                    self._hold_own(self.own)
 
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,
@@ -727,7 +730,7 @@ class Session(Receiver):
         if stream is not None and not stream.conn.closed:
             # The server closes the stream's connection after what it owes (streamorder.py).
             StreamOrder.of(self, stream).end(error)
-        elif own is not None and own.pushes_to is self and not own.closed:
+        elif own is not None and own.pushes_to is not None and not own.closed:
             # It may push after the last reply (the invalidation of a key the client just wrote):
             # asked to end as the client's bytes would end it, it writes those first.
             own.close_asked = True

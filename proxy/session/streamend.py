@@ -26,9 +26,11 @@ is watched after CLIENT REPLY OFF or SKIP, where the server may leave barriers u
 
 A lone (P|S)UNSUBSCRIBE from a RESP2 client that is not streaming changes nothing and has exactly
 one reply (one per channel named, or one for none; an error is one too): it goes as any command.
-So does CLIENT REPLY ON from a client that never turned its replies off (`goes_alone`). In RESP3
-its reply is a push, which a connection's replies are not counted by: it starts a stream, whose
-first command is watched as any (P)UNSUBSCRIBE there (`start`).
+So does CLIENT REPLY ON from a client that never turned its replies off (`goes_alone`). A RESP3
+client's subscriptions make no stream at all (paired_subscriptions.py) but where they are
+streams as in RESP2: in a transaction, after CLIENT REPLY OFF or SKIP, shard channels in front of
+a cluster. There a lone (P)UNSUBSCRIBE, whose reply is a push, starts a stream whose first command
+is watched as any (P)UNSUBSCRIBE there (`start`).
 """
 
 from __future__ import annotations

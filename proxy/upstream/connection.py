@@ -473,6 +473,8 @@ class UpstreamConnection:
                         self.pushes_to.pushed(push)
                         if self.state is CLOSED:
                             return
+                        if queue and queue[0].remaining == 0:
+                            queue_popleft(queue)  # (a subscription command ends with its last push)
                     continue
                 if entry is None:
                     raise ReplyStreamError("reply with no request waiting for it")

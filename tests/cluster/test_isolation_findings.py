@@ -1,7 +1,7 @@
 """Proxy bugs in front of a Redis Cluster found by the randomized isolation test
 (test_isolation_random.py), each replayed by hand: the same requests through the proxy and to a
 one-node cluster owning every slot (what Redis answers in cluster mode). They stay as
-regression tests; the one strict xfail is a known limitation (README: differences from Redis),
+regression tests; the strict xfail is a known limitation (README: differences from Redis),
 and the random test keeps its triggers out of its mix.
 """
 
@@ -24,15 +24,25 @@ def keys_on_every_master(cluster, name: str = "x") -> list[bytes]:
     raise AssertionError("no key found for some master")
 
 
-@pytest.mark.xfail(strict=True, reason="while a client streams (RESP3 SUBSCRIBE, CLIENT REPLY OFF, "
-                                       "CLIENT TRACKING, SCRIPT DEBUG), all its commands go to one master: "
-                                       "keys of the others get -MOVED")
-@pytest.mark.parametrize("streams", [b"HELLO 3\r\nSUBSCRIBE ch\r\n"], ids=["resp3-subscribe"])
-def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, streams):
+SHARD_STREAM = pytest.mark.xfail(strict=True, reason="while a client streams (SSUBSCRIBE in RESP3, CLIENT REPLY "
+                                 "OFF, CLIENT TRACKING, SCRIPT DEBUG), all its commands go to one master: keys of "
+                                 "the others get -MOVED")
+
+
+@pytest.mark.parametrize("streams", [
+    b"SUBSCRIBE ch\r\n",
+    b"PSUBSCRIBE p*\r\nSUBSCRIBE a b\r\nUNSUBSCRIBE a\r\n",
+    pytest.param(b"SSUBSCRIBE sc\r\n", marks=SHARD_STREAM),
+], ids=["resp3-subscribe", "resp3-patterns", "resp3-ssubscribe"])
+def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, one_node_cluster, streams):
+    """A RESP3 client's channels and patterns live on a connection of their own: its other
+    commands are routed by slot, with Redis's replies."""
     keys = keys_on_every_master(redis_cluster)
-    gets = b"".join(b"GET %s\r\n" % key for key in keys)
-    _, read = exchange_batches(cluster_proxy.port, [streams, gets])
-    assert b"MOVED" not in read[0], read
+    batches = [b"HELLO 3\r\n", streams, b"".join(b"GET %s\r\n" % key for key in keys) + b"PING\r\n"]
+    got = exchange_batches(cluster_proxy.port, batches)
+    assert b"MOVED" not in got[2][0], got
+    expected = exchange_batches(one_node_cluster.port, batches)
+    assert got[1:] == expected[1:]  # (HELLO's map holds the connection's id)
 
 
 @pytest.mark.parametrize("streams", [

@@ -1,0 +1,249 @@
+"""A RESP3 client's subscriptions, with its replies still paired.
+
+In RESP3 a subscribed connection stays in Redis's ordinary context: the confirmations of
+(P|S)SUBSCRIBE and (P|S)UNSUBSCRIBE and every message are pushes, and any other command has its
+reply as usual. Lettuce, node-redis and redis-py (protocol 3) use one connection for both. So a
+RESP3 client's subscription makes no stream: its pushes are cut out wherever a reply could start
+and go to the client apart (`UpstreamConnection.take_pushes`, as CLIENT TRACKING's), its
+replies stay paired, and the policy's own commands (T1's EXPIRE) and checks still apply.
+
+* In front of one server the subscriptions live on the client's own connection, pinned; its
+  pushes go where the server wrote them (`Session.pushed`).
+* In front of a cluster, channels and patterns live on a connection of their own on any master
+  (the cluster bus carries PUBLISH), lent for the session, and the client's other commands are
+  routed by slot as before. A confirmation there goes with its subscription command, which is
+  ordered with the client's other commands (cluster/handlers.py `subscribe_aside`); a message
+  after the replies the client awaits when it comes (a PUBLISH is not ordered with them, and
+  the client's own reaches the connection by the cluster bus, after its reply). Shard channels
+  stay a stream on their owner (their counts are per node).
+
+A subscription command's confirmations are pushes, one per channel or pattern it names (one per
+subscription of its kind, or one, when it names none), unless it fails: then it has one error
+reply and no push. So its entry ends at its last confirmation (`Subscriptions.saw_own`) or at
+that error; the counts of each kind come from the confirmations too.
+
+HELLO 2 while anything is subscribed is refused (the server would send RESP2's arrays from then
+on); so, in front of a cluster, is a command that would start a stream elsewhere, whose replies
+could not be ordered with the pushes. Inside a transaction (EXEC's reply holds the pushes) and
+after CLIENT REPLY OFF or SKIP, a subscription is a stream as in RESP2 (streamend.py).
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..pending import Receiver
+from .behaviour import strict_int
+from .states import CLOSED, OPEN, WAITING
+
+__all__ = ["Subscriptions", "SubscriptionReplies", "pairs", "send", "check_hello", "refused_while_subscribed",
+           "CLASSIC"]
+
+CLASSIC = frozenset((b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"))
+SHARD = frozenset((b"ssubscribe", b"sunsubscribe"))
+CHANNELS, PATTERNS = frozenset((b"subscribe", b"unsubscribe")), frozenset((b"psubscribe", b"punsubscribe"))
+RESET = b"*1\r\n$5\r\nRESET\r\n"
+
+
+class Subscriptions:
+    """What a RESP3 client has subscribed, from the server's confirmations: `channels`, `patterns`
+    (each confirmation gives their sum after it: the difference is its kind's) and shard channels
+    (`shard`, counted apart). The connection its pushes come from takes it as their receiver; in
+    front of a cluster (`aside`) it is the connection they live on. Counted from the first
+    subscription of a connection where none was (a subscribed connection is a stream in RESP2)."""
+
+    __slots__ = ("session", "aside", "channels", "patterns", "shard", "detached")
+
+    def __init__(self, session, aside=None):
+        self.session = session
+        self.aside = aside
+        self.channels = 0
+        self.patterns = 0
+        self.shard = 0
+        self.detached = False  # (a cluster client's RESET: what the connection aside pushes is dropped)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.channels or self.patterns or self.shard)
+
+    @property
+    def may_be_active(self) -> bool:
+        """Active, or a subscription command aside is still to be answered."""
+        return self.active or (self.aside is not None and bool(self.aside.pending))
+
+    def count(self, kind: bytes) -> int:
+        return self.channels if kind in CHANNELS else self.patterns if kind in PATTERNS else self.shard
+
+    def saw(self, push: bytes) -> bytes | None:
+        """A confirmation (`>3`, the kind, the channel, the count after it) sets its kind's
+        count: its kind, or None for any other push (a message, an invalidation)."""
+        if not push.startswith(b">3\r\n$"):
+            return None
+        at = push.find(b"\r\n", 5)
+        kind = push[at + 2:at + 2 + int(push[5:at])]
+        if kind not in CLASSIC and kind not in SHARD:
+            return None
+        count = push.rfind(b"\r\n:", 0, len(push) - 2)
+        if count < 0:
+            return None
+        left = int(push[count + 3:-2])
+        if kind in SHARD:
+            self.shard = left
+        elif kind in CHANNELS:
+            self.channels = left - self.patterns
+        else:
+            self.patterns = left - self.channels
+        return kind
+
+    def saw_own(self, conn, push: bytes) -> bool:
+        """Counts `push`; is it a confirmation of the subscription command that heads `conn`'s
+        entries? Its entry ends at its last one."""
+        pending = conn.pending
+        head = pending[0] if pending else None
+        replies = head.receiver if head is not None else None
+        if type(replies) is not SubscriptionReplies:
+            self.saw(push)
+            return False
+        if replies.left < 0:  # (one that names none: as many as there are of its kind, or one)
+            before = self.count(replies.kind)
+            if self.saw(push) != replies.kind:
+                return False
+            replies.left = max(before, 1)
+        elif self.saw(push) != replies.kind:
+            return False
+        replies.left -= 1
+        return True
+
+    def pushed(self, push: bytes) -> None:
+        session = self.session
+        conn = self.aside
+        if conn is None:  # the client's own connection: where the server wrote it
+            own = session.own
+            mine = own is not None and self.saw_own(own, push)
+            session.pushed(push)
+            if mine:
+                _confirmed(session, own)
+        elif not self.detached and (session.state.life is OPEN or session.state.life is WAITING):
+            # (none after QUIT's +OK, nor after RESET's: published too late)
+            if self.saw_own(conn, push):
+                session.deliver(conn.pending[0], push, 0)
+                _confirmed(session, conn)
+            else:
+                session._local(push)
+            if session.held_bytes > session.output_limit:
+                session.overflow()
+            elif (session.write_paused or session.held_bytes > session.buffer_limit) and \
+                    conn not in session.waiting_upstreams:
+                # A subscriber that does not read: the server holds the rest (and applies its
+                # client-output-buffer-limit for pub/sub), as with the client's own connection.
+                session.waiting_upstreams.add(conn)
+                conn.pause_for(session)
+        else:
+            self.saw(push)
+
+    def own_closed(self, conn) -> None:
+        """The connection the subscriptions live on is gone (a cluster's): so are they."""
+        session = self.session
+        if conn is self.aside and session.state.life is not CLOSED:
+            session.input_ended = True
+            session._close()
+
+    def close(self) -> None:
+        conn, self.aside = self.aside, None
+        if conn is not None:
+            conn.owner = None
+            conn.close()
+
+    def reset(self, session) -> bool:
+        """The client's RESET in front of a cluster: the connection aside unsubscribes from
+        everything before the client is shown +RESET (True: its reply is awaited first, so that
+        no PUBLISH after RESET finds the client subscribed), then closes."""
+        self.detached = True
+        conn = self.aside
+        if conn is None or conn.closed or not self.may_be_active:
+            self.close()
+            return False
+        session.send(conn, RESET, 1, ClosedAfterReset(session, self))
+        return True
+
+
+def _confirmed(session, conn) -> None:
+    """The head entry's confirmation was passed on: the entry ends with its last one."""
+    head = conn.pending[0]
+    if head.receiver.left == 0:
+        session.deliver(head, b"", 1)
+
+
+class SubscriptionReplies(Receiver):
+    """A subscription command's entry: it ends with its last confirmation (a push, `left` more
+    to come; -1: not known before the first, for one that names nothing) or its error reply."""
+
+    __slots__ = ("session", "kind", "left")
+
+    def __init__(self, session, args):
+        self.session = session
+        self.kind = args[0].lower()
+        self.left = len(args) - 1 if len(args) > 1 else -1
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        self.session.deliver(pending, data, done)
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
+
+
+class ClosedAfterReset(Receiver):
+    """The reply to RESET on the connection aside: not shown (the client's +RESET is the
+    proxy's); the connection closes once it has come."""
+
+    __slots__ = ("session", "subscriptions")
+
+    def __init__(self, session, subscriptions):
+        self.session = session
+        self.subscriptions = subscriptions
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        self.session.deliver(pending, b"", done)
+        if pending.remaining == 0:
+            self.subscriptions.close()
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
+
+
+def pairs(session, args, names=CLASSIC | SHARD) -> bool:
+    """Does this subscription command keep the client's replies paired? A RESP3 client's, with
+    its replies on (CLIENT REPLY ON), outside a transaction."""
+    return (session.protocol == 3 and args[0].lower() in names and not session.replies_unsure
+            and not session.state.in_transaction)
+
+
+def send(session, conn, subscriptions, batch, index: int) -> int:
+    """commands[index] on `conn`, whose pushes `subscriptions` takes."""
+    session.pubsub = subscriptions
+    if conn.pushes_to is not subscriptions:
+        conn.take_pushes(subscriptions)
+    session.send(conn, batch.span(index, index + 1), 1, SubscriptionReplies(session, batch.commands[index]))
+    return index + 1
+
+
+def refused_while_subscribed(session, batch, index: int, reply: bytes):
+    """commands[index] is refused with `reply` if the client has subscriptions, once the
+    confirmations of those in flight are in (it waits for its replies); None: it goes on."""
+    subscriptions = session.pubsub
+    if subscriptions is None:
+        return None
+    if session.inflight:
+        return session.wait(batch, index)
+    if not subscriptions.active:
+        return None
+    session._local(reply)
+    session.refused_in_transaction()
+    return index + 1
+
+
+def check_hello(session, batch, index: int):
+    """HELLO 2 while subscribed in RESP3 is refused (None: it goes on)."""
+    args = batch.commands[index]
+    if session.pubsub is None or len(args) < 2 or strict_int(args[1]) != 2:
+        return None
+    return refused_while_subscribed(session, batch, index, errors.HELLO2_SUBSCRIBED)

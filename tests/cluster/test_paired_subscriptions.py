@@ -1,0 +1,130 @@
+"""A RESP3 client's channels and patterns in front of a Redis Cluster: on a connection of their
+own on one master, the client's other commands routed by slot with Redis's replies (a one-node
+cluster's), the policy's writes completed; the connection goes with RESET and with the client."""
+
+import socket
+import time
+
+import pytest
+import redis
+
+from tests.cluster.start import proxy_for
+from tests.cluster.test_isolation_findings import keys_on_every_master
+from tests.integration.test_paired_subscriptions import flood_a_subscriber_that_does_not_read
+from tests.servers import exchange_batches, read_until_quiet
+
+HELLO3 = b"HELLO 3\r\n"
+POLICY = "name: pushes-cluster\nrules:\n  T1: {action: inject, default_ttl: 600}\n"
+
+
+@pytest.fixture(scope="module")
+def policy_proxy(redis_cluster, tmp_path_factory):
+    policy = tmp_path_factory.mktemp("pushes") / "policy.yaml"
+    policy.write_text(POLICY)
+    process = proxy_for(redis_cluster, "--policy", str(policy))
+    yield process
+    process.stop()
+
+
+def subscribers(cluster, channel: str) -> int:
+    """The channel's subscribers on every master (PUBSUB NUMSUB is per node)."""
+    return sum(dict(cluster.client(node).pubsub_numsub(channel))[channel.encode()] for node in cluster.masters())
+
+
+def wait_for_subscribers(cluster, channel: str, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while subscribers(cluster, channel) != count:
+        assert time.monotonic() < deadline, f"{channel}: {subscribers(cluster, channel)} subscribers, not {count}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("subscribe", [
+    b"SUBSCRIBE pc:a\r\n",
+    b"PSUBSCRIBE pc:*\r\nSUBSCRIBE pc:a pc:b\r\nUNSUBSCRIBE pc:a\r\n",
+    b"SUBSCRIBE\r\nUNSUBSCRIBE\r\n",  # an error, then nothing subscribed
+    b"PUBLISH pc:a x\r\nSUBSCRIBE pc:a\r\nPUBLISH pc:b y\r\n",  # (ordered with the client's PUBLISH)
+], ids=["channel", "patterns", "errors", "publish"])
+def test_a_pipeline_with_keys_on_every_master(redis_cluster, cluster_proxy, one_node_cluster, subscribe):
+    keys = keys_on_every_master(redis_cluster, "pc")
+    gets = b"".join(b"GET %s\r\n" % key for key in keys)
+    batches = [HELLO3, subscribe + gets + b"PING\r\n", b"UNSUBSCRIBE\r\nPUNSUBSCRIBE\r\n" + gets]
+    expected = exchange_batches(one_node_cluster.port, batches)
+    got = exchange_batches(cluster_proxy.port, batches)
+    assert got[1:] == expected[1:]  # (HELLO's map holds the connection's id)
+
+
+def test_messages_and_writes_while_subscribed(redis_cluster, policy_proxy):
+    keys = keys_on_every_master(redis_cluster, "pcw")
+    direct = [redis_cluster.client(redis_cluster.master_for_key(key)) for key in keys]
+    publisher = redis.Redis(port=policy_proxy.port)
+    sock = socket.create_connection(("127.0.0.1", policy_proxy.port), timeout=5)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE pc:news\r\n")
+        read_until_quiet(sock)
+        sock.sendall(b"".join(b"HSET %s f v\r\n" % key for key in keys))
+        assert read_until_quiet(sock)[0] == b":1\r\n" * 3
+        assert all(0 < client.ttl(key) <= 600 for client, key in zip(direct, keys))  # T1's EXPIRE
+        assert publisher.publish("pc:news", "hello") == 1
+        assert read_until_quiet(sock)[0] == b">3\r\n$7\r\nmessage\r\n$7\r\npc:news\r\n$5\r\nhello\r\n"
+    finally:
+        sock.close()
+        publisher.close()
+        for client, key in zip(direct, keys):
+            client.delete(key)
+
+
+def test_the_connection_goes_with_reset_and_with_the_client(redis_cluster, cluster_proxy):
+    sock = socket.create_connection(("127.0.0.1", cluster_proxy.port), timeout=5)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE pc:gone\r\n")
+        read_until_quiet(sock)
+        assert subscribers(redis_cluster, "pc:gone") == 1
+        sock.sendall(b"RESET\r\nPING\r\n")
+        assert read_until_quiet(sock)[0] == b"+RESET\r\n+PONG\r\n"
+        wait_for_subscribers(redis_cluster, "pc:gone", 0)
+        sock.sendall(HELLO3 + b"SUBSCRIBE pc:gone\r\n")
+        read_until_quiet(sock)
+        assert subscribers(redis_cluster, "pc:gone") == 1
+    finally:
+        sock.close()
+    wait_for_subscribers(redis_cluster, "pc:gone", 0)
+
+
+def test_nothing_is_subscribed_after_reset(cluster_proxy, one_node_cluster):
+    """RESET's +RESET comes once the connection aside has unsubscribed: a PUBLISH after it finds
+    nobody, and no message comes after +RESET (as from one node)."""
+    batches = [HELLO3, b"SUBSCRIBE pc:after PC:other\r\n", b"RESET\r\nPUBLISH pc:after m\r\nPING\r\n"]
+    expected = exchange_batches(one_node_cluster.port, batches)
+    assert expected[2] == (b"+RESET\r\n:0\r\n+PONG\r\n", False)
+    for _ in range(5):
+        assert exchange_batches(cluster_proxy.port, batches)[1:] == expected[1:]
+
+
+@pytest.mark.parametrize("command", [b"SSUBSCRIBE pc:s\r\n", b"MONITOR\r\n", b"CLIENT TRACKING ON\r\n",
+                                     b"CLIENT REPLY OFF\r\n", b"HELLO 2\r\n"],
+                         ids=["ssubscribe", "monitor", "tracking", "reply-off", "hello-2"])
+def test_what_would_stream_elsewhere_is_refused_while_subscribed(redis_cluster, cluster_proxy, one_node_cluster,
+                                                                 command):
+    """Its replies could not be ordered with the subscriptions' pushes (HELLO 2: the server would
+    send them as RESP2 replies): refused while anything is subscribed, Redis's once nothing is."""
+    keys = keys_on_every_master(redis_cluster, "pcr")
+    got = exchange_batches(cluster_proxy.port, [HELLO3, b"SUBSCRIBE pc:r\r\n" + command + b"GET %s\r\n" % keys[1]])
+    assert b"-ERR " in got[1][0] and b"not supported through Redis Guard" in got[1][0], got
+    assert got[1][0].endswith(b"_\r\n"), got  # (the GET after it, routed by slot)
+    batches = [HELLO3, b"SUBSCRIBE pc:r\r\nUNSUBSCRIBE\r\n" + command + b"PING\r\n"]
+    if command not in (b"HELLO 2\r\n", b"MONITOR\r\n"):  # (HELLO's map holds the connection's id; times)
+        assert exchange_batches(cluster_proxy.port, batches)[1:] == exchange_batches(one_node_cluster.port, batches)[1:]
+
+
+def test_a_subscriber_that_does_not_read_holds_the_proxys_memory_bounded(redis_cluster, cluster_proxy):
+    publisher = redis_cluster.client(redis_cluster.masters()[0])
+    grown = flood_a_subscriber_that_does_not_read(cluster_proxy.port, cluster_proxy.process.pid, publisher.publish,
+                                                  b"pc:flooded")
+    assert grown < 40, f"the proxy grew by {grown:.0f} MB for a subscriber that does not read"
+
+
+def test_a_subscription_inside_multi_while_subscribed_is_refused(redis_cluster, cluster_proxy):
+    """At EXEC it would run on the transaction's connection: subscriptions in two places."""
+    got = exchange_batches(cluster_proxy.port, [HELLO3, b"SUBSCRIBE pc:m\r\nMULTI\r\nSUBSCRIBE pc:n\r\nEXEC\r\nPING\r\n"])
+    assert b"not supported through Redis Guard" in got[1][0], got
+    assert got[1][0].endswith(b"-EXECABORT Transaction discarded because of previous errors.\r\n+PONG\r\n"), got

@@ -1,0 +1,142 @@
+"""A RESP3 client's subscriptions through the proxy (Lettuce, node-redis and redis-py with
+protocol 3 use one connection for pub/sub and commands): its replies stay paired, so the policy
+completes its writes there (T1's EXPIRE) while messages arrive; everything else is Redis's bytes."""
+
+import socket
+import threading
+import time
+
+import hiredis
+import pytest
+import redis
+
+from tests.integration.test_streamend import same_as_redis
+from tests.servers import exchange_batches, read_until_quiet
+
+HELLO3 = b"HELLO 3\r\n"
+HELLO2_REFUSED = b"-ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard"
+
+
+def test_writes_are_completed_while_subscribed(proxied, direct):
+    direct.delete(b"ps:key")
+    sock = socket.create_connection(("127.0.0.1", proxied[1].port), timeout=5)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE ps:news\r\n")
+        read_until_quiet(sock)
+        sock.sendall(b"HSET ps:key f v\r\n")
+        assert read_until_quiet(sock)[0] == b":1\r\n"
+        assert 0 < direct.ttl(b"ps:key") <= 600  # T1's EXPIRE, added on the subscribed connection
+        assert direct.publish("ps:news", "hello") == 1
+        assert read_until_quiet(sock)[0] == b">3\r\n$7\r\nmessage\r\n$7\r\nps:news\r\n$5\r\nhello\r\n"
+        sock.sendall(b"UNSUBSCRIBE\r\nSET ps:key v\r\n")
+        assert read_until_quiet(sock)[0] == b">3\r\n$11\r\nunsubscribe\r\n$7\r\nps:news\r\n:0\r\n+OK\r\n"
+        assert 0 < direct.ttl(b"ps:key") <= 600
+    finally:
+        sock.close()
+        direct.delete(b"ps:key")
+
+
+@pytest.mark.parametrize("batches", [
+    [b"SUBSCRIBE ps:a ps:b\r\nGET ps:nokey\r\nPING\r\nUNSUBSCRIBE ps:a\r\nECHO x\r\n", b"UNSUBSCRIBE\r\nPING\r\n"],
+    [b"SUBSCRIBE\r\nPING\r\n", b"PSUBSCRIBE\r\nSSUBSCRIBE\r\nECHO y\r\n"],  # errors: shown, and nothing else
+    [b"PSUBSCRIBE ps:*\r\n", b"PUBLISH ps:x hi\r\nPING\r\n", b"PUNSUBSCRIBE ps:*\r\nPUBLISH ps:x hi\r\n"],
+    [b"SSUBSCRIBE ps:s\r\nSPUBLISH ps:s hi\r\nSUNSUBSCRIBE\r\nPING\r\n"],
+    [b"UNSUBSCRIBE\r\nPUNSUBSCRIBE ps:*\r\nSUNSUBSCRIBE ps:s\r\nPING\r\n"],  # nothing subscribed
+    [b"SUBSCRIBE ps:a\r\nMULTI\r\nSET ps:m v EX 9\r\nEXEC\r\n", b"UNSUBSCRIBE\r\nDEL ps:m\r\n"],
+    [b"MULTI\r\nSUBSCRIBE ps:t\r\nEXEC\r\n", b"PING\r\n"],  # in a transaction: a stream, as in RESP2
+    [b"CLIENT REPLY SKIP\r\nPING\r\nSUBSCRIBE ps:k\r\nPING\r\n"],  # replies turned off once: a stream
+    [b"SUBSCRIBE ps:a\r\nRESET\r\nPING\r\nGET ps:nokey\r\n"],  # RESET unsubscribes, and RESP2 again
+    [b"SUBSCRIBE ps:a\r\nCLIENT REPLY OFF\r\nPING\r\n", b"CLIENT REPLY ON\r\nPING\r\n"],
+    [b"SUBSCRIBE ps:a\r\nQUIT\r\n"],
+], ids=["pipeline", "errors", "patterns-publish", "shard-channels", "never-subscribed", "transaction",
+        "subscribe-in-transaction", "reply-skip", "reset", "reply-off", "quit"])
+def test_redis_bytes(proxied, batches):
+    same_as_redis(proxied, [HELLO3] + batches)
+
+
+def test_hello_2_while_subscribed_is_refused(proxied):
+    """The server would send the messages as RESP2 replies from then on: refused while anything
+    is subscribed, Redis's HELLO once nothing is."""
+    got = exchange_batches(proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2\r\nPING\r\n",
+                                             b"SSUBSCRIBE ps:s\r\nUNSUBSCRIBE\r\nHELLO 2\r\n",
+                                             b"SUNSUBSCRIBE\r\nHELLO 2\r\nSUBSCRIBE ps:h\r\n", b"PING\r\n"])
+    subscribed, shard, hello, resp2 = [reply for reply, _closed in got[1:]]
+    assert subscribed.startswith(b">3\r\n$9\r\nsubscribe\r\n$4\r\nps:h\r\n:1\r\n" + HELLO2_REFUSED)
+    assert subscribed.endswith(b"RESET\r\n+PONG\r\n")  # (RESP3 still)
+    assert shard.count(HELLO2_REFUSED) == 1  # a shard channel is left
+    assert hello.startswith(b">3\r\n$12\r\nsunsubscribe\r\n$4\r\nps:s\r\n:0\r\n*14\r\n")
+    assert hello.endswith(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nps:h\r\n:1\r\n")  # RESP2: a stream
+    assert resp2 == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+
+
+def test_hello_2_after_reset(proxied):
+    got = exchange_batches(proxied[1].port, [HELLO3, b"SUBSCRIBE ps:r\r\nRESET\r\n", b"HELLO 2\r\n"])
+    assert got[1][0].endswith(b"+RESET\r\n") and got[2][0].startswith(b"*14\r\n")
+
+
+def test_messages_among_a_pipelines_replies(proxied, direct):
+    """Messages published while the client pipelines: every reply in its place, every message
+    whole, each where a reply could be."""
+    count = 300
+    sock = socket.create_connection(("127.0.0.1", proxied[1].port), timeout=10)
+    direct.set(b"ps:big", b"x" * 100_000)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE ps:flood\r\n")
+        read_until_quiet(sock)
+
+        def publish() -> None:
+            publisher = redis.Redis(port=proxied[0].port)
+            for n in range(count):
+                publisher.publish("ps:flood", b"m%d" % n)
+            publisher.close()
+
+        thread = threading.Thread(target=publish)
+        thread.start()
+        sock.sendall(b"".join(b"ECHO e%d\r\nGET ps:big\r\n" % n for n in range(count)))
+        reader = hiredis.Reader()
+        replies, messages = [], []
+        while len(replies) < 2 * count or len(messages) < count:
+            data = sock.recv(1 << 20)
+            assert data, "closed"
+            reader.feed(data)
+            while (value := reader.gets()) is not False:
+                (messages if isinstance(value, hiredis.PushNotification) else replies).append(value)
+        thread.join(10)
+        assert replies == [value for n in range(count) for value in (b"e%d" % n, b"x" * 100_000)]
+        assert messages == [[b"message", b"ps:flood", b"m%d" % n] for n in range(count)]
+    finally:
+        sock.close()
+        direct.delete(b"ps:big")
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def flood_a_subscriber_that_does_not_read(proxy_port: int, pid: int, publish, channel: bytes) -> float:
+    """100 MB of messages for a RESP3 subscriber that reads none: how much the proxy grew (MB).
+    Its upstream connection is paused, and the server holds the rest (or, past its pub/sub
+    client-output-buffer-limit, drops that connection, and the proxy the client)."""
+    sock = socket.create_connection(("127.0.0.1", proxy_port), timeout=5)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE " + channel + b"\r\n")
+        read_until_quiet(sock)
+        before = rss_mb(pid)
+        for _ in range(100):
+            publish(channel, b"m" * (1024 * 1024))
+        time.sleep(0.5)
+        return rss_mb(pid) - before
+    finally:
+        sock.close()
+
+
+def test_a_subscriber_that_does_not_read_holds_the_proxys_memory_bounded(proxied):
+    publisher = redis.Redis(port=proxied[0].port)
+    try:
+        grown = flood_a_subscriber_that_does_not_read(proxied[1].port, proxied[1].process.pid, publisher.publish,
+                                                      b"ps:flooded")
+    finally:
+        publisher.close()
+    assert grown < 40, f"the proxy grew by {grown:.0f} MB for a subscriber that does not read"

@@ -1,0 +1,172 @@
+"""A RESP3 client's subscriptions with its replies paired (session/paired_subscriptions.py), with
+no sockets: the counts read from the server's confirmations, and a connection's replies and
+pushes, whole, byte by byte and cut in three, reaching the client in the server's order, each
+subscription command's entry ending with its last confirmation or its error."""
+
+import pytest
+
+from proxy.pending import Pending, Receiver
+from proxy.session import paired_subscriptions
+from proxy.session.paired_subscriptions import SubscriptionReplies, Subscriptions, pairs
+from proxy.session.states import ConnState
+from proxy.upstream.connection import READY, UpstreamConnection
+from tests.upstream.test_pushes import CUTS, feed
+
+ARITY = b"-ERR wrong number of arguments for 'subscribe' command\r\n"
+BUSY = b"-BUSY Redis is busy running a script.\r\n"
+
+
+def push(*items) -> bytes:
+    out = b">%d\r\n" % len(items)
+    for item in items:
+        out += b":%d\r\n" % item if type(item) is int else b"$%d\r\n%s\r\n" % (len(item), item)
+    return out
+
+
+SUB_A, SUB_B = push(b"subscribe", b"a", 1), push(b"subscribe", b"b", 2)
+MESSAGE = push(b"message", b"a", b"hi")
+ONE, PONG = b"$1\r\nv\r\n", b"+PONG\r\n"
+
+
+@pytest.mark.parametrize("pushes, counts", [
+    ([SUB_A, SUB_B], (2, 0, 0)),
+    ([SUB_A, push(b"psubscribe", b"p*", 2), push(b"psubscribe", b"q*", 3)], (1, 2, 0)),
+    ([SUB_A, SUB_A.replace(b"$1\r\na", b"$1\r\na")], (1, 0, 0)),  # the same channel twice: one
+    ([SUB_A, b">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"], (0, 0, 0)),  # (none named: a null)
+    ([SUB_A, push(b"psubscribe", b"p*", 2), push(b"unsubscribe", b"a", 1)], (0, 1, 0)),
+    ([push(b"ssubscribe", b"s", 1), SUB_A], (1, 0, 1)),
+    ([push(b"ssubscribe", b"s", 1), push(b"sunsubscribe", b"s", 0)], (0, 0, 0)),
+    ([SUB_A, MESSAGE, push(b"pmessage", b"*", b"a", b"x"), push(b"smessage", b"s", b"x")], (1, 0, 0)),
+    ([SUB_A, push(b"message", b"subscribe", b"9")], (1, 0, 0)),  # a message on a channel named so
+    ([push(b"subscribe", b"a\r\n:5", 1)], (1, 0, 0)),  # a channel name that looks like a count
+    ([b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"], (0, 0, 0)),  # CLIENT TRACKING's
+])
+def test_the_counts_come_from_the_confirmations(pushes, counts):
+    subscriptions = Subscriptions(None)
+    for one in pushes:
+        subscriptions.saw(one)
+    assert (subscriptions.channels, subscriptions.patterns, subscriptions.shard) == counts
+    assert subscriptions.active is any(counts)
+
+
+class Client(Receiver):
+    """The session: what it is shown, in order; where each part came in."""
+
+    def __init__(self):
+        self.state = ConnState()
+        self.out = []
+        self.how = []
+        self.own = None
+        self.held_bytes, self.output_limit, self.buffer_limit = 0, 1 << 30, 1 << 30
+        self.write_paused = False
+
+    def deliver(self, pending, data, done):
+        self.out.append(data)
+        self.how.append(("deliver", pending))
+        pending.remaining -= done
+
+    def pushed(self, data):
+        self.out.append(data)
+        self.how.append(("pushed", None))
+
+    def _local(self, data):
+        self.out.append(data)
+        self.how.append(("local", None))
+
+    def pending_failed(self, pending, error, partial):
+        raise AssertionError(error)
+
+
+def connection(client, aside: bool):
+    conn = UpstreamConnection(None, ("127.0.0.1", 1), [])
+    conn.state = READY
+    subscriptions = Subscriptions(client, conn if aside else None)
+    conn.take_pushes(subscriptions)
+    return conn, subscriptions
+
+
+def entry(conn, receiver, count=1):
+    pending = Pending(receiver, count, conn)
+    conn.pending.append(pending)
+    return pending
+
+
+UNSUB_A, UNSUB_B = push(b"unsubscribe", b"a", 1), push(b"unsubscribe", b"b", 0)
+UNSUB_NONE = b">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n"
+OWN_CASES = {
+    # SUBSCRIBE a b, GET, SUBSCRIBE (its arity error), UNSUBSCRIBE (none named: one per channel), PING
+    "pipeline": ([[b"SUBSCRIBE", b"a", b"b"], None, [b"SUBSCRIBE"], [b"UNSUBSCRIBE"], None],
+                 SUB_A + SUB_B + ONE + MESSAGE + ARITY + UNSUB_A + MESSAGE + UNSUB_B + PONG),
+    # UNSUBSCRIBE (two left), UNSUBSCRIBE a (refused: a script runs), PING: the error is the second's
+    "busy": ([[b"SUBSCRIBE", b"a", b"b"], [b"UNSUBSCRIBE"], [b"UNSUBSCRIBE", b"a"], None],
+             SUB_A + SUB_B + UNSUB_A + UNSUB_B + BUSY + PONG),
+    # nothing subscribed: one confirmation, a null for the channel
+    "none": ([[b"unsubscribe"], [b"UNSUBSCRIBE"], None], UNSUB_NONE + UNSUB_NONE + ONE),
+    # the same channel twice: a confirmation for each
+    "twice": ([[b"SUBSCRIBE", b"a", b"a"], None], SUB_A + SUB_A + PONG),
+}
+
+
+@pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
+@pytest.mark.parametrize("case", OWN_CASES, ids=list(OWN_CASES))
+def test_a_pipeline_on_the_clients_own_connection(case, cuts):
+    """The pushes where the server wrote them, each subscription command's entry over with its
+    last confirmation or its error, the next entries' replies their own."""
+    commands, data = OWN_CASES[case]
+    client = Client()
+    conn, subscriptions = connection(client, aside=False)
+    client.own = conn
+    entries = [entry(conn, SubscriptionReplies(client, args) if args else client) for args in commands]
+    feed(conn, data, CUTS[cuts](len(data)))
+    assert b"".join(client.out) == data
+    assert [pending.remaining for pending in entries] == [0] * len(entries) and not conn.pending
+    if case == "busy":  # (the error reached the entry of the command refused)
+        assert b"".join(data for (_, pending), data in zip(client.how, client.out) if pending is entries[2]) == BUSY
+
+
+@pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
+def test_pushes_on_a_connection_aside(cuts):
+    """In front of a cluster: a confirmation goes with its subscription command; a message
+    after the replies the client awaits (its `_local`)."""
+    client = Client()
+    conn, subscriptions = connection(client, aside=True)
+    first = entry(conn, SubscriptionReplies(client, [b"SUBSCRIBE", b"a"]))
+    data = MESSAGE + SUB_A + MESSAGE
+    feed(conn, data, CUTS[cuts](len(data)))
+    assert b"".join(client.out) == data
+    assert client.how == [("local", None), ("deliver", first), ("deliver", first), ("local", None)]
+    assert first.remaining == 0 and not conn.pending and subscriptions.channels == 1
+
+
+def test_nothing_after_quit():
+    client = Client()
+    conn, _ = connection(client, aside=True)
+    client.state.to("close")
+    conn._deliver_pushes(MESSAGE)
+    assert client.out == []
+
+
+class Session:
+    def __init__(self, protocol, replies_unsure=False, txn=False):
+        self.protocol = protocol
+        self.replies_unsure = replies_unsure
+        self.state = ConnState()
+        if txn:
+            self.state.to("multi")
+
+
+@pytest.mark.parametrize("session, args, expected", [
+    (Session(3), [b"SUBSCRIBE", b"a"], True),
+    (Session(3), [b"punsubscribe"], True),
+    (Session(3), [b"SSUBSCRIBE", b"s"], True),
+    (Session(2), [b"SUBSCRIBE", b"a"], False),  # RESP2: a stream
+    (Session(3, replies_unsure=True), [b"SUBSCRIBE", b"a"], False),  # after CLIENT REPLY OFF or SKIP
+    (Session(3, txn=True), [b"SUBSCRIBE", b"a"], False),  # EXEC's reply holds the pushes
+    (Session(3), [b"MONITOR"], False),
+])
+def test_which_commands_keep_the_replies_paired(session, args, expected):
+    assert pairs(session, args) is expected
+
+
+def test_shard_channels_can_be_left_out():
+    assert not pairs(Session(3), [b"SSUBSCRIBE", b"s"], paired_subscriptions.CLASSIC)
