@@ -97,7 +97,7 @@ class Subscriptions:
     def saw_own(self, conn, push: bytes) -> bool:
         """Counts `push`; is it a confirmation of the subscription command that heads `conn`'s
         entries? Its entry ends at its last one."""
-        pending = conn.pending
+        pending = conn.pending if conn is not None else None
         head = pending[0] if pending else None
         replies = head.receiver if head is not None else None
         if type(replies) is not SubscriptionReplies:
@@ -116,9 +116,9 @@ class Subscriptions:
     def pushed(self, push: bytes) -> None:
         session = self.session
         conn = self.aside
-        if conn is None:  # the client's own connection: where the server wrote it
+        if conn is None:  # the client's own connection (the one pushing): where the server wrote it
             own = session.own
-            mine = own is not None and self.saw_own(own, push)
+            mine = self.saw_own(own, push)
             session.pushed(push)
             if mine:
                 _confirmed(session, own)

@@ -633,17 +633,22 @@ class Session(Receiver):
 
     def pushed(self, push: bytes) -> None:
         """A push cut from the replies of the client's own connection (CLIENT TRACKING's
-        invalidations), where the server wrote it: before the rest of the replies the head of
-        the queue awaits, which every later entry's come after (a client on its own connection
-        has nothing in flight elsewhere)."""
-        if self.state.life is not CLOSED:
-            queue = self.queue
-            if queue:
-                self.deliver(queue[0], push, 0)
-            else:
-                self._write(push)
-                if self.write_paused:  # (a subscriber that does not read: the server holds the rest)
-                    self._hold_own(self.own)
+        invalidations, a RESP3 client's subscriptions), where the server wrote it: before the
+        replies it still owes there (with the first entry that awaits them); else after
+        everything queued, which is in flight elsewhere if at all (CLIENT UNPAUSE on the control
+        connection: not ordered with the push) or the proxy's own."""
+        if self.state.life is CLOSED:
+            return
+        own = self.own
+        for entry in self.queue:
+            if entry.conn is own and entry.remaining != 0:
+                self.deliver(entry, push, 0)
+                return
+        self._local(push)
+        if self.held_bytes > self.output_limit:
+            self.overflow()
+        elif self.write_paused or self.held_bytes > self.buffer_limit:
+            self._hold_own(own)  # (a subscriber that does not read: the server holds the rest)
 
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,

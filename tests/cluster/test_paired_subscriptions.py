@@ -128,3 +128,22 @@ def test_a_subscription_inside_multi_while_subscribed_is_refused(redis_cluster, 
     got = exchange_batches(cluster_proxy.port, [HELLO3, b"SUBSCRIBE pc:m\r\nMULTI\r\nSUBSCRIBE pc:n\r\nEXEC\r\nPING\r\n"])
     assert b"not supported through Redis Guard" in got[1][0], got
     assert got[1][0].endswith(b"-EXECABORT Transaction discarded because of previous errors.\r\n+PONG\r\n"), got
+
+
+def test_the_client_is_disconnected_when_its_subscriptions_are_gone(redis_cluster, cluster_proxy):
+    """The connection aside killed on its master (as a failover would close it): the client is
+    disconnected, as a subscriber of that server would be."""
+    sock = socket.create_connection(("127.0.0.1", cluster_proxy.port), timeout=5)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE pc:k1 pc:k2 pc:k3 pc:k4 pc:k5\r\n")  # (sub=5: this test's)
+        read_until_quiet(sock)
+        killed = 0
+        for node in redis_cluster.masters():
+            client = redis_cluster.client(node)
+            for entry in client.client_list():
+                if entry["cmd"] == "subscribe" and entry["sub"] == "5":
+                    killed += client.client_kill_filter(_id=entry["id"])
+        assert killed == 1
+        assert read_until_quiet(sock, 5, 1.0) == (b"", True)
+    finally:
+        sock.close()

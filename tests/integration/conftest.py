@@ -1,6 +1,6 @@
-"""Fixtures of the integration tests that share them: a proxy whose policy completes writes with
-commands of its own (T1 `inject`), in front of its own redis-server (`proxied`), and a client of
-that server (`direct`)."""
+"""Fixtures some integration tests share: a proxy whose policy completes writes with commands of
+its own (T1 `inject`), in front of its own redis-server (`t1_proxied`: both), and a client of that
+server (`t1_direct`)."""
 
 import pytest
 import redis
@@ -11,7 +11,7 @@ T1_INJECT = "name: t1-inject\nrules:\n  T1: {action: inject, default_ttl: 600}\n
 
 
 @pytest.fixture(scope="module")
-def proxied(tmp_path_factory):
+def t1_proxied(tmp_path_factory):
     server = RedisServer()
     process = policy_proxy(tmp_path_factory.mktemp("t1-inject"), T1_INJECT, server.url)
     yield server, process
@@ -20,7 +20,7 @@ def proxied(tmp_path_factory):
 
 
 @pytest.fixture
-def direct(proxied):
-    client = redis.Redis(port=proxied[0].port)
+def t1_direct(t1_proxied):
+    client = redis.Redis(port=t1_proxied[0].port)
     yield client
     client.close()

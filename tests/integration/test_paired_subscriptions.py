@@ -17,23 +17,23 @@ HELLO3 = b"HELLO 3\r\n"
 HELLO2_REFUSED = b"-ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard"
 
 
-def test_writes_are_completed_while_subscribed(proxied, direct):
-    direct.delete(b"ps:key")
-    sock = socket.create_connection(("127.0.0.1", proxied[1].port), timeout=5)
+def test_writes_are_completed_while_subscribed(t1_proxied, t1_direct):
+    t1_direct.delete(b"ps:key")
+    sock = socket.create_connection(("127.0.0.1", t1_proxied[1].port), timeout=5)
     try:
         sock.sendall(HELLO3 + b"SUBSCRIBE ps:news\r\n")
         read_until_quiet(sock)
         sock.sendall(b"HSET ps:key f v\r\n")
         assert read_until_quiet(sock)[0] == b":1\r\n"
-        assert 0 < direct.ttl(b"ps:key") <= 600  # T1's EXPIRE, added on the subscribed connection
-        assert direct.publish("ps:news", "hello") == 1
+        assert 0 < t1_direct.ttl(b"ps:key") <= 600  # T1's EXPIRE, added on the subscribed connection
+        assert t1_direct.publish("ps:news", "hello") == 1
         assert read_until_quiet(sock)[0] == b">3\r\n$7\r\nmessage\r\n$7\r\nps:news\r\n$5\r\nhello\r\n"
         sock.sendall(b"UNSUBSCRIBE\r\nSET ps:key v\r\n")
         assert read_until_quiet(sock)[0] == b">3\r\n$11\r\nunsubscribe\r\n$7\r\nps:news\r\n:0\r\n+OK\r\n"
-        assert 0 < direct.ttl(b"ps:key") <= 600
+        assert 0 < t1_direct.ttl(b"ps:key") <= 600
     finally:
         sock.close()
-        direct.delete(b"ps:key")
+        t1_direct.delete(b"ps:key")
 
 
 @pytest.mark.parametrize("batches", [
@@ -48,16 +48,18 @@ def test_writes_are_completed_while_subscribed(proxied, direct):
     [b"SUBSCRIBE ps:a\r\nRESET\r\nPING\r\nGET ps:nokey\r\n"],  # RESET unsubscribes, and RESP2 again
     [b"SUBSCRIBE ps:a\r\nCLIENT REPLY OFF\r\nPING\r\n", b"CLIENT REPLY ON\r\nPING\r\n"],
     [b"SUBSCRIBE ps:a\r\nQUIT\r\n"],
+    # (CLIENT UNPAUSE is answered on the control connection: a confirmation still comes after it)
+    [b"SUBSCRIBE ps:a\r\n", b"CLIENT UNPAUSE\r\nUNSUBSCRIBE ps:a\r\nCLIENT UNPAUSE\r\nSUNSUBSCRIBE ps:s\r\nPING\r\n"],
 ], ids=["pipeline", "errors", "patterns-publish", "shard-channels", "never-subscribed", "transaction",
-        "subscribe-in-transaction", "reply-skip", "reset", "reply-off", "quit"])
-def test_redis_bytes(proxied, batches):
-    same_as_redis(proxied, [HELLO3] + batches)
+        "subscribe-in-transaction", "reply-skip", "reset", "reply-off", "quit", "control-connection"])
+def test_redis_bytes(t1_proxied, batches):
+    same_as_redis(t1_proxied, [HELLO3] + batches)
 
 
-def test_hello_2_while_subscribed_is_refused(proxied):
+def test_hello_2_while_subscribed_is_refused(t1_proxied):
     """The server would send the messages as RESP2 replies from then on: refused while anything
     is subscribed, Redis's HELLO once nothing is."""
-    got = exchange_batches(proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2\r\nPING\r\n",
+    got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2\r\nPING\r\n",
                                              b"SSUBSCRIBE ps:s\r\nUNSUBSCRIBE\r\nHELLO 2\r\n",
                                              b"SUNSUBSCRIBE\r\nHELLO 2\r\nSUBSCRIBE ps:h\r\n", b"PING\r\n"])
     subscribed, shard, hello, resp2 = [reply for reply, _closed in got[1:]]
@@ -69,23 +71,23 @@ def test_hello_2_while_subscribed_is_refused(proxied):
     assert resp2 == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
 
 
-def test_hello_2_after_reset(proxied):
-    got = exchange_batches(proxied[1].port, [HELLO3, b"SUBSCRIBE ps:r\r\nRESET\r\n", b"HELLO 2\r\n"])
+def test_hello_2_after_reset(t1_proxied):
+    got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:r\r\nRESET\r\n", b"HELLO 2\r\n"])
     assert got[1][0].endswith(b"+RESET\r\n") and got[2][0].startswith(b"*14\r\n")
 
 
-def test_messages_among_a_pipelines_replies(proxied, direct):
+def test_messages_among_a_pipelines_replies(t1_proxied, t1_direct):
     """Messages published while the client pipelines: every reply in its place, every message
     whole, each where a reply could be."""
     count = 300
-    sock = socket.create_connection(("127.0.0.1", proxied[1].port), timeout=10)
-    direct.set(b"ps:big", b"x" * 100_000)
+    sock = socket.create_connection(("127.0.0.1", t1_proxied[1].port), timeout=10)
+    t1_direct.set(b"ps:big", b"x" * 100_000)
     try:
         sock.sendall(HELLO3 + b"SUBSCRIBE ps:flood\r\n")
         read_until_quiet(sock)
 
         def publish() -> None:
-            publisher = redis.Redis(port=proxied[0].port)
+            publisher = redis.Redis(port=t1_proxied[0].port)
             for n in range(count):
                 publisher.publish("ps:flood", b"m%d" % n)
             publisher.close()
@@ -106,7 +108,7 @@ def test_messages_among_a_pipelines_replies(proxied, direct):
         assert messages == [[b"message", b"ps:flood", b"m%d" % n] for n in range(count)]
     finally:
         sock.close()
-        direct.delete(b"ps:big")
+        t1_direct.delete(b"ps:big")
 
 
 def rss_mb(pid: int) -> float:
@@ -132,10 +134,10 @@ def flood_a_subscriber_that_does_not_read(proxy_port: int, pid: int, publish, ch
         sock.close()
 
 
-def test_a_subscriber_that_does_not_read_holds_the_proxys_memory_bounded(proxied):
-    publisher = redis.Redis(port=proxied[0].port)
+def test_a_subscriber_that_does_not_read_holds_the_proxys_memory_bounded(t1_proxied):
+    publisher = redis.Redis(port=t1_proxied[0].port)
     try:
-        grown = flood_a_subscriber_that_does_not_read(proxied[1].port, proxied[1].process.pid, publisher.publish,
+        grown = flood_a_subscriber_that_does_not_read(t1_proxied[1].port, t1_proxied[1].process.pid, publisher.publish,
                                                       b"ps:flooded")
     finally:
         publisher.close()
