@@ -406,16 +406,18 @@ def auth(session, batch, index: int) -> int:
     lane = session.state.lane
     if lane is LEASED:
         return promote(session, batch, index)
+    args = batch.commands[index]
+    asked = strict_int(args[1]) if args[0].lower() == b"hello" and len(args) > 1 else None
     if lane is not SHARED:
+        if asked in (2, 3) and asked != session.protocol:  # (the protocol the session knows, too)
+            return switch_hello(session, batch, index, batch.span(index, index + 1), asked)
         return forward_one(session, batch, index)
     if session.inflight:
         return session.wait(batch, index)
-    args = batch.commands[index]
     conn = session.backend.open_authenticating(session)
     conn.owner = session
     session.use_own(conn, "pin")
     old = session.protocol
-    asked = strict_int(args[1]) if args[0].lower() == b"hello" and len(args) > 1 else None
 
     def settle(ok: bool) -> None:
         protocol = asked if ok and asked in (2, 3) else old

@@ -71,6 +71,17 @@ def test_hello_2_while_subscribed_is_refused(t1_proxied):
     assert resp2 == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
 
 
+def test_hello_with_auth_on_a_connection_of_its_own_sets_the_protocol(t1_proxied):
+    """HELLO 2 AUTH on a pinned connection: the session knows RESP2 from then on, so a
+    subscription is RESP2's (the random isolation test found it paired, the connection then
+    closed: the confirmations were RESP2 replies)."""
+    batches = [HELLO3, b"CLIENT SETNAME n\r\n", b"HELLO 2 AUTH default pw\r\n",
+               b"PSUBSCRIBE a b a\r\nPUNSUBSCRIBE a b a\r\nPING x\r\n", b"PING y\r\n"]
+    got = exchange_batches(t1_proxied[1].port, batches)
+    expected = exchange_batches(t1_proxied[0].port, batches)
+    assert got[2][0].startswith(b"*14\r\n") and got[3:] == expected[3:]
+
+
 def test_hello_2_after_reset(t1_proxied):
     got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:r\r\nRESET\r\n", b"HELLO 2\r\n"])
     assert got[1][0].endswith(b"+RESET\r\n") and got[2][0].startswith(b"*14\r\n")
