@@ -123,6 +123,20 @@ def test_compare_finds_a_changed_reply_and_follows_taints():
     assert len(problems) == 1 and "GET {rg00}:a" in problems[0]  # SMEMBERS of a tainted key: not compared
 
 
+def test_compare_leaves_out_where_an_invalidation_falls():
+    """CLIENT TRACKING's BCAST invalidations leave at the end of Redis's event loop: their place
+    among the replies is not compared; a reply, or another push, in a different place is."""
+    keys = {b"{rg00}:a"}
+    plans = [[Step([[b"GET", b"{rg00}:a"]], ["get"], keys, BYTES), Step([[b"PING"]], ["ping"], set(), BYTES)]]
+    push = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$8\r\n{rg00}:a\r\n"
+    message = b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n"
+    for other_push, differ in ((push, 0), (message, 2)):
+        value = randomclients.parse(other_push, 0)[0]
+        early = Outcome([[(b"_\r\n", None), (other_push, value)], [(b"+PONG\r\n", None)]])
+        late = Outcome([[(b"_\r\n", None)], [(other_push, value), (b"+PONG\r\n", None)]])
+        assert len(randomclients.compare(plans, [early], [late])) == differ
+
+
 def test_checker_catches_a_reply_of_another_client():
     """A server that answers one client's marker with another client's must fail the run."""
 
