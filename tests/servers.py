@@ -157,6 +157,15 @@ def policy_proxy(folder, policy: str, upstream: str | None, *extra: str, config:
     return ProxyProcess(upstream, str(folder / "config.yaml"), *extra)
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB (from /proc)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def read_until_quiet(sock: socket.socket, timeout: float = 3.0, settle: float = 0.3) -> tuple[bytes, bool]:
     """Read until the peer closes or sends nothing for `settle` seconds: (bytes, closed)."""
     sock.settimeout(settle)

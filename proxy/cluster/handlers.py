@@ -474,11 +474,10 @@ def stream(session, batch, index: int) -> int:
     The stream ends when nothing more can arrive unasked (session/streamend.py). A RESP3 client's
     channels and patterns make no stream (`subscribe_aside`); while it has some, what would
     start a stream elsewhere is refused."""
-    if session.pubsub is not None and session.state.in_transaction and session.pubsub.may_be_active:
+    subscriptions = session.pubsub
+    if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)
-        session._local(errors.stream_while_subscribed(batch.commands[index]))
-        session.refused_in_transaction()
-        return index + 1
+        return paired_subscriptions.refuse(session, errors.stream_while_subscribed(batch.commands[index]), index)
     unsure = session.replies_unsure
     done = streamend.no_new_stream(session, batch, index)
     if done is not None:
@@ -486,12 +485,13 @@ def stream(session, batch, index: int) -> int:
     args = batch.commands[index]
     if paired_subscriptions.pairs(session, args, paired_subscriptions.CLASSIC):
         return subscribe_aside(session, batch, index)
-    refused = paired_subscriptions.refused_while_subscribed(session, batch, index, errors.stream_while_subscribed(args))
-    if refused is not None:
-        session.replies_unsure = unsure  # (a CLIENT REPLY refused, or not sent yet, turns nothing off)
-        return refused
-    if session.pubsub is not None:  # (nothing subscribed is left on it)
-        session.pubsub.close()
+    if subscriptions is not None:
+        refused = paired_subscriptions.refused_while_subscribed(session, batch, index,
+                                                                errors.stream_while_subscribed(args))
+        if refused is not None:
+            session.replies_unsure = unsure  # (a CLIENT REPLY refused, or not sent yet, turns nothing off)
+            return refused
+        subscriptions.close()  # (nothing subscribed is left on it)
         session.pubsub = None
     if session.state.lane is SHARED:
         if session.inflight:

@@ -36,7 +36,7 @@ from .behaviour import strict_int
 from .states import CLOSED, OPEN, WAITING
 
 __all__ = ["Subscriptions", "SubscriptionReplies", "pairs", "send", "check_hello", "refused_while_subscribed",
-           "CLASSIC"]
+           "refuse", "CLASSIC"]
 
 CLASSIC = frozenset((b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"))
 SHARD = frozenset((b"ssubscribe", b"sunsubscribe"))
@@ -129,14 +129,7 @@ class Subscriptions:
                 _confirmed(session, conn)
             else:
                 session._local(push)
-            if session.held_bytes > session.output_limit:
-                session.overflow()
-            elif (session.write_paused or session.held_bytes > session.buffer_limit) and \
-                    conn not in session.waiting_upstreams:
-                # A subscriber that does not read: the server holds the rest (and applies its
-                # client-output-buffer-limit for pub/sub), as with the client's own connection.
-                session.waiting_upstreams.add(conn)
-                conn.pause_for(session)
+            session.pushing_behind(conn)
         else:
             self.saw(push)
 
@@ -236,6 +229,10 @@ def refused_while_subscribed(session, batch, index: int, reply: bytes):
         return session.wait(batch, index)
     if not subscriptions.active:
         return None
+    return refuse(session, reply, index)
+
+
+def refuse(session, reply: bytes, index: int) -> int:
     session._local(reply)
     session.refused_in_transaction()
     return index + 1

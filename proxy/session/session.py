@@ -645,10 +645,17 @@ class Session(Receiver):
                 self.deliver(entry, push, 0)
                 return
         self._local(push)
+        self.pushing_behind(own)
+
+    def pushing_behind(self, conn) -> None:
+        """After a push from `conn` (the client's own, or its subscriptions' in front of a
+        cluster): over the output limit, disconnect; behind its reads, stop reading `conn`, so
+        that the server holds the rest (and applies its pub/sub client-output-buffer-limit)."""
         if self.held_bytes > self.output_limit:
             self.overflow()
-        elif self.write_paused or self.held_bytes > self.buffer_limit:
-            self._hold_own(own)  # (a subscriber that does not read: the server holds the rest)
+        elif (self.write_paused or self.held_bytes > self.buffer_limit) and conn not in self.waiting_upstreams:
+            self.waiting_upstreams.add(conn)
+            conn.pause_for(self)
 
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,

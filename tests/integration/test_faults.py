@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, exchange, wait_for
+from tests.servers import ProxyProcess, RedisServer, exchange, rss_mb, wait_for
 
 
 def test_upstream_down_closes_the_client_promptly_then_recovers(own_redis, own_proxy):
@@ -98,14 +98,6 @@ def test_shared_connection_drop_errors_in_flight_only(own_redis, own_proxy):
     assert client.get("drop:k") == b"v"
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _read_exactly(sock: socket.socket, size: int, timeout: float = 10) -> int:
     """Read `size` bytes or fail: how many came."""
     sock.settimeout(timeout)
@@ -152,12 +144,12 @@ def test_a_reader_past_its_output_limit_is_disconnected(own_redis, tmp_path):
     direct.set("big:v", b"x" * (1024 * 1024))
     process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
     try:
-        before = _rss_mb(process.process.pid)
+        before = rss_mb(process.process.pid)
         sock = socket.create_connection(("127.0.0.1", process.port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200)
         wait_for(lambda: "client_output_buffer" in process.log, 20, "the disconnection logged")
-        grown = _rss_mb(process.process.pid) - before
+        grown = rss_mb(process.process.pid) - before
         assert grown < 80, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
         sock.settimeout(5)
         received = 0
@@ -200,7 +192,7 @@ def test_a_slow_reader_on_its_own_connection_is_paused_not_disconnected(own_redi
     direct.set("big:v", b"x" * (1024 * 1024))
     process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
     try:
-        before = _rss_mb(process.process.pid)
+        before = rss_mb(process.process.pid)
         sock = socket.create_connection(("127.0.0.1", process.port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         sock.sendall(b"CLIENT SETNAME mine\r\n")
@@ -208,7 +200,7 @@ def test_a_slow_reader_on_its_own_connection_is_paused_not_disconnected(own_redi
         assert sock.recv(5) == b"+OK\r\n"
         sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200)
         time.sleep(2)
-        grown = _rss_mb(process.process.pid) - before
+        grown = rss_mb(process.process.pid) - before
         assert grown < 60, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
         assert _read_exactly(sock, len(BIG_REPLY) * 200) == len(BIG_REPLY) * 200
         sock.close()

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.integration.test_streamend import same_as_redis
-from tests.servers import exchange_batches, read_until_quiet
+from tests.servers import exchange_batches, read_until_quiet, rss_mb
 
 HELLO3 = b"HELLO 3\r\n"
 HELLO2_REFUSED = b"-ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard"
@@ -120,11 +120,6 @@ def test_messages_among_a_pipelines_replies(t1_proxied, t1_direct):
     finally:
         sock.close()
         t1_direct.delete(b"ps:big")
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
 
 
 def flood_a_subscriber_that_does_not_read(proxy_port: int, pid: int, publish, channel: bytes) -> float:

@@ -57,8 +57,6 @@ class Client(Receiver):
         self.out = []
         self.how = []
         self.own = None
-        self.held_bytes, self.output_limit, self.buffer_limit = 0, 1 << 30, 1 << 30
-        self.write_paused = False
 
     def deliver(self, pending, data, done):
         self.out.append(data)
@@ -75,6 +73,9 @@ class Client(Receiver):
 
     def pending_failed(self, pending, error, partial):
         raise AssertionError(error)
+
+    def pushing_behind(self, conn):
+        pass  # (the limits: tests/integration/test_paired_subscriptions.py)
 
 
 def connection(client, aside: bool):
