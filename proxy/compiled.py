@@ -5,13 +5,17 @@ package installs pure Python and runs the same code paths more slowly. Two kinds
 
 * `PYX`: the `.pyx` modules, loaded by name (`load`) by the modules that use them: the RESP
   scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `session/guard.py`), and
-  the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`;
+  the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
+  and the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods); the
+  compiled core also cimports them (their `.pxd` files), to call them in C;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first.
 
 `REDIS_GUARD_PURE_PYTHON=1` in the environment runs every pure module although built ones are
 installed: `load` returns None, and `use_pure_core` (called by the package's `__init__` before
-any of the core is imported) makes the import system take the core's `.py` files. Both kinds are
+any of the core is imported) makes the import system take the core's `.py` files. It does the
+same when a `PYX` module is missing (a build that failed for it alone): the compiled core calls
+the reply splitter, the direct writer and the queue functions in C, so it runs only beside them. Both kinds are
 tested to behave the same as their pure twins (tests/resp, and the unit suites run in both modes).
 """
 
@@ -26,7 +30,8 @@ import sys
 __all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
-PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write")
+PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
+       "proxy._compiled_queues")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
         "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
@@ -56,8 +61,14 @@ class _PureCore:
         return importlib.util.spec_from_file_location(name, source)
 
 
+def _pyx_built(name: str) -> bool:
+    """Whether the extension of PYX module `name` sits in the package (found without importing it)."""
+    base = os.path.join(os.path.dirname(os.path.abspath(__file__)), *name.split(".")[1:])
+    return any(os.path.exists(base + suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
 def use_pure_core() -> None:
-    if PURE and _PureCore not in sys.meta_path:
+    if (PURE or not all(_pyx_built(name) for name in PYX)) and _PureCore not in sys.meta_path:
         sys.meta_path.insert(0, _PureCore)
 
 

@@ -3,6 +3,7 @@ from proxy.pending cimport Pending
 from proxy.session.session cimport Session, Route
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.resp.reader cimport Batch
+from proxy._compiled_queues cimport queue_append
 
 cdef class SharedRoute(Route):
     cdef public object pool

@@ -2,6 +2,7 @@ cimport cython
 from proxy.pending cimport Pending
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.session.session cimport Session
+from proxy._compiled_queues cimport queue_popleft
 
 cdef class RoutedPending(Pending):
     cdef public object source

@@ -3,6 +3,7 @@ from proxy.session.session cimport Session, Route
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.cluster.connection cimport RoutedPending
+from proxy._compiled_queues cimport queue_append
 
 cdef Py_ssize_t LAST_SLOT
 cdef Py_ssize_t MAX_PARTS

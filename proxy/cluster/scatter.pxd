@@ -4,6 +4,7 @@ from proxy.cluster.connection cimport Part, RoutedPending
 from proxy.session.session cimport Session
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
+from proxy._compiled_queues cimport queue_append
 
 cdef class Scatter(Pending):
     cdef public list runs

@@ -147,11 +147,6 @@ cdef void _init_kinds() noexcept:
 _init_kinds()
 
 
-cdef struct Frame:
-    Py_ssize_t count  # the enclosing frame's remaining elements (0: top level)
-    int kind  # the kind of this frame
-
-
 cdef inline Py_ssize_t _short_bulk(const unsigned char* q) noexcept nogil:
     """replies._SHORT_BULK for the 4 bytes after a '$': the whole reply's length, or 0."""
     cdef unsigned char a = q[0]
@@ -194,16 +189,7 @@ cdef str _bad_header(bytes data, Py_ssize_t pos, Py_ssize_t nl):
 
 
 cdef class ReplySplitter:
-    """Resumable scanner that counts complete replies and where they end."""
-
-    cdef int _state
-    cdef Py_ssize_t _left
-    cdef bytes _partial
-    cdef Py_ssize_t _top  # elements still expected by the innermost open aggregate; 0 at top level
-    cdef bint _attr  # a top-level attribute was consumed; its value has not
-    cdef Frame* _frames  # the open aggregates, innermost last
-    cdef Py_ssize_t _depth
-    cdef Py_ssize_t _capacity
+    """Resumable scanner that counts complete replies and where they end (its fields: the .pxd)."""
 
     def __cinit__(self):
         self._partial = b""
@@ -241,7 +227,7 @@ cdef class ReplySplitter:
         piece = self._cut(data, start, want, &end, &done, "cut")
         return piece, end, done
 
-    def take(self, data, Py_ssize_t start, Py_ssize_t want):
+    cpdef take(self, data, Py_ssize_t start, Py_ssize_t want):
         """replies.ReplySplitter.take: the bytes of `cut` alone when they hold all `want` replies,
         else ``(bytes, done)``."""
         cdef Py_ssize_t done = 0, end = 0

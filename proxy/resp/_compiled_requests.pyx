@@ -130,7 +130,9 @@ cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssi
     return p
 
 
-def split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands not None):
+cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1:
+    if commands is None:
+        raise TypeError("split_requests needs a list for the commands, not None")
     if type(data) is not bytes:  # a transport's bytearray or memoryview: the Python reader takes it
         return 0
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)

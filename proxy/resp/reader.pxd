@@ -1,7 +1,7 @@
 cimport cython
+from proxy.resp._compiled_requests cimport split_requests
 
 @cython.final
-@cython.freelist(8)
 cdef class Batch:
     cdef public list commands
     cdef public object raw

@@ -198,6 +198,9 @@ def command_name(name: bytes) -> bytes:
 # The compiled split of a read's leading canonical requests, None in pure Python (a module
 # global, not a class attribute: a compiled class's attributes cannot be set, and tests set it).
 _split = _compiled.split_requests if _compiled is not None else None
+# What feed_read calls when `_split` is set: compiled, reader.pxd makes it the compiled split's C
+# function (this assignment is then not made); in Python, the same function as `_split`.
+split_requests = _split
 _pick = _compiled.pick_requests if _compiled is not None else None
 _request_ends = _compiled.request_ends if _compiled is not None else None
 _key_slots = _compiled.key_slots if _compiled is not None else None
@@ -246,7 +249,7 @@ class RequestReader:
         split = _split
         if split is not None and self._fast and not self._chunks and data:
             commands = []
-            pos = split(data, self._max_args, self._max_bytes, commands)
+            pos = split_requests(data, self._max_args, self._max_bytes, commands)
             if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
                 batch = Batch.__new__(Batch)
                 batch.commands = commands

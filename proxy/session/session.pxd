@@ -4,6 +4,8 @@ from proxy.resp.reader cimport Batch, RequestReader
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
 from proxy.session.guard cimport Guard
+from proxy.upstream._compiled_write cimport DirectWriter
+from proxy._compiled_queues cimport queue_popleft
 
 cdef class Route
 
@@ -13,6 +15,7 @@ cdef class Session(Receiver):
     cdef public object loop
     cdef public object transport
     cdef public object client_write
+    cdef public DirectWriter writer
     cdef public object peer
     cdef public RequestReader reader
     cdef public object queue
@@ -69,6 +72,7 @@ cdef class Session(Receiver):
     @cython.locals(head=Pending)
     cpdef _advance(self)
     cpdef _write(self, data)
+    cpdef _to_client(self, data)
 
 cdef class Route:
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)

@@ -71,7 +71,7 @@ class Route:
 class Session(Receiver):
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
-        "client_write", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
+        "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
         "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
@@ -85,6 +85,7 @@ class Session(Receiver):
         self.loop = proxy.loop
         self.transport = None
         self.client_write = None  # the transport's write, bound once (connection_made)
+        self.writer = None  # its DirectWriter, when it has one
         self.peer = None
         self.reader = RequestReader(proxy.parse_limits)
         self.queue = collections.deque()  # the reply queue: Pending entries in request order
@@ -146,7 +147,9 @@ class Session(Receiver):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.client_write = upstream_connection.direct_writer(transport)  # bound once: no lookup per reply
+        # Bound once, no lookup per reply; compiled, a DirectWriter's `write` is a C call.
+        writer = self.writer = upstream_connection.direct_writer_of(transport)
+        self.client_write = writer.write if writer is not None else transport.write
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
@@ -487,7 +490,7 @@ class Session(Receiver):
             return
         queue = self.queue
         if queue and queue[0] is pending:
-            self.client_write(data)
+            self._to_client(data)
             if done:
                 remaining = pending.remaining = pending.remaining - done
                 if remaining == 0:
@@ -681,6 +684,13 @@ class Session(Receiver):
         # Written at once: replies for one client arrive once per upstream read, so deferring
         # to the next loop tick would add a callback without saving a system call.
         if self.state.life is not CLOSED:
+            self._to_client(data)
+
+    def _to_client(self, data: bytes) -> None:
+        writer = self.writer
+        if writer is not None:
+            writer.write(data)
+        else:
             self.client_write(data)
 
     # -- closing ----------------------------------------------------------------------------

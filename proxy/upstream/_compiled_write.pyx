@@ -26,12 +26,8 @@ cdef extern from "<sys/socket.h>" nogil:
 
 
 cdef class DirectWriter:
-    """`write(data)` for one connection: direct while the transport's buffer is empty."""
-
-    cdef int fd
-    cdef bint clear  # the transport holds no bytes of ours (known without asking it)
-    cdef object transport_write, is_closing, buffer_size
-    cdef public Py_ssize_t direct, handed  # writes made here, and handed to the transport
+    """`write(data)` for one connection: direct while the transport's buffer is empty (its
+    fields: the .pxd, which the compiled session cimports to call `write` in C)."""
 
     def __cinit__(self, int fd, transport_write, is_closing, buffer_size):
         self.fd = fd
@@ -40,7 +36,7 @@ cdef class DirectWriter:
         self.is_closing = is_closing
         self.buffer_size = buffer_size
 
-    def write(self, data):
+    cpdef write(self, data):
         cdef Py_ssize_t size, sent
         if type(data) is not bytes or self.is_closing():
             self._hand(data)

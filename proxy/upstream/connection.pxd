@@ -1,5 +1,7 @@
 cimport cython
 from proxy.pending cimport Pending
+from proxy.resp._compiled_replies cimport ReplySplitter as CompiledSplitter
+from proxy._compiled_queues cimport queue_append, queue_popleft
 
 cdef class UpstreamConnection:
     cdef public object address
@@ -34,5 +36,6 @@ cdef class UpstreamConnection:
 
     cpdef send(self, data, pending)
     cpdef _write_out(self)
-    @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t)
+    @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
+                   splitter=CompiledSplitter)
     cpdef _deliver(self, bytes data)

@@ -97,13 +97,20 @@ def direct_writer(transport):
     """The function that writes to this connection: the compiled `DirectWriter`'s, straight to the
     socket while the transport holds nothing (uvloop's write path was an eighth of the proxy's
     instructions for a GET), else the transport's own `write`. Every write must go through it."""
+    writer = direct_writer_of(transport)
+    return writer.write if writer is not None else transport.write
+
+
+def direct_writer_of(transport):
+    """The compiled `DirectWriter` of `transport`, or None: not built, another loop's transport,
+    or no socket."""
     if _compiled_write is not None and type(transport) in DIRECT_WRITES:
         sock = transport.get_extra_info("socket")
         fd = sock.fileno() if sock is not None else -1
         if fd >= 0:
-            return _compiled_write.DirectWriter(
-                fd, transport.write, transport.is_closing, transport.get_write_buffer_size).write
-    return transport.write
+            return _compiled_write.DirectWriter(fd, transport.write, transport.is_closing,
+                                                transport.get_write_buffer_size)
+    return None
 
 
 def no_delay(transport) -> None:
@@ -412,7 +419,7 @@ class UpstreamConnection:
 
     def _deliver(self, data: bytes) -> None:
         queue = self.pending
-        take = self.splitter.take
+        splitter = self.splitter  # (compiled: the compiled splitter, its take a C call)
         pos = 0
         size = len(data)
         try:
@@ -424,7 +431,7 @@ class UpstreamConnection:
                 if done < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
-                replies = take(data, pos, done)  # all the entry's replies, or (some, how many)
+                replies = splitter.take(data, pos, done)  # all the entry's replies, or (some, how many)
                 if type(replies) is not bytes:
                     replies, done = replies
                 end = pos + len(replies)

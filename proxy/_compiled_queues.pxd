@@ -1,0 +1,5 @@
+# Cimported by the compiled core (see _compiled_queues.pyx): a reply queue's append and popleft
+# as C calls. Their `.py` files import the pure ones from proxy.pending.
+
+cpdef queue_append(queue, entry)
+cpdef queue_popleft(queue)

@@ -1,0 +1,90 @@
+# cython: language_level=3
+"""A reply queue's `append` and `popleft` as C calls: the compiled core's twin of
+`pending.queue_append` and `pending.queue_popleft`.
+
+Reply queues (a session's, a connection's `pending`) are deques. Compiled code calls a deque's
+method through Python's call protocol even unbound (the method descriptor's vectorcall, its
+argument checks): about 110 instructions for an append, four such calls per request. These two
+functions call the C functions behind `collections.deque.append` and `.popleft` directly, taken
+once from their method descriptors at import, when those have the calling convention a deque's
+methods have in CPython (METH_O, METH_NOARGS); for anything else, or any other queue type, the
+queue's own method is called by name. The core's modules cimport them (their `.pxd` files) and
+import the pure ones from `pending` (their `.py` files), so each mode calls its own.
+"""
+
+import collections
+
+cdef extern from *:
+    """
+    static PyCFunction rg_deque_append = NULL;
+    static PyCFunction rg_deque_popleft = NULL;
+    static PyTypeObject *rg_deque_type = NULL;
+
+    static PyCFunction rg_method_function(PyObject *type, const char *name, int flags) {
+        PyCFunction found = NULL;
+        PyObject *method = PyObject_GetAttrString(type, name);
+        if (method == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (Py_IS_TYPE(method, &PyMethodDescr_Type)) {
+            PyMethodDef *def = ((PyMethodDescrObject *) method)->d_method;
+            if (def != NULL && def->ml_flags == flags)
+                found = def->ml_meth;
+        }
+        Py_DECREF(method);
+        return found;
+    }
+
+    static int rg_queues_init(PyObject *deque) {
+        if (!PyType_Check(deque))
+            return 0;
+        rg_deque_append = rg_method_function(deque, "append", METH_O);
+        rg_deque_popleft = rg_method_function(deque, "popleft", METH_NOARGS);
+        if (rg_deque_append != NULL && rg_deque_popleft != NULL) {
+            Py_INCREF(deque);
+            rg_deque_type = (PyTypeObject *) deque;
+        }
+        return 0;
+    }
+
+    static PyObject *rg_queue_append(PyObject *queue, PyObject *entry) {
+        if (Py_IS_TYPE(queue, rg_deque_type))
+            return rg_deque_append(queue, entry);
+        return PyObject_CallMethod(queue, "append", "O", entry);
+    }
+
+    static PyObject *rg_queue_popleft(PyObject *queue) {
+        if (Py_IS_TYPE(queue, rg_deque_type))
+            return rg_deque_popleft(queue, NULL);
+        return PyObject_CallMethod(queue, "popleft", NULL);
+    }
+    """
+    int rg_queues_init(object deque) except -1
+    object rg_queue_append(object queue, object entry)
+    object rg_queue_popleft(object queue)
+
+
+rg_queues_init(collections.deque)
+
+
+def direct() -> bool:
+    """Whether a deque's methods are called as C functions here (else by name)."""
+    return rg_queue_direct()
+
+
+cdef extern from *:
+    """
+    static int rg_queue_direct(void) { return rg_deque_type != NULL; }
+    """
+    bint rg_queue_direct()
+
+
+cpdef queue_append(queue, entry):
+    """deque.append(queue, entry)."""
+    rg_queue_append(queue, entry)
+
+
+cpdef queue_popleft(queue):
+    """deque.popleft(queue): its first entry (IndexError when it is empty)."""
+    return rg_queue_popleft(queue)
