@@ -51,7 +51,7 @@ cdef extern from *:
     static PyObject *rg_queue_append(PyObject *queue, PyObject *entry) {
         if (Py_IS_TYPE(queue, rg_deque_type))
             return rg_deque_append(queue, entry);
-        return PyObject_CallMethod(queue, "append", "O", entry);
+        return PyObject_CallMethod(queue, "append", "(O)", entry);  /* "(O)": a tuple entry stays one argument */
     }
 
     static PyObject *rg_queue_popleft(PyObject *queue) {

@@ -68,7 +68,8 @@ def test_other_queues_get_their_own_methods():
     assert Counting.appended == 1 and queues.queue_popleft(queue) == "a"
     items = []
     queues.queue_append(items, 1)
-    assert items == [1]
+    queues.queue_append(items, (2, 3))  # one entry, not two arguments
+    assert items == [1, (2, 3)]
     with pytest.raises(AttributeError):
         queues.queue_popleft(items)
     with pytest.raises(AttributeError):
