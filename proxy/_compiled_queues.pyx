@@ -36,17 +36,18 @@ cdef extern from *:
         return found;
     }
 
-    static int rg_queues_init(PyObject *deque) {
+    static void rg_queues_init(PyObject *deque) {
         if (!PyType_Check(deque))
-            return 0;
+            return;
         rg_deque_append = rg_method_function(deque, "append", METH_O);
         rg_deque_popleft = rg_method_function(deque, "popleft", METH_NOARGS);
         if (rg_deque_append != NULL && rg_deque_popleft != NULL) {
             Py_INCREF(deque);
             rg_deque_type = (PyTypeObject *) deque;
         }
-        return 0;
     }
+
+    static int rg_queue_direct(void) { return rg_deque_type != NULL; }
 
     static PyObject *rg_queue_append(PyObject *queue, PyObject *entry) {
         if (Py_IS_TYPE(queue, rg_deque_type))
@@ -60,7 +61,8 @@ cdef extern from *:
         return PyObject_CallMethod(queue, "popleft", NULL);
     }
     """
-    int rg_queues_init(object deque) except -1
+    void rg_queues_init(object deque)
+    bint rg_queue_direct()
     object rg_queue_append(object queue, object entry)
     object rg_queue_popleft(object queue)
 
@@ -71,13 +73,6 @@ rg_queues_init(collections.deque)
 def direct() -> bool:
     """Whether a deque's methods are called as C functions here (else by name)."""
     return rg_queue_direct()
-
-
-cdef extern from *:
-    """
-    static int rg_queue_direct(void) { return rg_deque_type != NULL; }
-    """
-    bint rg_queue_direct()
 
 
 cpdef queue_append(queue, entry):

@@ -246,8 +246,7 @@ class RequestReader:
 
     def feed_read(self, data: bytes) -> Batch | None:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
-        split = _split
-        if split is not None and self._fast and not self._chunks and data:
+        if _split is not None and self._fast and not self._chunks and data:
             commands = []
             pos = split_requests(data, self._max_args, self._max_bytes, commands)
             if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
