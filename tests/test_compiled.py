@@ -74,8 +74,9 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
 
     calls = [
         (requests.request_ends, reader.request_ends, (None,)),
-        (requests.pick_requests, reader.pick_requests, (None, None, 0, b"", 1)),
-        (requests.key_slots, reader.key_slots, (None, 0, 0)),
+        (requests.pick_requests, reader.pure_pick_requests, (None, None, 0, b"", 1)),
+        (requests.key_owners, reader.pure_key_owners, (None, 0, 0, frozenset(), bytearray(16384))),
+        (requests.key_owners, reader.pure_key_owners, ([], 0, 0, frozenset(), None)),
         (requests.key_class, bytes.translate, (None, bytes(range(256)))),
         (requests.same_class, guard._same_class, (None, bytes(range(256)), b"k")),
         (compiled_replies.interleave, replies.pure_interleave, (None, b"")),

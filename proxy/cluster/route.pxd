@@ -4,10 +4,13 @@ from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.cluster.connection cimport RoutedPending
 from proxy._compiled_queues cimport queue_append
+from proxy.resp._compiled_requests cimport zeroed_order
+from proxy.cluster.scatter cimport scatter_stretch
 
 cdef Py_ssize_t LAST_SLOT
 cdef Py_ssize_t MAX_PARTS
 cdef Py_ssize_t KEYLESS
+cdef object CLOSED
 
 cdef class ClusterRoute(Route):
     cdef public object router
@@ -20,10 +23,10 @@ cdef class ClusterRoute(Route):
     cdef public list owner_conns
     cdef public bint replica_reads
 
-    @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, first_arg=frozenset, conns=list, order=bytearray, reads=set, slots=bytes,
+    @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, conns=list, order=bytearray, owners=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
-                   replica_reads=bint, slot=Py_ssize_t, run_slot=Py_ssize_t, keyed=bint,
-                   conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
+                   replica_reads=bint, slot=Py_ssize_t, run_slot=Py_ssize_t, owner=Py_ssize_t, run_owner=Py_ssize_t,
+                   remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
     @cython.locals(at=Py_ssize_t)
     cpdef _send_stretch(self, Session session, Batch batch, Py_ssize_t first, Py_ssize_t stop, list conns,

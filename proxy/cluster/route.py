@@ -22,6 +22,7 @@ import hiredis
 
 from .. import errors
 from ..pending import UNSEEN, Pending, Receiver, hidden, queue_append
+from ..resp.order import zeroed_order
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
@@ -224,51 +225,47 @@ class ClusterRoute(Route):
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         commands = batch.commands
-        if stop - start == 1:  # one command (no pipeline): no stretch to walk, sent from this frame
-            args = commands[start]
-            if args[0] in self.first_arg and len(args) > 1 and not self.replica_reads:
-                slots = batch.key_slots(start, stop)
-                slot = (slots[0] << 8) | slots[1]  # (compiled: C byte reads)
-                conn = self.owner_conns[self.slot_owner[slot]] if slot <= LAST_SLOT else None
-                if conn is not None and conn.state is not CLOSED:
-                    entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
-                    queue_append(session.queue, entry)
-                    session.inflight += 1
-                    conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
-                    if conn.write_paused:
-                        session.wait_for_upstream(conn)
-                    return
         slot_owner = self.slot_owner
         owner_conns = self.owner_conns
-        first_arg = self.first_arg
-        router = self.router
         replica_reads = self.replica_reads
-        decide = self.routes.decide
+        # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
+        # decides), and the number of that slot's connection in owner_conns (0: none yet). One
+        # C pass when compiled: a name is looked up once for a run of commands that share it.
+        owners = batch.key_owners(start, stop, self.first_arg, slot_owner)
+        if stop - start == 1 and not replica_reads:  # one command (no pipeline): sent from this frame
+            conn = owner_conns[owners[2]]
+            if conn is not None and conn.state is not CLOSED:
+                slot = (owners[0] << 8) | owners[1]  # (compiled: C byte reads)
+                entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
+                queue_append(session.queue, entry)
+                session.inflight += 1
+                conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
+                if conn.write_paused:
+                    session.wait_for_upstream(conn)
+                return
+        router = self.router
         protocol = self.protocol
         spread = self.index
-        reads = self.routes.reads
-        master_for_slot = router.slotmap.master_for_slot  # the map changes on replies, not in here
         run_conn = None
         run_slot = KEYLESS
+        # run_conn's number in owner_conns when the run took it by its slot (0: not, or the
+        # table changed in this walk): a command with the same owner byte goes on with the run
+        # without a look at its arguments.
+        run_owner = 0
+        remembered = False  # slot_owner changed in this walk: the owner bytes may be stale
         conns = None  # once the stretch has two connections: its parts' connections, numbered as they came
         order = None  # and each command's part number, from the stretch's first command
         part = 0  # run_conn's part number
         first = run_start = index = start
-        slots = batch.key_slots(start, stop)  # argument 1's slot, two bytes a command (in C when compiled)
-        last_name = None
-        keyed = False
         while index < stop:
-            args = commands[index]
-            name = args[0]
-            if name is not last_name:  # (a pipeline repeats names, and the compiled reader one object a name)
-                last_name = name
-                keyed = name in first_arg
-            slot = LAST_SLOT + 1
-            if keyed and len(args) > 1:
-                at = 2 * (index - start)
-                slot = (slots[at] << 8) | slots[at + 1]  # (compiled: C byte reads, a C integer)
+            at = 3 * (index - start)
+            owner = owners[at + 2]
+            if owner == run_owner and owner != 0:
+                index += 1  # the run goes on (its connection's state was checked at its start)
+                continue
+            slot = (owners[at] << 8) | owners[at + 1]  # (compiled: C byte reads, a C integer)
             if slot > LAST_SLOT:  # not argument 1's: the route table decides
-                routed = decide(args, master_for_slot)
+                routed = self.routes.decide(commands[index], router.slotmap.master_for_slot)
                 if type(routed) is int:
                     slot = routed
                 elif routed is None:
@@ -279,6 +276,7 @@ class ClusterRoute(Route):
                                            run_slot)
                         conns = order = None
                     run_conn = None
+                    run_owner = 0
                     if type(routed) is Reject:
                         session._local(routed.reply)
                     else:
@@ -286,18 +284,21 @@ class ClusterRoute(Route):
                     index += 1
                     first = run_start = index
                     continue
+            owner = 0
             if slot == KEYLESS:
                 conn = router.connection(None, protocol, spread)
-            elif replica_reads and name in reads:
+            elif replica_reads and commands[index][0] in self.routes.reads:
                 conn = router.replica_connection(slot, protocol, spread)
             else:
-                conn = owner_conns[slot_owner[slot]]
+                owner = slot_owner[slot]
+                conn = owner_conns[owner]
                 if conn is run_conn and conn is not None:
                     index += 1  # the run goes on (its connection's state was checked at its start)
                     continue
                 if conn is None or conn.state is CLOSED:
                     conn = router.connection(slot, protocol, spread)
                     self.slot_table.remember(slot, conn)
+                    remembered = True
             if conn is not None and conn is run_conn:
                 index += 1
                 continue
@@ -308,7 +309,7 @@ class ClusterRoute(Route):
                     first = index
                 elif conns is None:  # the stretch goes on, to a second connection
                     conns = [run_conn, conn]
-                    order = bytearray(stop - first)  # (zeros: the commands so far are part 0's)
+                    order = zeroed_order(stop - first)  # (zeros: the commands so far are part 0's)
                     part = 1
                 else:  # to another connection: its part, a new one the first time
                     for at in range(run_start - first, index - first):
@@ -324,8 +325,10 @@ class ClusterRoute(Route):
                 index += 1
                 first = run_start = index
                 run_conn = None
+                run_owner = 0
                 continue
             run_conn, run_slot = conn, slot
+            run_owner = 0 if remembered or replica_reads else owner
             index += 1
         if first < stop:
             self._send_stretch(session, batch, first, stop, conns, order, run_start, part, run_conn, run_slot)

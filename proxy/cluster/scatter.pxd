@@ -5,6 +5,9 @@ from proxy.session.session cimport Session
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy._compiled_queues cimport queue_append
+from proxy.resp._compiled_replies cimport interleave
+
+cdef object CLOSED
 
 cdef class Scatter(Pending):
     cdef public list runs
@@ -17,6 +20,10 @@ cdef class Scatter(Pending):
     cdef public list parts
     cdef public Py_ssize_t left
 
+    @staticmethod
+    @cython.locals(scatter=Scatter)
+    cdef Scatter of_session(Session session)
+    cdef _fill_scatter(self, Session session)
     @cython.locals(part=Part, size=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending entry, data, Py_ssize_t done)
     cpdef pending_failed(self, Pending entry, error, bint partial)

@@ -30,6 +30,7 @@ import logging
 from ..pending import Pending, keep, queue_append
 from ..resp.order import runs as stretch_runs
 from ..resp.replies import ReplySplitter, interleave
+from ..session.states import CLOSED
 from .connection import Part, RoutedPending, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete
@@ -42,6 +43,16 @@ class Scatter(Pending):
     __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "left")
 
     def __init__(self, session):
+        self._fill_scatter(session)
+
+    @staticmethod
+    def of_session(session) -> Scatter:
+        """The route's hot path (compiled, a C call without the constructor's argument parsing)."""
+        scatter = Scatter.__new__(Scatter)
+        scatter._fill_scatter(session)
+        return scatter
+
+    def _fill_scatter(self, session) -> None:
         self._fill_pending(session, 1, None, None)  # (compiled: a C call, not super().__init__'s Python one)
         self.session = session
         self.parts = None  # one Part a connection (numbered by their place), while the stretch is awaited as parts
@@ -55,7 +66,7 @@ class Scatter(Pending):
 
     def _gone(self) -> bool:
         """The client is gone, or the stretch already ended in a failure."""
-        return self.session.state.life == "closed" or self.remaining == 0
+        return self.session.state.life is CLOSED or self.remaining == 0
 
     # -- what the connections hand over (the Scatter stands where a session would) ----------
 
@@ -63,7 +74,7 @@ class Scatter(Pending):
         if done:
             entry.remaining -= done
         session = self.session
-        if self.remaining == 0 or session.state.life == "closed":  # _gone(), once per run: inline
+        if self.remaining == 0 or session.state.life is CLOSED:  # _gone(), once per run: inline
             return
         if self.parts is not None:  # a Part's replies: kept whole, cut when every part's are in
             part = entry
@@ -135,9 +146,10 @@ class Scatter(Pending):
             replies.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
         session = self.session
         session.held_bytes -= held
-        self.conn = parts[-1].conn
+        self.conn = part.conn  # (the last part's)
+        part = parts[0]
         try:
-            reply = interleave(replies, parts[0].order)
+            reply = interleave(replies, part.order)
         except ValueError as exc:  # a part's replies do not add up (its connection counted them): a bug
             log.error("a pipeline's replies could not be put back in order: %s", exc)
             session.pending_failed(self, b"", False)  # the replies before it, then the client is closed
@@ -264,7 +276,7 @@ class Scatter(Pending):
 def scatter_stretch(session, batch, first: int, order, conns: list) -> Scatter:
     """The Scatter for the stretch of `batch` from command `first` whose command first + i goes
     to `conns[order[i]]`; each connection is sent its commands, in order, as one request."""
-    scatter = Scatter(session)
+    scatter = Scatter.of_session(session)
     counts = [0] * len(conns)
     for number in order:
         counts[number] += 1

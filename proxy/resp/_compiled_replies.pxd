@@ -1,6 +1,7 @@
 # The compiled reply splitter's declaration, cimported by the compiled upstream connections
 # (upstream/connection.pxd, cluster/connection.pxd): their per-read `take` is then a C call,
-# without a bound method's argument parsing and two int objects per reply.
+# without a bound method's argument parsing and two int objects per reply. The Scatter's
+# interleave (cluster/scatter.pxd) is a C call too.
 
 cdef struct Frame:
     Py_ssize_t count  # the enclosing frame's remaining elements (0: top level)
@@ -26,3 +27,6 @@ cdef class ReplySplitter:
     cdef int _value_done(self) except -1
     cdef int _close_frames(self) except -1
     cdef int _keep_header(self, bytes data, Py_ssize_t pos) except -1
+
+
+cpdef bytes interleave(list parts, order)

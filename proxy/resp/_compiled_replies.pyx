@@ -26,8 +26,9 @@ from proxy.resp.order cimport order_bytes
 
 # Before the import below: replies.py's last lines take it from this module, which may be only
 # this far initialised when it is imported first (the cdef class it uses exists from the start).
-def interleave(list parts not None, order):
-    """replies.interleave, in C: each reply cut by the scanner's C method, copied once."""
+cpdef bytes interleave(list parts, order):
+    """replies.interleave, in C: each reply cut by the scanner's C method, copied once. (cpdef:
+    the compiled Scatter's call is a C call, _compiled_replies.pxd.)"""
     cdef Py_ssize_t nparts = len(parts)
     cdef Py_ssize_t left[256]
     cdef Py_ssize_t positions[256]
@@ -37,6 +38,8 @@ def interleave(list parts not None, order):
     cdef bytes data, out
     cdef char* into
     cdef ReplySplitter splitter
+    if parts is None:
+        raise TypeError("interleave() needs a list of parts, not None")
     taken = order_bytes(order, &count, "interleave")
     if nparts > 256:
         raise ValueError("more than 256 parts")

@@ -1,3 +1,7 @@
-# Cimported by the compiled request reader (reader.pxd): a read's split is a C call.
+# Cimported by the compiled request reader (reader.pxd): a read's split, a cluster stretch's
+# requests and its keys' slots and owners are C calls; so is the cluster route's new order.
 
 cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1
+cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=*)
+cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
+cpdef bytearray zeroed_order(Py_ssize_t count)

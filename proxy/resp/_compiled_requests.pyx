@@ -20,13 +20,17 @@ command's name is the proxy's own object for it when it is one the proxy's table
 (`use_command_names`, reader.COMMAND_NAMES): the recent ones are kept in a small table by their
 bytes, so a name costs a compare, not an allocation and a hash.
 
-`pick_requests(raw, ends, first, order, parts)` is reader.pick_requests's twin (what
+`pick_requests(raw, ends, first, order, parts, commands)` is reader.pick_requests's twin (what
 `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
+Without `ends`, each command's end comes from the size of its arguments written canonically,
+checked against the bytes (or read from them when the check fails).
+`zeroed_order(count)` is order.zeroed_order's (a cluster route's new stretch).
 `request_ends(raw)` is reader.request_ends's (what `Batch.offsets` finds for a split's batch).
 
-`key_slots(commands, start, stop)` is reader.key_slots's twin (what `Batch.key_slots` returns):
-the Redis Cluster hash slot of each command's argument 1, two bytes each, from CRC16 tables
-made at import. That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it:
+`key_owners(commands, start, stop, names, owner_of_slot)` is reader.key_owners's twin (what
+`Batch.key_owners` returns): for each command whose name is in `names` (a cluster route's
+commands whose one key is argument 1), the Redis Cluster hash slot of that key, two bytes, from
+CRC16 tables made at import, and the slot's byte in `owner_of_slot`; NO_SLOT and 0 for others. That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it:
 here it costs about three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
 
 `key_class(key, table)` is `bytes.translate(key, table)` (the policy's key classes,
@@ -36,11 +40,14 @@ built-in's loop also tracks whether anything changed. `same_class(key, table, ke
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
+from cpython.sequence cimport PySequence_Contains
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 from proxy.resp.order cimport order_bytes
 
@@ -179,41 +186,92 @@ def request_ends(bytes raw not None):
     return ends
 
 
-def pick_requests(bytes raw not None, ends, Py_ssize_t first, order, Py_ssize_t parts):
+cdef inline Py_ssize_t _digits(Py_ssize_t value) noexcept nogil:
+    cdef Py_ssize_t count = 1
+    while value >= 10:
+        value = value // 10
+        count += 1
+    return count
+
+
+cdef inline Py_ssize_t _encoded_size(object args) noexcept:
+    """The size of `args` written as a canonical request (as the split found it), -1 when it is
+    not a list of bytes."""
+    cdef Py_ssize_t count, k, size, length
+    cdef object arg
+    if type(args) is not list:
+        return -1
+    count = PyList_GET_SIZE(args)
+    size = 3 + _digits(count)  # *N CRLF
+    for k in range(count):
+        arg = <object> PyList_GET_ITEM(args, k)
+        if type(arg) is not bytes:
+            return -1
+        length = PyBytes_GET_SIZE(arg)
+        size += 5 + _digits(length) + length  # $L CRLF, the bytes, CRLF
+    return size
+
+
+cdef inline Py_ssize_t _end_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t start, list commands,
+                               Py_ssize_t index) noexcept:
+    """Where the request at s[start:] ends (-1: none whole there). A batch of the split's is its
+    commands written canonically: their sizes say it without the headers read again, checked
+    against the request's first and last bytes; anything else is read."""
+    cdef Py_ssize_t size, args
+    if commands is not None and index < PyList_GET_SIZE(commands):
+        size = _encoded_size(<object> PyList_GET_ITEM(commands, index))
+        if size > 0 and start + size <= n and s[start] == 42 and s[start + size - 2] == 13 and s[start + size - 1] == 10:
+            return start + size
+    return _request_end(s, n, start, &args, NULL, NULL)
+
+
+cdef enum:
+    FOUND_ON_STACK = 64  # a stretch's command ends kept without an allocation
+
+
+cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=None):
     """reader.pick_requests, in C: the part sizes first, then one copy of each command. Without
-    `ends` (None: a batch of the split's), each command's end is found again in `raw`."""
+    `ends` (None: a batch of the split's, whose `commands` may be given), each command's end is
+    found again (`_end_of`). (cpdef: the compiled reader's call is a C call,
+    _compiled_requests.pxd.)"""
     cdef Py_ssize_t sizes[256]
     cdef char* into[256]  # where each part's next command goes
+    cdef Py_ssize_t found_here[FOUND_ON_STACK]
     cdef const unsigned char* taken
-    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw)
-    cdef Py_ssize_t count, at, begin, start, end, part, args
-    cdef Py_ssize_t* found = NULL
+    cdef const unsigned char* s
+    cdef Py_ssize_t n
+    cdef Py_ssize_t count, at, begin, start, end, part
+    cdef Py_ssize_t* found = found_here
     cdef list out
     cdef bytes piece
+    if raw is None:
+        raise TypeError("pick_requests() needs the batch's bytes, not None")
+    s = <const unsigned char*> PyBytes_AS_STRING(raw)
+    n = PyBytes_GET_SIZE(raw)
     taken = order_bytes(order, &count, "pick_requests")
     if parts < 0 or parts > 256 or first < 0:
         raise IndexError("parts or commands out of range")
     if ends is None:
         begin = 0
         for at in range(first):
-            begin = _request_end(s, n, begin, &args, NULL, NULL)
+            begin = _end_of(s, n, begin, commands, at)
             if begin < 0:
                 raise IndexError("commands out of range")
     else:
         if first + count > PyList_GET_SIZE(ends):
             raise IndexError("parts or commands out of range")
         begin = <Py_ssize_t> ends[first - 1] if first else 0
-    found = <Py_ssize_t*> PyMem_Malloc((count if count else 1) * sizeof(Py_ssize_t))
-    if found == NULL:
-        raise MemoryError()
+    if count > FOUND_ON_STACK:
+        found = <Py_ssize_t*> PyMem_Malloc(count * sizeof(Py_ssize_t))
+        if found == NULL:
+            raise MemoryError()
     try:
         for part in range(parts):
             sizes[part] = 0
         start = begin
         for at in range(count):
             if ends is None:
-                end = _request_end(s, n, start, &args, NULL, NULL)
+                end = _end_of(s, n, start, commands, first + at)
                 if end < 0:
                     raise IndexError("commands out of range")
             else:
@@ -237,7 +295,8 @@ def pick_requests(bytes raw not None, ends, Py_ssize_t first, order, Py_ssize_t 
             start = found[at]
         return out
     finally:
-        PyMem_Free(found)
+        if found != found_here:
+            PyMem_Free(found)
 
 
 # CRC-CCITT (XMODEM: polynomial 0x1021, initial value 0), eight bytes a step ("slicing by 8"):
@@ -289,30 +348,62 @@ cdef inline unsigned int _key_slot(const unsigned char* s, Py_ssize_t n) noexcep
     return _crc16(s, n) & 0x3FFF
 
 
-def key_slots(list commands not None, Py_ssize_t start, Py_ssize_t stop):
-    """reader.key_slots, in C."""
-    cdef Py_ssize_t at, slot
+cpdef bytearray zeroed_order(Py_ssize_t count):
+    """order.zeroed_order, without a call of the bytearray type (an int object, argument parsing)."""
+    cdef bytearray order
+    if count < 0:
+        raise ValueError("an order of fewer than no commands")
+    order = PyByteArray_FromStringAndSize(NULL, count)
+    memset(PyByteArray_AS_STRING(order), 0, count)
+    return order
+
+
+cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
+    """reader.key_owners, in C (cpdef: the compiled reader's call is a C call). A name is looked
+    up in `names` once for a run of commands that share it (the split's one object a name)."""
+    cdef Py_ssize_t at, slot, owner
     cdef unsigned char* into
+    cdef const unsigned char* owners
     cdef object args, key
+    cdef PyObject* name
+    cdef PyObject* last_name = NULL
+    cdef int keyed = 0
     cdef bytes out
+    if commands is None or owner_of_slot is None:
+        raise TypeError("key_owners() needs a list of commands and a slot table, not None")
+    if PyByteArray_GET_SIZE(owner_of_slot) != 16384:
+        raise ValueError("a slot table has a byte for each of the 16384 slots")
     if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
         raise IndexError("commands out of range")
-    out = PyBytes_FromStringAndSize(NULL, 2 * (stop - start))
+    out = PyBytes_FromStringAndSize(NULL, 3 * (stop - start))
     into = <unsigned char*> PyBytes_AS_STRING(out)
+    owners = <const unsigned char*> PyByteArray_AS_STRING(owner_of_slot)
     for at in range(start, stop):
         args = <object> PyList_GET_ITEM(commands, at)
         slot = 0xFFFF  # reader.NO_SLOT
+        owner = 0
         key = None
         if type(args) is list:
             if PyList_GET_SIZE(args) > 1:
+                name = PyList_GET_ITEM(args, 0)
                 key = <object> PyList_GET_ITEM(args, 1)
-        elif len(args) > 1:
-            key = args[1]
-        if type(key) is bytes:
-            slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+        elif type(args) is tuple:
+            if PyTuple_GET_SIZE(args) > 1:
+                name = PyTuple_GET_ITEM(args, 0)
+                key = <object> PyTuple_GET_ITEM(args, 1)
+        if key is not None:  # (other sequences: NO_SLOT, the route table decides)
+            if name != last_name:
+                keyed = PySequence_Contains(names, <object> name)
+                if keyed < 0:
+                    raise TypeError("key_owners() could not look a name up in `names`")
+                last_name = name
+            if keyed and type(key) is bytes:
+                slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+                owner = owners[slot]
         into[0] = slot >> 8
         into[1] = slot & 0xFF
-        into += 2
+        into[2] = owner
+        into += 3
     return out
 
 

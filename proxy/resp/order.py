@@ -21,3 +21,8 @@ def runs(order, first: int = 0) -> list:
         found.append((part, first + at, first + stop))
         at = stop
     return found
+
+
+def zeroed_order(count: int) -> bytearray:
+    """A new order of `count` commands, all part 0's (as a stretch's commands so far are)."""
+    return bytearray(count)

@@ -1,5 +1,5 @@
 cimport cython
-from proxy.resp._compiled_requests cimport split_requests
+from proxy.resp._compiled_requests cimport split_requests, pick_requests, key_owners
 
 @cython.final
 cdef class Batch:
@@ -13,7 +13,7 @@ cdef class Batch:
     @cython.locals(begin=Py_ssize_t, end=Py_ssize_t, ends=list)
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
-    cpdef bytes key_slots(self, Py_ssize_t start, Py_ssize_t stop)
+    cpdef bytes key_owners(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 
 
 @cython.final

@@ -22,7 +22,7 @@ import re
 import hiredis
 
 from .. import compiled
-from ..routing.slots import hash_slot
+from ..routing.slots import SLOT_COUNT, hash_slot
 from .exact import ParseLimits, ProtocolError, parse_request
 from .order import runs
 
@@ -117,16 +117,19 @@ class Batch:
         """The commands from `first` dealt out to `parts` requests: command first + i goes to
         part `order[i]`; each part's commands keep their order. (A cluster's stretch: a part a
         master.) Compiled, one C pass that copies each command once."""
-        if _pick is not None:
-            return _pick(self.raw, self._ends, first, order, parts)  # (without ends, found in raw in C)
-        return pick_requests(self.raw, self.offsets(), first, order, parts)
+        if _pick is not None:  # (without ends: in C, from the commands)
+            return pick_requests(self.raw, self._ends, first, order, parts, self.commands)
+        return pure_pick_requests(self.raw, self.offsets(), first, order, parts)
 
-    def key_slots(self, start: int, stop: int) -> bytes:
-        """The Redis Cluster hash slot of argument 1 of each of commands[start:stop], two bytes
-        each (big-endian), NO_SLOT for a command without one. Compiled, the CRC16 is in C."""
-        if _key_slots is not None:
-            return _key_slots(self.commands, start, stop)
-        return key_slots(self.commands, start, stop)
+    def key_owners(self, start: int, stop: int, names, owner_of_slot) -> bytes:
+        """Three bytes for each of commands[start:stop]: the Redis Cluster hash slot of its
+        argument 1 (big-endian) and that slot's byte in `owner_of_slot` (16,384 bytes), for a
+        command whose name is in `names`; NO_SLOT and 0 for others. (A cluster route's commands
+        whose one key is argument 1, and the number of the connection it last gave for the slot.)
+        Compiled, one C pass: a name is looked up once for a run of commands that share it."""
+        if _key_owners is not None:
+            return key_owners(self.commands, start, stop, names, owner_of_slot)
+        return pure_key_owners(self.commands, start, stop, names, owner_of_slot)
 
 
 def request_ends(raw: bytes) -> list:
@@ -154,9 +157,9 @@ def request_ends(raw: bytes) -> list:
     return ends
 
 
-def pick_requests(raw: bytes, ends: list | None, first: int, order, parts: int) -> list:
+def pure_pick_requests(raw: bytes, ends: list | None, first: int, order, parts: int, commands=None) -> list:
     """`Batch.requests_by_part` on a batch's `raw` and `ends` (the reference for the compiled one;
-    None: found in `raw`)."""
+    None: found in `raw`, which the compiled one finds from `commands` when they are given)."""
     if ends is None:
         ends = request_ends(raw)
     pieces = [[] for _ in range(parts)]
@@ -165,21 +168,24 @@ def pick_requests(raw: bytes, ends: list | None, first: int, order, parts: int) 
     return [b"".join(piece) for piece in pieces]
 
 
-NO_SLOT = 0xFFFF  # in key_slots: the command has no argument 1
+NO_SLOT = 0xFFFF  # in key_owners: the command's key is not argument 1
 
 
-def key_slots(commands: list, start: int, stop: int) -> bytes:
-    """`Batch.key_slots` on a batch's commands (the reference for the compiled one)."""
+def pure_key_owners(commands: list, start: int, stop: int, names, owner_of_slot) -> bytes:
+    """`Batch.key_owners` on a batch's commands (the reference for the compiled one)."""
+    if len(owner_of_slot) != SLOT_COUNT:
+        raise ValueError("a slot table has a byte for each of the 16384 slots")
     if start < 0 or stop > len(commands) or start > stop:
         raise IndexError("commands out of range")
-    out = bytearray(2 * (stop - start))
+    out = bytearray(3 * (stop - start))
     at = 0
     for args in commands[start:stop]:
-        key = args[1] if len(args) > 1 else None
-        slot = hash_slot(key) if type(key) is bytes else NO_SLOT
-        out[at] = slot >> 8
-        out[at + 1] = slot & 0xFF
-        at += 2
+        slot, owner = NO_SLOT, 0
+        if type(args) in (list, tuple) and len(args) > 1 and args[0] in names and type(args[1]) is bytes:
+            slot = hash_slot(args[1])
+            owner = owner_of_slot[slot]
+        out[at:at + 3] = (slot >> 8, slot & 0xFF, owner)
+        at += 3
     return bytes(out)
 
 
@@ -203,7 +209,11 @@ _split = _compiled.split_requests if _compiled is not None else None
 split_requests = _split
 _pick = _compiled.pick_requests if _compiled is not None else None
 _request_ends = _compiled.request_ends if _compiled is not None else None
-_key_slots = _compiled.key_slots if _compiled is not None else None
+_key_owners = _compiled.key_owners if _compiled is not None else None
+# What Batch calls for a cluster stretch's requests and keys when the twins are built: C
+# functions when compiled (reader.pxd cimports these names), the twins otherwise.
+pick_requests = _pick
+key_owners = _key_owners
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
 

@@ -444,3 +444,35 @@ def test_a_stretch_over_more_connections_than_its_part_numbers_hold_is_cut_in_tw
         rig.answer(node, replies_for(commands))
     assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
     assert not rig.session.queue and rig.session.inflight == 0
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["first", "after-another"])
+@pytest.mark.parametrize("case", ["one-closed-connection", "table-starts-again"])
+def test_connections_replaced_mid_walk_leave_each_command_to_its_own_master(rig, case, pipelined):
+    """The route reads every command's connection number for a whole read at once, then walks
+    the read. Once it replaces a closed connection during the walk, the numbers it read may be
+    stale: both key_a's and key_b's slots had a connection that closed (their masters changed
+    since), or the table, full, started again and key_b's old number is the replacement's new
+    one. key_b must still go to its own master, not join key_a's run."""
+    from proxy.upstream.connection import CLOSED
+
+    key_a, key_b = KEYS[NODES[1]][0], KEYS[NODES[2]][0]
+    table = rig.session.route.slot_table
+    table.forget()
+    gone = ClusterConnection(rig.loop, NODES[0], [], None, router=rig.router, place=(2, 0))
+    gone.state = CLOSED
+    if case == "one-closed-connection":
+        table.remember(hash_slot(key_a), gone)
+        table.remember(hash_slot(key_b), gone)
+    else:
+        table.remember(hash_slot(key_b), rig.conns[NODES[2]])  # number 1, right for key_b
+        unused = (slot for slot in range(16384) if slot not in (hash_slot(key_a), hash_slot(key_b)))
+        for _ in range(253):  # numbers 2-254: connections of other slots, since replaced
+            table.remember(next(unused), object())
+        table.remember(hash_slot(key_a), gone)  # number 255: the list is full
+        assert len(table.conns) == 256
+    first = [(b"GET", KEYS[NODES[0]][0])] if pipelined else []
+    rig.send(first + [(b"GET", key_a), (b"GET", key_b)])
+    assert table.conns[table.owner[hash_slot(key_a)]] is rig.conns[NODES[1]]  # asked again
+    assert rig.sent(NODES[1]) == [[b"GET", key_a]]
+    assert rig.sent(NODES[2]) == [[b"GET", key_b]]

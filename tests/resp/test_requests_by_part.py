@@ -25,7 +25,7 @@ def _twin(request, pure, compiled):
 
 @pytest.fixture(params=["pure", "compiled"])
 def pick(request):
-    return _twin(request, reader.pick_requests, reader._pick)
+    return _twin(request, reader.pure_pick_requests, reader._pick)
 
 
 COMMANDS = [("GET", "k"), ("SET", "key:1", "v" * 300), ("PING",), ("MSET", *"abcdefgh"), ("ECHO", ""),
@@ -51,6 +51,34 @@ def test_each_part_gets_its_commands_in_order(pick, seed):
     assert pick(batch.raw, batch.ends, first, order, parts) == expected
     assert pick(batch.raw, batch.ends, first, bytes(order), parts) == expected
     assert pick(batch.raw, None, first, bytes(order), parts) == expected
+    assert pick(batch.raw, None, first, bytes(order), parts, batch.commands) == expected
+
+
+def _args(command) -> list:
+    return [part.encode() for part in command]
+
+
+# Commands that do not say the request's size: each is read from the bytes instead. (Given with
+# the requests of COMMANDS[:3], command 1 in their place.)
+NOT_THE_REQUEST = {
+    "another argument": [b"SET", b"key:1", b"v" * 300, b"x"],
+    "one byte more": [b"SET", b"key:1", b"v" * 301],
+    "not a list": (b"SET", b"key:1", b"v" * 300),
+    "not bytes": [b"SET", "key:1", b"v" * 300],
+    "no command": None,
+}
+
+
+@pytest.mark.parametrize("wrong", NOT_THE_REQUEST, ids=list(NOT_THE_REQUEST))
+def test_commands_that_do_not_match_the_bytes_leave_them_to_be_read(pick, wrong):
+    """Given a batch's commands, the compiled pick takes each request's size from its arguments,
+    checked against the request's first and last bytes; where they do not say it, the bytes do."""
+    batch = batch_of(COMMANDS[:3])
+    commands = [_args(COMMANDS[0]), NOT_THE_REQUEST[wrong], _args(COMMANDS[2])]
+    packed = [hiredis.pack_command(c) for c in COMMANDS[:3]]
+    assert pick(batch.raw, None, 0, b"\x01\x00\x01", 2, commands) == [packed[1], packed[0] + packed[2]]
+    assert pick(batch.raw, None, 2, b"\x00", 1, commands) == [packed[2]]  # (1 skipped to reach 2)
+    assert pick(batch.raw, None, 0, b"\x00\x00", 1, commands[:1]) == [packed[0] + packed[1]]  # (too few)
 
 
 @pytest.fixture(params=["pure", "compiled"])

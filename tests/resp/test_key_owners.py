@@ -1,0 +1,113 @@
+"""Batch.key_owners, pure and compiled: for each command whose name is given (a cluster route's
+commands whose one key is argument 1), the hash slot of argument 1, two bytes, and that slot's
+byte in the route's slot table; NO_SLOT and 0 for other commands. The compiled one has its own
+CRC16 (two bytes a step): it must give binascii.crc_hqx's, with Redis's hash-tag rule."""
+
+from __future__ import annotations
+
+import random
+from binascii import crc_hqx
+
+import hiredis
+import pytest
+
+from proxy.resp import reader
+from proxy.resp.reader import NO_SLOT, RequestReader
+from proxy.routing.slots import SLOT_COUNT, hash_slot
+
+NAMES = frozenset({b"GET", b"SET", b"MGET"})
+# A slot table as a route keeps one: a connection's number for each slot (0: none yet).
+TABLE = bytearray((slot * 7) % 256 for slot in range(SLOT_COUNT))
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def key_owners(request):
+    if request.param == "pure":
+        return reader.pure_key_owners
+    if reader._key_owners is None:
+        pytest.skip("the compiled request split is not built")
+    return reader._key_owners
+
+
+@pytest.fixture
+def key_slots(key_owners):
+    """The slots alone, each owner byte checked against the table on the way."""
+    def slots(commands, start, stop, names=NAMES):
+        data = key_owners(commands, start, stop, names, TABLE)
+        assert len(data) == 3 * (stop - start)
+        found = []
+        for at in range(0, len(data), 3):
+            slot = int.from_bytes(data[at:at + 2], "big")
+            assert data[at + 2] == (TABLE[slot] if slot != NO_SLOT else 0)
+            found.append(slot)
+        return found
+    return slots
+
+
+# Redis's own examples (cluster spec) and the edges of the tag rule; every length modulo 8, since
+# the compiled CRC takes eight bytes a step, then two, then the last odd one alone.
+TAGGED = [b"{user1000}.following", b"{user1000}.followers", b"foo{}{bar}", b"foo{{bar}}zap", b"foo{bar}{zap}",
+          b"{", b"}", b"{}", b"}{", b"{a}", b"a{b", b"a}b{c}", b"", b"a", b"ab", b"abc", b"123456789",
+          b"\x00\xff" * 40, b"{\x00}", "{ключ}:1".encode(), *(bytes(range(200, 200 + n)) for n in range(4, 20))]
+
+
+def test_known_slots(key_slots):
+    # the cluster spec's check value: CRC16("123456789") = 0x31C3
+    assert key_slots([[b"GET", b"123456789"]], 0, 1) == [0x31C3 % SLOT_COUNT]
+    assert key_slots([[b"GET", b"{user1000}.following"], [b"GET", b"{user1000}.followers"]], 0, 2) == \
+        [hash_slot(b"user1000")] * 2
+
+
+@pytest.mark.parametrize("key", TAGGED)
+def test_the_hash_tag_rule(key_slots, key):
+    assert key_slots([[b"GET", key]], 0, 1) == [hash_slot(key)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_keys_match_crc_hqx(key_slots, seed):
+    rng = random.Random(seed)
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 70))) for _ in range(300)]
+    keys += [b"key:%d" % rng.randrange(10**12) for _ in range(100)]
+    got = key_slots([[b"GET", key] for key in keys], 0, len(keys))
+    assert got == [hash_slot(key) for key in keys]
+    untagged = [key for key in keys if b"{" not in key]
+    assert key_slots([[b"GET", key] for key in untagged], 0, len(untagged)) == \
+        [crc_hqx(key, 0) % SLOT_COUNT for key in untagged]
+
+
+def test_a_read_of_the_reader(key_slots):
+    """What the readers make (lists of bytes), from the start, the middle and the end of a batch."""
+    commands = [("GET", "a"), ("PING",), ("SET", "{t}x", "v"), ("MGET", "b", "c"), ("EXEC",), ("GET", "")]
+    batch = RequestReader().feed_read(b"".join(hiredis.pack_command(c) for c in commands))
+    want = [hash_slot(b"a"), NO_SLOT, hash_slot(b"t"), hash_slot(b"b"), NO_SLOT, hash_slot(b"")]
+    assert key_slots(batch.commands, 0, 6) == want
+    assert key_slots(batch.commands, 2, 4) == want[2:4]
+    assert key_slots(batch.commands, 3, 3) == []
+    assert batch.key_owners(1, 6, NAMES, TABLE) == reader.pure_key_owners(batch.commands, 1, 6, NAMES, TABLE)
+
+
+def test_only_the_names_given_have_a_slot(key_slots):
+    """A name is looked up once for a run of commands that share it: runs of one name, then
+    another, then the first again, each with its own answer."""
+    commands = [[b"GET", b"a"], [b"GET", b"b"], [b"HSET", b"a"], [b"HSET", b"b"], [b"GET", b"c"], [b"get", b"d"],
+                [b"EXISTS", b"e"], [b"GET", b"f"]]
+    assert key_slots(commands, 0, len(commands)) == [hash_slot(b"a"), hash_slot(b"b"), NO_SLOT, NO_SLOT,
+                                                     hash_slot(b"c"), NO_SLOT, NO_SLOT, hash_slot(b"f")]
+    assert key_slots(commands, 0, len(commands), frozenset()) == [NO_SLOT] * len(commands)
+    assert key_slots(commands, 2, 4, {b"HSET"}) == [hash_slot(b"a"), hash_slot(b"b")]
+
+
+def test_a_slot_table_of_another_size_is_refused(key_owners):
+    with pytest.raises(ValueError):
+        key_owners([[b"GET", b"a"]], 0, 1, NAMES, bytearray(SLOT_COUNT - 1))
+
+
+def test_what_has_no_bytes_at_argument_1(key_slots):
+    commands = [[b"PING"], [], (b"GET", b"k"), [b"GET", "text"], [b"GET", 7], (b"GET",)]
+    assert key_slots(commands, 0, len(commands)) == [NO_SLOT, NO_SLOT, hash_slot(b"k"), NO_SLOT, NO_SLOT, NO_SLOT]
+
+
+@pytest.mark.parametrize("start, stop", [(-1, 1), (0, 3), (2, 1)])
+def test_out_of_range_is_refused(key_owners, start, stop):
+    with pytest.raises(IndexError):
+        key_owners([[b"GET", b"a"], [b"GET", b"b"]], start, stop, NAMES, TABLE)
