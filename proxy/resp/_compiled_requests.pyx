@@ -20,18 +20,19 @@ command's name is the proxy's own object for it when it is one the proxy's table
 (`use_command_names`, reader.COMMAND_NAMES): the recent ones are kept in a small table by their
 bytes, so a name costs a compare, not an allocation and a hash.
 
-`pick_requests(raw, ends, first, order, parts, commands)` is reader.pick_requests's twin (what
-`Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
+`pick_requests(raw, ends, first, order, parts, commands)` is reader.pure_pick_requests's twin
+(what `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
 Without `ends`, each command's end comes from the size of its arguments written canonically,
 checked against the bytes (or read from them when the check fails).
 `zeroed_order(count)` is order.zeroed_order's (a cluster route's new stretch).
 `request_ends(raw)` is reader.request_ends's (what `Batch.offsets` finds for a split's batch).
 
-`key_owners(commands, start, stop, names, owner_of_slot)` is reader.key_owners's twin (what
-`Batch.key_owners` returns): for each command whose name is in `names` (a cluster route's
+`key_owners(commands, start, stop, names, owner_of_slot)` is reader.pure_key_owners's twin
+(what `Batch.key_owners` returns): for each command whose name is in `names` (a cluster route's
 commands whose one key is argument 1), the Redis Cluster hash slot of that key, two bytes, from
-CRC16 tables made at import, and the slot's byte in `owner_of_slot`; NO_SLOT and 0 for others. That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it:
-here it costs about three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
+CRC16 tables made at import, and the slot's byte in `owner_of_slot`; NO_SLOT and 0 for others.
+That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it: here it costs about
+three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
 
 `key_class(key, table)` is `bytes.translate(key, table)` (the policy's key classes,
 policy/keyclass.py, looked up for every checked command): one table read a byte, where the
@@ -230,7 +231,7 @@ cdef enum:
 
 
 cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=None):
-    """reader.pick_requests, in C: the part sizes first, then one copy of each command. Without
+    """reader.pure_pick_requests, in C: the part sizes first, then one copy of each command. Without
     `ends` (None: a batch of the split's, whose `commands` may be given), each command's end is
     found again (`_end_of`). (cpdef: the compiled reader's call is a C call,
     _compiled_requests.pxd.)"""
@@ -359,7 +360,7 @@ cpdef bytearray zeroed_order(Py_ssize_t count):
 
 
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
-    """reader.key_owners, in C (cpdef: the compiled reader's call is a C call). A name is looked
+    """reader.pure_key_owners, in C (cpdef: the compiled reader's call is a C call). A name is looked
     up in `names` once for a run of commands that share it (the split's one object a name)."""
     cdef Py_ssize_t at, slot, owner
     cdef unsigned char* into
@@ -371,7 +372,7 @@ cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, 
     cdef bytes out
     if commands is None or owner_of_slot is None:
         raise TypeError("key_owners() needs a list of commands and a slot table, not None")
-    if PyByteArray_GET_SIZE(owner_of_slot) != 16384:
+    if PyByteArray_GET_SIZE(owner_of_slot) != 16384:  # (routing.slots.SLOT_COUNT)
         raise ValueError("a slot table has a byte for each of the 16384 slots")
     if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
         raise IndexError("commands out of range")
