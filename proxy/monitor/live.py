@@ -32,7 +32,6 @@ search for an error reply's start in the reads that hold a `-`:
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from itertools import islice
 
 from ..resp.replies import ReplySplitter, ReplyStreamError
@@ -59,6 +58,11 @@ DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +I
 TOTALS = [0, 0, 0]
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
 _ticks = [KEY_SAMPLE_EVERY]
+# The name and histogram of the last run timed by its request's bytes: the next read's is mostly
+# the same command, compared in place (no slice, no hash). At first a name of ten bytes, which
+# never matches a one-digit length.
+NO_NAME = (b"0123456789", None)
+_last_timed = list(NO_NAME)
 _known: set[bytes] = set()  # every command name, lower and upper case
 _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
 
@@ -87,6 +91,7 @@ def reset() -> None:
         counter.n = 0
     TOTALS[:] = [0, 0, 0]
     _ticks[:] = [KEY_SAMPLE_EVERY]
+    _last_timed[:] = NO_NAME
     keys.reset()
 
 
@@ -166,39 +171,59 @@ def slow_runs(conn, slow) -> None:
 
 def upstream_read(conn, data: bytes):
     """Before `conn` hands out the replies in `data` (its pending entries still as they were);
-    None, or for a slow read what `slow_runs` needs once the replies are handed out. Inline and
-    in one frame: at one client this runs once per request."""
+    None, or for a slow read what `slow_runs` needs once the replies are handed out."""
+    return read_from(conn, data, conn.stamps, conn.pending)
+
+
+def read_from(conn, data: bytes, stamps, pending):
+    """`upstream_read`, given the connection's write stamps and pending entries: the compiled
+    connection reads them as C fields and calls this in C (live.pxd), at one client once per
+    request. Inline and in one frame; the entries are read as C fields too."""
     size = len(data)
-    TOTALS[1] += size
+    totals = TOTALS
+    totals[1] += size
     # memchr first: searching "\r\n-" in reply-dense bytes costs about 1 ns a byte
     if 45 in data and (data[0] == 45 or (size <= ERROR_SCAN_LIMIT and data.find(b"\r\n-") >= 0)):
         _count_errors(conn, data)
     if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies
-    stamps = conn.stamps
     if not stamps:
         return None
     stamp = stamps[0]
-    if stamp[1].remaining == 0:  # writes answered: the oldest left is the head's
+    oldest = stamp[1]  # the last entry of the oldest write
+    if oldest.remaining == 0:  # writes answered: the oldest left is the head's
         stamp = _unanswered(stamps)
         if stamp is None:
             return None
-    pending = conn.pending
     if not pending:
         return None
     now = clock()
     elapsed = now - stamp[0]
     slot = pending[0]
-    sent = slot.sent
-    if sent is not None and sent[6] == 13 and sent[4] == 36:
-        name = sent[8:sent[5] - 40]  # `*N\r\n$L\r\nNAME`: one-digit counts, no parser needed
+    request = slot.sent
+    sent = request if type(request) is bytes else None  # (compiled: read as bytes)
+    histogram = None
+    if sent is not None and sent[6] == 13 and sent[4] == 36:  # `*N\r\n$L\r\nNAME`: one-digit counts
+        last = _last_timed
+        name = last[0]
+        if sent[5] - 48 == len(name) and sent.startswith(name, 8):  # (compiled: a memcmp)
+            histogram = last[1]
+        else:
+            name = sent[8:sent[5] - 40]
+            histogram = _histogram(name)
+            last[0] = name
+            last[1] = histogram
     else:
         name = _name_of(slot)
-    if name is not None:
-        histogram = DURATIONS.get(name)
-        if histogram is None:
+        if name is not None:
             histogram = _histogram(name)
-        histogram[bisect_left(BOUNDS, elapsed)] += 1
+    if histogram is not None:
+        at = 0  # bisect_left(BOUNDS, elapsed), without a call: most replies fall in the first buckets
+        for bound in BOUNDS:
+            if bound >= elapsed:
+                break
+            at += 1
+        histogram[at] += 1
         histogram[-1] += elapsed
         ticks = _ticks
         ticks[0] -= 1
@@ -226,6 +251,9 @@ def _name_of(slot):
 
 
 def _histogram(name: bytes) -> list:
+    found = DURATIONS.get(name)
+    if found is not None:
+        return found
     if len(DURATIONS) >= MAX_NAMES:
         name = UNKNOWN
     return DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])

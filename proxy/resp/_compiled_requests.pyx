@@ -408,13 +408,16 @@ cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, 
     return out
 
 
-def key_class(bytes key not None, table):
-    """bytes.translate(key, table), in C for the usual table of 256 bytes (None: the key itself)."""
+cpdef bytes key_class(bytes key, table):
+    """bytes.translate(key, table), in C for the usual table of 256 bytes (None: the key itself).
+    (cpdef: the compiled session's and memo's call is a C call.)"""
     cdef const unsigned char* s
     cdef const unsigned char* t
     cdef unsigned char* into
     cdef Py_ssize_t n, i
     cdef bytes out
+    if key is None:
+        raise TypeError("key_class() needs bytes, not None")
     if table is None:
         return key
     if type(table) is not bytes or PyBytes_GET_SIZE(table) != 256:
@@ -429,13 +432,16 @@ def key_class(bytes key not None, table):
     return out
 
 
-def same_class(bytes key not None, table, kept):
+cpdef bint same_class(bytes key, table, kept) except -1:
     """key_class(key, table) == kept, without making the class: a byte compared as it is read,
-    up to the first that differs (kept: the class a client's last key had, or None)."""
+    up to the first that differs (kept: the class a client's last key had, or None). (cpdef: the
+    compiled session's and memo's call is a C call.)"""
     cdef const unsigned char* s
     cdef const unsigned char* t
     cdef const unsigned char* k
     cdef Py_ssize_t n, i
+    if key is None:
+        raise TypeError("same_class() needs bytes, not None")
     if kept is None:
         return False
     if table is None or type(table) is not bytes or PyBytes_GET_SIZE(table) != 256 or type(kept) is not bytes:

@@ -1,4 +1,5 @@
 cimport cython
+from proxy.resp._compiled_requests cimport key_class, same_class
 
 cdef class Memo:
     cdef public dict memo
@@ -8,7 +9,7 @@ cdef class Memo:
     cdef public bytes last_class
     cdef public object last_known
 
-    @cython.locals(key_class=bytes)
+    @cython.locals(found=bytes)
     cpdef bint passed(self, args, state)
     cpdef bint fits(self, args, known)
 

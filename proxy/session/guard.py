@@ -11,28 +11,15 @@ their shape (policy/engine.py, "The memo of passes": the key's class, the length
 arguments no rule reads, the bytes of the ones they do) and writes the memo; a Memo only reads
 it. The SET family's shape (the value's length, then the options) is compared in place, without
 building it. Both are compiled with the session core (`guard.pxd`), so these checks are C field
-reads and a dict lookup, not Python calls; a key's class is `class_of` (in C when built), and the
-last class that passed is kept (by the session for the good keys, by each Memo for its shapes),
-so the usual command compares its key's class with it as it is read (`same_class`), instead of
-making the class and hashing it.
+reads and a dict lookup, not Python calls; a key's class is `key_class` (policy/keyclass.py, in C
+when built, a C call from here), and the last class that passed is kept (by the session for the
+good keys, by each Memo for its shapes), so the usual command compares its key's class with it as
+it is read (`same_class`), instead of making the class and hashing it.
 """
 
 from __future__ import annotations
 
-from .. import compiled
-
-# A key's class (policy/keyclass.py): `class_of(key, table)` is `key.translate(table)`, in C
-# when built, else the type's own function (no method lookup on the key for every command).
-_compiled = compiled.load("proxy.resp._compiled_requests")
-class_of = _compiled.key_class if _compiled is not None else bytes.translate
-
-
-def _same_class(key: bytes, table, kept) -> bool:
-    return kept is not None and bytes.translate(key, table) == kept
-
-
-# Is a key's class `kept` (the last one that passed)? In C without making the class when built.
-same_class = _compiled.same_class if _compiled is not None else _same_class
+from ..policy.keyclass import key_class, same_class
 
 
 class Memo:
@@ -61,11 +48,11 @@ class Memo:
         key = args[1]
         if same_class(key, self.key_classes, self.last_class) and self.fits(args, self.last_known):
             return True
-        key_class = class_of(key, self.key_classes)
-        known = self.memo.get(key_class)
+        found = key_class(key, self.key_classes)
+        known = self.memo.get(found)
         if known is None or not self.fits(args, known):
             return False
-        self.last_class = key_class
+        self.last_class = found
         self.last_known = known
         return True
 

@@ -6,6 +6,7 @@ from proxy.session.states cimport ConnState
 from proxy.session.guard cimport Guard
 from proxy.upstream._compiled_write cimport DirectWriter
 from proxy._compiled_queues cimport queue_popleft
+from proxy.resp._compiled_requests cimport key_class, same_class
 
 cdef class Route
 
@@ -62,7 +63,7 @@ cdef class Session(Receiver):
     cpdef data_received(self, data)
     @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, tally=Tally, guard=Guard, dispatch=dict)
     cpdef _run(self, Batch batch, Py_ssize_t index)
-    @cython.locals(key_class=bytes)
+    @cython.locals(found=bytes)
     cpdef bint _key_passes(self, key)
     @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)

@@ -37,11 +37,12 @@ from ..monitor import health, live
 from ..monitor.live import Tally
 from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_popleft
 from ..policy.engine import SessionState
+from ..policy.keyclass import key_class, same_class
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
-from .guard import Guard, class_of, same_class
+from .guard import Guard
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAM_END, STREAMING, WAITING, ConnState
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
@@ -306,9 +307,9 @@ class Session(Receiver):
         with a class as it is read costs less than making and hashing one."""
         if same_class(key, self.key_classes, self.good_class):
             return True
-        key_class = class_of(key, self.key_classes)
-        if key_class in self.good_keys or self.engine.key_ok(key):
-            self.good_class = key_class
+        found = key_class(key, self.key_classes)
+        if found in self.good_keys or self.engine.key_ok(key):
+            self.good_class = found
             return True
         return False
 

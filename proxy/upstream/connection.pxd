@@ -2,6 +2,7 @@ cimport cython
 from proxy.pending cimport Pending
 from proxy.resp._compiled_replies cimport ReplySplitter as CompiledSplitter
 from proxy._compiled_queues cimport queue_append, queue_popleft
+from proxy.monitor.live cimport read_from, written
 
 cdef class UpstreamConnection:
     cdef public object address

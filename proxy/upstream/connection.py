@@ -29,6 +29,7 @@ import hiredis
 
 from .. import compiled, errors, metrics
 from ..monitor import health, live
+from ..monitor.live import read_from, written
 from ..pending import Pending, Receiver, hidden, queue_append, queue_popleft
 from ..resp.pushes import PushCutter
 from ..resp.replies import ReplySplitter, ReplyStreamError
@@ -325,7 +326,7 @@ class UpstreamConnection:
             if pending is not None:
                 queue_append(queue, pending)
                 queue_append(self.stamps, (clock(), pending))
-            live.written(data)
+            written(data)
             self.write(data)
             return
         if pending is not None:
@@ -374,7 +375,7 @@ class UpstreamConnection:
         if pending:
             self.stamps.append((self.stamp, pending[-1]))
         data = out[0] if len(out) == 1 else b"".join(out)
-        live.written(data, out)
+        written(data, out)
         self.write(data)
 
     def restamp(self, entry, replacement) -> None:
@@ -407,7 +408,7 @@ class UpstreamConnection:
     # -- reading ----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        slow = live.upstream_read(self, data)
+        slow = read_from(self, data, self.stamps, self.pending)
         if self.pushes_to is None:
             self._deliver(data)
         else:

@@ -2,6 +2,7 @@
 sampled from upstream reads against the connection's write stamps, the slow log, error replies
 found in upstream reads, the bound on distinct names."""
 
+import bisect
 import collections
 
 import hiredis
@@ -127,6 +128,26 @@ def test_each_read_times_its_oldest_run():
         live.upstream_read(conn, b"$1\r\nv\r\n")
     assert sum(live.DURATIONS[b"GET"][:-1]) == 5
     assert b"SET" not in live.DURATIONS  # not the oldest
+
+
+def test_reads_in_turn_time_each_run_under_its_own_name_and_age():
+    """The last name timed is kept and compared in the next request's bytes, not sliced and
+    looked up: runs of other names, of a name the last one begins, of names of the same length,
+    of either case, and of a name whose header has two digits each go to their own histogram, in the bucket of their own age;
+    after a reset the kept name's histogram is not written to any more."""
+    reads = [("GET", 0.00005), ("GETDEL", 0.0003), ("SET", 0.0002), ("get", 0.0004), ("TTL", 0.0009), ("GET", 0.002),
+             ("HGETALL", 0.004), ("GET", 0.009), ("GET", 0.03), ("ZREVRANGEBYSCORE", 0.2), ("TTL", 0.7)]
+    expected = {}
+    for name, ago in reads:
+        args = (name, "k", "0", "1") if name == "ZREVRANGEBYSCORE" else (name, "k")
+        sampled_read(slot_for(args), ago=ago)
+        histogram = expected.setdefault(name.encode(), [0] * (len(live.BOUNDS) + 1))
+        histogram[bisect.bisect_left(live.BOUNDS, ago)] += 1
+    assert {name: histogram[:-1] for name, histogram in live.DURATIONS.items()} == expected
+    kept = live.DURATIONS[b"TTL"]
+    live.reset()
+    sampled_read(slot_for(("TTL", "k")), ago=0.0002)
+    assert sum(live.DURATIONS[b"TTL"][:-1]) == 1 and live.DURATIONS[b"TTL"] is not kept
 
 
 def test_a_run_is_timed_from_its_writes_stamp():
