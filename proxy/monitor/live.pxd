@@ -1,5 +1,6 @@
 cimport cython
 from proxy.pending cimport Pending
+from proxy.resp._compiled_replies cimport may_hold_error
 
 cdef class Tally:
     cdef public object name

@@ -1,7 +1,8 @@
 # The compiled reply splitter's declaration, cimported by the compiled upstream connections
 # (upstream/connection.pxd, cluster/connection.pxd): their per-read `take` is then a C call,
 # without a bound method's argument parsing and two int objects per reply. The Scatter's
-# interleave (cluster/scatter.pxd) is a C call too.
+# interleave (cluster/scatter.pxd) is a C call too, and so is the monitor's look for error replies
+# in every upstream read (monitor/live.pxd).
 
 cdef struct Frame:
     Py_ssize_t count  # the enclosing frame's remaining elements (0: top level)
@@ -30,3 +31,4 @@ cdef class ReplySplitter:
 
 
 cpdef bytes interleave(list parts, order)
+cpdef bint may_hold_error(bytes data) except -1

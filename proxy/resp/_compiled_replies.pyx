@@ -26,6 +26,24 @@ from proxy.resp.order cimport order_bytes
 
 # Before the import below: replies.py's last lines take it from this module, which may be only
 # this far initialised when it is imported first (the cdef class it uses exists from the start).
+cpdef bint may_hold_error(bytes data) except -1:
+    """replies.pure_may_hold_error, in C: a memchr for each `-` and a look at the two bytes before
+    it. (cpdef: the compiled monitor's call, once per upstream read, is a C call.)"""
+    cdef const char* s
+    cdef const char* p
+    cdef Py_ssize_t n
+    if data is None:
+        raise TypeError("may_hold_error() needs bytes, not None")
+    n = PyBytes_GET_SIZE(data)
+    s = PyBytes_AS_STRING(data)
+    p = <const char*> memchr(s, 45, n)
+    while p != NULL:
+        if p == s or (p - s >= 2 and p[-1] == 10 and p[-2] == 13):
+            return True
+        p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
+    return False
+
+
 cpdef bytes interleave(list parts, order):
     """replies.interleave, in C: each reply cut by the scanner's C method, copied once. (cpdef:
     the compiled Scatter's call is a C call, _compiled_replies.pxd.)"""

@@ -423,9 +423,18 @@ def interleave(parts: list, order) -> bytes:
     return b"".join(pieces)
 
 
+def pure_may_hold_error(data: bytes) -> bool:
+    """Whether an error reply may start in `data`, a read of an upstream stream that starts
+    between two replies: a `-` at its start or after a line end. (A `-` anywhere else is inside a
+    reply: `$-1`, a negative integer, a value.)"""
+    return data[:1] == b"-" or data.find(b"\r\n-") >= 0
+
+
 PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
 pure_interleave = interleave
+may_hold_error = pure_may_hold_error
 _compiled = compiled.load("proxy.resp._compiled_replies")
 if _compiled is not None:
     ReplySplitter = _compiled.ReplySplitter
     interleave = _compiled.interleave
+    may_hold_error = _compiled.may_hold_error

@@ -5,7 +5,6 @@ refusals (a part short of replies, a part never taken, a bad part number)."""
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
@@ -14,19 +13,12 @@ import pytest
 
 from proxy.resp import replies
 from tests.resp.test_replies import REPLIES
-
-
-def _compiled():
-    if replies._compiled is None:
-        if os.environ.get("REDIS_GUARD_EXPECT_COMPILED") == "1" and not replies.compiled.PURE:
-            pytest.fail("compiled interleave expected (REDIS_GUARD_EXPECT_COMPILED=1) but missing")
-        pytest.skip("compiled interleave unavailable")
-    return replies._compiled.interleave
+from tests.resp.twins import compiled_replies
 
 
 @pytest.fixture(params=["pure", "compiled"])
 def interleave(request):
-    return replies.pure_interleave if request.param == "pure" else _compiled()
+    return replies.pure_interleave if request.param == "pure" else compiled_replies("interleave")
 
 
 # Whole replies only (a push is no reply: it goes with the reply after it).

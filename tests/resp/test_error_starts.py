@@ -1,0 +1,61 @@
+"""replies.may_hold_error, pure and compiled: whether an error reply may start in an upstream
+read (the monitor counts error replies by command only in reads where one may). A `-` at the
+start or after a line end, never one inside a reply; every reply shape of the splitter's table,
+alone and after others; random reads against the pure twin."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from proxy.resp import replies
+from tests.resp.test_replies import REPLIES
+from tests.resp.twins import compiled_replies
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def may_hold_error(request):
+    return replies.pure_may_hold_error if request.param == "pure" else compiled_replies("may_hold_error")
+
+
+@pytest.mark.parametrize("data, expected", [
+    (b"", False),
+    (b"-", True),
+    (b"-ERR wrong\r\n", True),
+    (b"$-1\r\n", False),  # a nil bulk string
+    (b"*-1\r\n", False),
+    (b":-42\r\n", False),  # a negative integer
+    (b"$3\r\na-b\r\n", False),  # a value holding a dash
+    (b"+OK\r\n-ERR wrong\r\n", True),
+    (b"$-1\r\n$-1\r\n-WRONGTYPE x\r\n", True),
+    (b"+OK\r\n-", True),  # the read ends where the error starts
+    (b"+OK\n-ERR\r\n", False),  # a bare newline is no line end
+    (b"+OK\r-ERR\r\n", False),
+    (b"\r\n-", True),
+    (b"-" * 10, True),
+    (b"$5\r\n-----\r\n", True),  # a value's dash after its header's line end: counted, then walked
+])
+def test_a_dash_at_the_start_or_after_a_line_end(may_hold_error, data: bytes, expected: bool) -> None:
+    assert may_hold_error(data) is expected
+
+
+def test_every_reply_shape_alone_and_after_others(may_hold_error) -> None:
+    for _name, enc, _is_push in REPLIES:
+        is_error = enc.startswith(b"-")
+        assert may_hold_error(enc) is (is_error or b"\r\n-" in enc)
+        assert may_hold_error(b"+OK\r\n" + enc) is (is_error or b"\r\n-" in enc)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_reads_as_the_pure_twin(may_hold_error, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(2000):
+        data = bytes(rng.choice(b"-\r\nab$:1") for _ in range(rng.randrange(0, 24)))
+        assert may_hold_error(data) is (data[:1] == b"-" or data.find(b"\r\n-") >= 0)
+
+
+def test_needs_bytes(may_hold_error) -> None:
+    for bad in (None, "-ERR"):
+        with pytest.raises(TypeError):
+            may_hold_error(bad)
