@@ -4,7 +4,7 @@
 package installs pure Python and runs the same code paths more slowly. Two kinds:
 
 * `PYX`: the `.pyx` modules, loaded by name (`load`) by the modules that use them: the RESP
-  scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `policy/keyclass.py`), and
+  scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `session/classes.py`), and
   the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
   and the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods); the
   compiled core also cimports them (their `.pxd` files), to call them in C;

@@ -27,6 +27,12 @@ log = logging.getLogger("redis_guard.policy")
 queue_append = collections.deque.append
 queue_popleft = collections.deque.popleft
 
+
+def queue_head(queue):
+    """The first entry of a reply queue, None when it is empty (entries are never None)."""
+    return queue[0] if queue else None
+
+
 class Receiver:
     """Who gets a Pending's replies: every receiver subclasses it, so that the compiled upstream
     connection hands replies to a compiled receiver (the session, a stretch's Scatter) by a C

@@ -70,7 +70,7 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
     compiled_replies = compiled.load("proxy.resp._compiled_replies")
     if requests is None or compiled_replies is None:
         pytest.skip("the compiled RESP modules are not built")
-    from proxy.policy import keyclass
+    from proxy.session import classes
 
     calls = [
         (requests.request_ends, reader.request_ends, (None,)),
@@ -78,7 +78,7 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
         (requests.key_owners, reader.pure_key_owners, (None, 0, 0, frozenset(), bytearray(16384))),
         (requests.key_owners, reader.pure_key_owners, ([], 0, 0, frozenset(), None)),
         (requests.key_class, bytes.translate, (None, bytes(range(256)))),
-        (requests.same_class, keyclass.pure_same_class, (None, bytes(range(256)), b"k")),
+        (requests.same_class, classes.pure_same_class, (None, bytes(range(256)), b"k")),
         (compiled_replies.interleave, replies.pure_interleave, (None, b"")),
     ]
     for built, pure, args in calls:
@@ -88,8 +88,8 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
             built(*args)
     with pytest.raises(TypeError):  # (no pure twin: the Python reader parses with hiredis)
         requests.split_requests(b"*1\r\n$4\r\nPING\r\n", 8, 1000, None)
-    assert keyclass.key_class is requests.key_class or compiled.PURE
-    assert keyclass.same_class is requests.same_class or compiled.PURE
+    assert classes.key_class is requests.key_class or compiled.PURE
+    assert classes.same_class is requests.same_class or compiled.PURE
 
 
 def test_the_core_runs_pure_where_a_compiled_module_it_calls_is_missing(tmp_path):

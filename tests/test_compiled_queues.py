@@ -74,3 +74,45 @@ def test_other_queues_get_their_own_methods():
         queues.queue_popleft(items)
     with pytest.raises(AttributeError):
         queues.queue_append(None, 1)
+
+
+HEADS = [pytest.param(pending.queue_head, id="pure")]
+if queues is not None:
+    HEADS.append(pytest.param(queues.queue_head, id="compiled"))
+
+
+def test_the_compiled_build_reads_a_deque_s_first_entry_in_c():
+    if queues is None:
+        pytest.skip("the compiled queue functions are not built")
+    assert queues.direct_head()
+
+
+@pytest.mark.parametrize("queue_head", HEADS)
+def test_the_head_is_the_first_entry_or_none(queue_head):
+    queue = collections.deque()
+    assert queue_head(queue) is None
+    entries = [object() for _ in range(200)]  # more than a deque's block of 64
+    for entry in entries:
+        queue.append(entry)
+    for entry in entries:
+        assert queue_head(queue) is entry
+        assert queue.popleft() is entry
+    assert queue_head(queue) is None
+    bounded = collections.deque([1, 2], maxlen=2)
+    bounded.append(3)
+    assert queue_head(bounded) == 2
+
+
+@pytest.mark.parametrize("queue_head", HEADS)
+def test_other_queues_have_their_own_length_and_items(queue_head):
+    class Hiding(collections.deque):
+        def __len__(self):
+            return 0
+
+    class Shifted(collections.deque):
+        def __getitem__(self, index):
+            return ("shifted", super().__getitem__(index))
+
+    assert queue_head(Hiding([1, 2])) is None
+    assert queue_head(Shifted([1, 2])) == ("shifted", 1)
+    assert queue_head([]) is None and queue_head(["a", "b"]) == "a"

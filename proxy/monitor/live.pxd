@@ -1,5 +1,6 @@
 cimport cython
 from proxy.pending cimport Pending
+from proxy._compiled_queues cimport queue_head
 from proxy.resp._compiled_replies cimport may_hold_error
 
 cdef class Tally:

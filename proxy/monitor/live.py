@@ -34,6 +34,7 @@ from __future__ import annotations
 import time
 from itertools import islice
 
+from ..pending import queue_head
 from ..resp.replies import ReplySplitter, ReplyStreamError, may_hold_error
 from . import keys
 from .keys import BIG_BYTES, SLOW_LAZY_BYTES, SLOW_SECONDS
@@ -188,19 +189,19 @@ def read_from(conn, data: bytes, stamps, pending):
         _count_errors(conn, data)
     if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies
-    if not stamps:
+    stamp = queue_head(stamps)
+    if stamp is None:
         return None
-    stamp = stamps[0]
     oldest = stamp[1]  # the last entry of the oldest write
     if oldest.remaining == 0:  # writes answered: the oldest left is the head's
         stamp = _unanswered(stamps)
         if stamp is None:
             return None
-    if not pending:
+    slot = queue_head(pending)
+    if slot is None:
         return None
     now = clock()
     elapsed = now - stamp[0]
-    slot = pending[0]
     request = slot.sent
     sent = request if type(request) is bytes else None  # (compiled: read as bytes)
     histogram = None

@@ -15,10 +15,6 @@ and keeping non-ASCII bytes as they are keeps every character boundary where it 
 walk does not understand gives no table: the engine then uses the key itself. So does every
 pattern when this Python's `re` has no parser we know (`PARSER`: `re._parser` from 3.11, else the
 older `sre_parse`): the verdicts stay the same, only the cache holds keys instead of classes.
-
-The session's loop and the memo take a key's class with `key_class` and compare it with the last
-class that passed with `same_class`: in C when built (`resp/_compiled_requests.pyx`, a C call from
-the compiled core, which cimports them), else the pure twins below.
 """
 
 from __future__ import annotations
@@ -26,20 +22,6 @@ from __future__ import annotations
 import importlib
 import re
 import warnings
-
-from .. import compiled
-
-
-def pure_same_class(key: bytes, table, kept) -> bool:
-    """Is `kept` (the class of the last key that passed, or None) the class of `key`?"""
-    return kept is not None and bytes.translate(key, table) == kept
-
-
-# A key's class is `key.translate(table)`: the type's own function (no method lookup on the key
-# for every command), in C when built; compared without making it when built.
-_compiled = compiled.load("proxy.resp._compiled_requests")
-key_class = _compiled.key_class if _compiled is not None else bytes.translate
-same_class = _compiled.same_class if _compiled is not None else pure_same_class
 
 ASCII = range(0x80)
 PRINTABLE_FIRST = (*range(0x20, 0x7F), *range(0x20), 0x7F)

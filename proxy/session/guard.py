@@ -11,7 +11,7 @@ their shape (policy/engine.py, "The memo of passes": the key's class, the length
 arguments no rule reads, the bytes of the ones they do) and writes the memo; a Memo only reads
 it. The SET family's shape (the value's length, then the options) is compared in place, without
 building it. Both are compiled with the session core (`guard.pxd`), so these checks are C field
-reads and a dict lookup, not Python calls; a key's class is `key_class` (policy/keyclass.py, in C
+reads and a dict lookup, not Python calls; a key's class is `key_class` (session/classes.py, in C
 when built, a C call from here), and the last class that passed is kept (by the session for the
 good keys, by each Memo for its shapes), so the usual command compares its key's class with it as
 it is read (`same_class`), instead of making the class and hashing it.
@@ -19,7 +19,7 @@ it is read (`same_class`), instead of making the class and hashing it.
 
 from __future__ import annotations
 
-from ..policy.keyclass import key_class, same_class
+from .classes import key_class, same_class
 
 
 class Memo:

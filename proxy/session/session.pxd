@@ -5,7 +5,7 @@ from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
 from proxy.session.guard cimport Guard
 from proxy.upstream._compiled_write cimport DirectWriter
-from proxy._compiled_queues cimport queue_popleft
+from proxy._compiled_queues cimport queue_head, queue_popleft
 from proxy.resp._compiled_requests cimport key_class, same_class
 
 cdef class Route

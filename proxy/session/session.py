@@ -35,13 +35,13 @@ import hiredis
 from .. import errors, metrics
 from ..monitor import health, live
 from ..monitor.live import Tally
-from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_popleft
+from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_head, queue_popleft
 from ..policy.engine import SessionState
-from ..policy.keyclass import key_class, same_class
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, verdicts
 from .behaviour import PASS
+from .classes import key_class, same_class
 from .guard import Guard
 from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAM_END, STREAMING, WAITING, ConnState
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
@@ -490,7 +490,7 @@ class Session(Receiver):
                 pending.remaining -= done
             return
         queue = self.queue
-        if queue and queue[0] is pending:
+        if queue_head(queue) is pending:
             self._to_client(data)
             if done:
                 remaining = pending.remaining = pending.remaining - done

@@ -9,3 +9,6 @@ cdef class DirectWriter:
 
     cpdef write(self, data)
     cdef _hand(self, data)
+
+
+cpdef double stamp_clock() noexcept

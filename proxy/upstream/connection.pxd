@@ -1,8 +1,9 @@
 cimport cython
 from proxy.pending cimport Pending
 from proxy.resp._compiled_replies cimport ReplySplitter as CompiledSplitter
-from proxy._compiled_queues cimport queue_append, queue_popleft
+from proxy._compiled_queues cimport queue_append, queue_head, queue_popleft
 from proxy.monitor.live cimport read_from, written
+from proxy.upstream._compiled_write cimport stamp_clock
 
 cdef class UpstreamConnection:
     cdef public object address

@@ -23,14 +23,14 @@ import asyncio
 import collections
 import logging
 import socket
-from time import perf_counter as clock
+from time import perf_counter as stamp_clock
 
 import hiredis
 
 from .. import compiled, errors, metrics
 from ..monitor import health, live
 from ..monitor.live import read_from, written
-from ..pending import Pending, Receiver, hidden, queue_append, queue_popleft
+from ..pending import Pending, Receiver, hidden, queue_append, queue_head, queue_popleft
 from ..resp.pushes import PushCutter
 from ..resp.replies import ReplySplitter, ReplyStreamError
 
@@ -325,7 +325,7 @@ class UpstreamConnection:
             # so another client's PUBLISH cannot overtake an earlier UNSUBSCRIBE.)
             if pending is not None:
                 queue_append(queue, pending)
-                queue_append(self.stamps, (clock(), pending))
+                queue_append(self.stamps, (stamp_clock(), pending))
             written(data)
             self.write(data)
             return
@@ -333,7 +333,7 @@ class UpstreamConnection:
             queue_append(queue, pending)
         self.out.append(data)
         if not self.flush_scheduled:
-            self.stamp = clock()
+            self.stamp = stamp_clock()
             self.flush_scheduled = True
             FLUSHES[0] += 1
             self.loop.call_soon(self._flush)
@@ -343,7 +343,7 @@ class UpstreamConnection:
         self.send(data, None)
         self.pending.extend(entries)  # before any reply: replies are read on a later loop turn
         if entries and not self.out:  # written at once: stamp it as `send` stamps its entry
-            self.stamps.append((clock(), entries[-1]))
+            self.stamps.append((stamp_clock(), entries[-1]))
 
     def send_hidden(self, commands) -> None:
         """Commands whose replies nobody sees (state the proxy restores on a client's behalf)."""
@@ -425,9 +425,9 @@ class UpstreamConnection:
         size = len(data)
         try:
             while pos < size:
-                if not queue:
+                entry = queue_head(queue)
+                if entry is None:
                     raise ReplyStreamError("reply with no request waiting for it")
-                entry = queue[0]
                 done = entry.remaining
                 if done < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
@@ -440,7 +440,7 @@ class UpstreamConnection:
                 if self.state is CLOSED:
                     return
                 pos = end
-                if entry.remaining == 0 and queue and queue[0] is entry:
+                if entry.remaining == 0 and queue_head(queue) is entry:
                     queue_popleft(queue)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")

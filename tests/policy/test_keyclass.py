@@ -17,6 +17,7 @@ import pytest
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, keyclass, load_policy, load_policy_text
 from proxy.policy.keyclass import class_table
+from proxy.session import classes
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO
 
@@ -230,13 +231,13 @@ def _decided(engine, plan, args):
 
 
 def test_the_sessions_key_class_is_bytes_translate():
-    """`keyclass.key_class`, what the session's loop and the memo compute a key's class with (in
+    """`classes.key_class`, what the session's loop and the memo compute a key's class with (in
     C when built, cimported by the compiled core), gives bytes.translate's result and errors, for
     every preset's table."""
     from proxy import compiled
 
     if compiled.load("proxy.resp._compiled_requests") is not None:  # built: the C one is what is tested here
-        assert keyclass.key_class is not bytes.translate
+        assert classes.key_class is not bytes.translate
     rng = random.Random(7)
     tables = [None, bytes(range(256)), bytes(reversed(range(256)))]
     for path in sorted(glob.glob(os.path.join(REPO, "configs", "policies", "*.yaml"))):
@@ -245,26 +246,26 @@ def test_the_sessions_key_class_is_bytes_translate():
             *(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 90))) for _ in range(300))]
     for table in tables:
         for key in keys:
-            assert keyclass.key_class(key, table) == bytes.translate(key, table)
-            assert type(keyclass.key_class(key, table)) is bytes
+            assert classes.key_class(key, table) == bytes.translate(key, table)
+            assert type(classes.key_class(key, table)) is bytes
     for bad in (b"short", bytearray(256)[:10]):
         with pytest.raises(ValueError):
             bytes.translate(b"key", bad)
         with pytest.raises(ValueError):
-            keyclass.key_class(b"key", bad)
+            classes.key_class(b"key", bad)
     for bad_key in ("key", None, bytearray(b"key")):
         with pytest.raises(TypeError):
-            keyclass.key_class(bad_key, None)
+            classes.key_class(bad_key, None)
 
 
 @pytest.mark.parametrize("same_class", ["built", "pure"])
 def test_same_class_is_key_class_compared(same_class):
-    """`keyclass.same_class(key, table, kept)`, how the session and the memo compare a key with
+    """`classes.same_class(key, table, kept)`, how the session and the memo compare a key with
     the last class that passed (in C without making the class when built), is
     `key_class(key, table) == kept` for every preset's table, kept classes of every length, and
     None (nothing kept yet)."""
-    same = keyclass.same_class if same_class == "built" else keyclass.pure_same_class
-    key_class = keyclass.key_class
+    same = classes.same_class if same_class == "built" else classes.pure_same_class
+    key_class = classes.key_class
     rng = random.Random(11)
     tables = [None, bytes(range(256)), bytes(reversed(range(256)))]
     for path in sorted(glob.glob(os.path.join(REPO, "configs", "policies", "*.yaml"))):
@@ -272,9 +273,9 @@ def test_same_class_is_key_class_compared(same_class):
     keys = [b"", b"a", b"user:1042:profile", b"user:1043:profile", b"User:1042:profile", b"\x00\x7f\x80\xff",
             *(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(200))]
     for table in tables:
-        classes = [None, b"", *(key_class(key, table) for key in keys)]
+        kept_classes = [None, b"", *(key_class(key, table) for key in keys)]
         for key in keys:
-            for kept in [*classes[:40], key_class(key, table), key_class(key, table)[:-1]]:
+            for kept in [*kept_classes[:40], key_class(key, table), key_class(key, table)[:-1]]:
                 assert same(key, table, kept) is (kept is not None and key_class(key, table) == kept)
     with pytest.raises(TypeError):
         same("key", None, b"key")

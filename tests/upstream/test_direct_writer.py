@@ -240,3 +240,18 @@ def test_an_upstream_connection_writes_through_its_writer(redis_server):
     assert replies == [b"OK", b"1"]
     if writes is not None:  # the start-up PING and the two commands, each written at once
         assert (writer.direct, writer.handed) == (2, 0)
+
+
+@built
+def test_the_stamp_clock_is_perf_counter():
+    """A write's stamp is taken in C (`stamp_clock`) and compared with the monitor's
+    `time.perf_counter` at the next read: the same clock, never behind it, moving forward."""
+    import time
+
+    readings = []
+    for _ in range(1000):
+        before = time.perf_counter()
+        stamp = writes.stamp_clock()
+        readings.append(stamp)
+        assert before <= stamp <= time.perf_counter()
+    assert readings == sorted(readings) and readings[-1] > readings[0]
