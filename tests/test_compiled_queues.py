@@ -10,14 +10,18 @@ from proxy import compiled, pending
 
 queues = compiled.load("proxy._compiled_queues")
 TWINS = [pytest.param((pending.queue_append, pending.queue_popleft), id="pure")]
+HEADS = [pytest.param(pending.queue_head, id="pure")]
 if queues is not None:
     TWINS.append(pytest.param((queues.queue_append, queues.queue_popleft), id="compiled"))
+    HEADS.append(pytest.param(queues.queue_head, id="compiled"))
 
 
 def test_the_compiled_build_calls_a_deque_s_c_functions():
+    """Its append and popleft, and its first entry read through its size and sequence slot."""
     if queues is None:
         pytest.skip("the compiled queue functions are not built")
     assert queues.direct()
+    assert queues.direct_head()
 
 
 @pytest.mark.parametrize("twins", TWINS)
@@ -74,17 +78,6 @@ def test_other_queues_get_their_own_methods():
         queues.queue_popleft(items)
     with pytest.raises(AttributeError):
         queues.queue_append(None, 1)
-
-
-HEADS = [pytest.param(pending.queue_head, id="pure")]
-if queues is not None:
-    HEADS.append(pytest.param(queues.queue_head, id="compiled"))
-
-
-def test_the_compiled_build_reads_a_deque_s_first_entry_in_c():
-    if queues is None:
-        pytest.skip("the compiled queue functions are not built")
-    assert queues.direct_head()
 
 
 @pytest.mark.parametrize("queue_head", HEADS)

@@ -15,7 +15,8 @@ search for an error reply's start in the reads that hold a `-`:
   are folded to the command table's at export).
 * `written` (an upstream write, coalesced: one per connection per loop turn): request bytes,
   and big requests when the write itself is big.
-* `upstream_read` (a read from an upstream connection, before its replies are handed out):
+* `read_from` (a read from an upstream connection, before its replies are handed out; the
+  connection passes its stamps and entries, `upstream_read` takes them from the connection):
   reply bytes; error replies, looked for only in reads where a `-` follows a line end or starts
   the read (then walked reply by reply); and the timing. Nothing is timed per request: the
   upstream connection stamps each of its writes (`UpstreamConnection.stamps`: the clock when the
@@ -160,7 +161,7 @@ def slow_runs(conn, slow) -> None:
                 wall = time.time()
             sent = getattr(entry, "sent", None)
             if sent is not None and len(sent) <= SLOW_LAZY_BYTES and sent[6] == 13 and sent[4] == 36:
-                # `*N\r\n$L\r\nNAME`: one-digit counts, the name without a parser (as in `upstream_read`)
+                # `*N\r\n$L\r\nNAME`: one-digit counts, the name without a parser (as in `read_from`)
                 keys.slow_request(sent, sent[8:sent[5] - 40].lower(), elapsed, count, wall)
             else:  # a big request, a long name or many arguments, a routed entry (its commands parsed)
                 args = full_command(entry)
@@ -172,7 +173,8 @@ def slow_runs(conn, slow) -> None:
 
 def upstream_read(conn, data: bytes):
     """Before `conn` hands out the replies in `data` (its pending entries still as they were);
-    None, or for a slow read what `slow_runs` needs once the replies are handed out."""
+    None, or for a slow read what `slow_runs` needs once the replies are handed out. The tests'
+    way in; the connection calls `read_from` with its fields."""
     return read_from(conn, data, conn.stamps, conn.pending)
 
 
