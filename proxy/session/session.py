@@ -149,8 +149,7 @@ class Session(Receiver):
     def connection_made(self, transport) -> None:
         self.transport = transport
         # Bound once, no lookup per reply; compiled, a DirectWriter's `write` is a C call.
-        writer = self.writer = upstream_connection.direct_writer_of(transport)
-        self.client_write = writer.write if writer is not None else transport.write
+        self.writer, self.client_write = upstream_connection.writers(transport)
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)

@@ -1,5 +1,5 @@
-# The direct writer's declaration, cimported by the compiled session (session/session.pxd): a
-# reply's write is then a C call, not a bound method's.
+# The direct writer's declaration, cimported by the compiled session and upstream connection (their .pxd): a
+# reply's or a request's write is then a C call, not a bound method's.
 
 cdef class DirectWriter:
     cdef int fd

@@ -14,7 +14,7 @@ The descriptor stays the connection's while the transport is not closing: uvloop
 before it schedules `connection_lost`, and closes the descriptor only after `connection_lost` has
 returned; `is_closing()` is asked before every direct write. There is no pure twin: without this
 module the connection calls `transport.write`, which is what this falls back to
-(`proxy.upstream.connection.direct_writer` chooses).
+(`proxy.upstream.connection.writers` chooses).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE

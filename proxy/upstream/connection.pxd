@@ -3,7 +3,7 @@ from proxy.pending cimport Pending
 from proxy.resp._compiled_replies cimport ReplySplitter as CompiledSplitter
 from proxy._compiled_queues cimport queue_append, queue_head, queue_popleft
 from proxy.monitor.live cimport read_from, written
-from proxy.upstream._compiled_write cimport stamp_clock
+from proxy.upstream._compiled_write cimport DirectWriter, stamp_clock
 
 cdef class UpstreamConnection:
     cdef public object address
@@ -11,6 +11,7 @@ cdef class UpstreamConnection:
     cdef public object loop
     cdef public object transport
     cdef public object write
+    cdef public DirectWriter writer
     cdef public object state
     cdef public object pending
     cdef public object splitter
@@ -36,7 +37,9 @@ cdef class UpstreamConnection:
     cdef public object pushes_to
     cdef public object pushes
 
+    @cython.locals(writer=DirectWriter)
     cpdef send(self, data, pending)
+    @cython.locals(writer=DirectWriter)
     cpdef _write_out(self)
     @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
                    splitter=CompiledSplitter)

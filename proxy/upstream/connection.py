@@ -9,8 +9,8 @@ splitter only says where replies end, and the bytes go on untouched. A Pending w
 < 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that
 do not pair replies with requests). Nothing is ever retried: when the connection fails, each
 entry still owed replies is told so (`Pending.fail`). Every write, a request here as much as a
-reply to a client, goes through `direct_writer`: compiled, one `send` while the transport holds
-nothing, the transport's own `write` otherwise.
+reply to a client, goes through the connection's writer (`writers`): compiled, one `send` while
+the transport holds nothing, the transport's own `write` otherwise.
 
 A connection knows its `role` (shared, own, control, spare: who may send on it) and, once
 started, the client id and address Redis knows it by, so that a client's CLIENT KILL can never
@@ -94,12 +94,14 @@ class StartupPending(Pending):
         pass
 
 
-def direct_writer(transport):
-    """The function that writes to this connection: the compiled `DirectWriter`'s, straight to the
-    socket while the transport holds nothing (uvloop's write path was an eighth of the proxy's
-    instructions for a GET), else the transport's own `write`. Every write must go through it."""
+def writers(transport):
+    """(writer, write): the compiled `DirectWriter` of this connection or None, and the function
+    that writes to it: the writer's `write`, straight to the socket while the transport holds
+    nothing (uvloop's write path was an eighth of the proxy's instructions for a GET), else the
+    transport's own `write`. Every write must go through it; the compiled callers call the
+    writer's `write` in C."""
     writer = direct_writer_of(transport)
-    return writer.write if writer is not None else transport.write
+    return writer, (writer.write if writer is not None else transport.write)
 
 
 def direct_writer_of(transport):
@@ -152,7 +154,7 @@ class Question(Receiver):
 
 class UpstreamConnection:
     __slots__ = (
-        "address", "label", "loop", "transport", "write", "state", "pending", "splitter", "out",
+        "address", "label", "loop", "transport", "write", "writer", "state", "pending", "splitter", "out",
         "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
         "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
@@ -164,6 +166,7 @@ class UpstreamConnection:
         self.loop = loop
         self.transport = None
         self.write = None  # the transport's write, or a DirectWriter's (connection_made)
+        self.writer = None  # the DirectWriter, when there is one: the hot path calls it (compiled: in C)
         self.state = CONNECTING
         self.pending = collections.deque()
         self.splitter = ReplySplitter()
@@ -220,7 +223,7 @@ class UpstreamConnection:
             transport.abort()
             return
         self.transport = transport
-        self.write = direct_writer(transport)  # every write to it: the writer keeps their order
+        self.writer, self.write = writers(transport)  # every write to it: the writer keeps their order
         no_delay(transport)
         name = transport.get_extra_info("sockname")
         if isinstance(name, tuple) and len(name) >= 2:
@@ -327,7 +330,11 @@ class UpstreamConnection:
                 queue_append(queue, pending)
                 queue_append(self.stamps, (stamp_clock(), pending))
             written(data)
-            self.write(data)
+            writer = self.writer
+            if writer is not None:
+                writer.write(data)
+            else:
+                self.write(data)
             return
         if pending is not None:
             queue_append(queue, pending)
@@ -376,7 +383,11 @@ class UpstreamConnection:
             self.stamps.append((self.stamp, pending[-1]))
         data = out[0] if len(out) == 1 else b"".join(out)
         written(data, out)
-        self.write(data)
+        writer = self.writer
+        if writer is not None:
+            writer.write(data)
+        else:
+            self.write(data)
 
     def restamp(self, entry, replacement) -> None:
         """`entry`, at the head, leaves unanswered (a redirection sends it elsewhere): the

@@ -133,7 +133,7 @@ def test_a_peer_that_went_away_is_left_to_the_transport(pair):
 
 def test_no_writer_for_other_transports():
     transport = FakeTransport()
-    assert connection.direct_writer(transport) == transport.write
+    assert connection.writers(transport) == (None, transport.write)
 
 
 def test_a_uvloop_transport_gets_the_writer_when_built():
@@ -150,7 +150,7 @@ def test_a_uvloop_transport_gets_the_writer_when_built():
 
 
 async def _serve(script):
-    """A uvloop server whose protocol writes with `direct_writer` as `script(write, transport,
+    """A uvloop server whose protocol writes with `writers`' write as `script(write, transport,
     read)` says: the client reads once `read` is set, until the server closes. Returns what it
     received and the writer."""
     loop = asyncio.get_running_loop()
@@ -176,7 +176,7 @@ async def _serve(script):
     receiving = asyncio.create_task(receive())
     transport = await made
     assert type(transport) in connection.DIRECT_WRITES
-    write = connection.direct_writer(transport)
+    _, write = connection.writers(transport)
     await script(write, transport, read)
     read.set()
     received = await receiving
