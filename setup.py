@@ -5,8 +5,9 @@ installs it: the extensions are optional (a failed build leaves the pure-Python 
 proxy/compiled.py), and REDIS_GUARD_PURE_PYTHON=1 at install time skips them. Two kinds:
 
 * the RESP scanners, `.pyx` twins of Python modules (`proxy/resp/_compiled_*.pyx`), the direct
-  writer (`proxy/upstream/_compiled_write.pyx`), whose pure counterpart is the transport, and a
-  reply queue's append and popleft (`proxy/_compiled_queues.pyx`);
+  writer (`proxy/upstream/_compiled_write.pyx`), whose pure counterpart is the transport, a
+  reply queue's append and popleft (`proxy/_compiled_queues.pyx`) and the monitor's counting
+  (`proxy/monitor/_compiled_counts.pyx`);
 * the session core, compiled from its own `.py` sources: the `.pxd` file beside each makes its
   classes `cdef` classes with typed fields and typed locals (Cython's "pure Python mode"), so
   the source of truth stays one `.py` file, which is what runs without the build.
@@ -21,6 +22,7 @@ PYX = {
     "proxy.resp._compiled_replies": "proxy/resp/_compiled_replies.pyx",
     "proxy.upstream._compiled_write": "proxy/upstream/_compiled_write.pyx",
     "proxy._compiled_queues": "proxy/_compiled_queues.pyx",
+    "proxy.monitor._compiled_counts": "proxy/monitor/_compiled_counts.pyx",
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",

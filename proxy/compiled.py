@@ -6,7 +6,8 @@ package installs pure Python and runs the same code paths more slowly. Two kinds
 * `PYX`: the `.pyx` modules, loaded by name (`load`) by the modules that use them: the RESP
   scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `session/classes.py`), and
   the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
-  and the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods); the
+  the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods) and the
+  monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`); the
   compiled core also cimports them (their `.pxd` files), to call them in C;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first.
@@ -31,7 +32,7 @@ __all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
-       "proxy._compiled_queues")
+       "proxy._compiled_queues", "proxy.monitor._compiled_counts")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
         "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")

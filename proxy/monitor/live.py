@@ -1,8 +1,9 @@
 """What one process counts on live traffic, on the hot path, in plain Python.
 
-Everything here is a dict or a list updated in place by the event loop's thread; nothing is
-exported from here (`snapshot` copies it at scrape time, from another thread: a dict or list
-copy is one C call under the GIL, so it sees a consistent state). Nothing runs per reply and
+Everything here is a dict, a list or an array of machine numbers (`counts.py`: the round-trip
+histograms and the totals) updated in place by the event loop's thread; nothing is exported
+from here (`snapshot` copies it at scrape time, from another thread: a dict, list or array copy
+is one C call under the GIL, so it sees a consistent state). Nothing runs per reply and
 nothing looks anything up per request: the costs are one attribute increment per command, one
 clock reading per upstream write and a few steps per upstream read; per byte only memchr, and a
 search for an error reply's start in the reads that hold a `-`:
@@ -21,7 +22,8 @@ search for an error reply's start in the reads that hold a `-`:
   the read (then walked reply by reply); and the timing. Nothing is timed per request: the
   upstream connection stamps each of its writes (`UpstreamConnection.stamps`: the clock when the
   write's first request was queued, and the last entry it carries), so at every read the
-  connection's oldest run is timed from its write's stamp, into the histogram of its first
+  connection's oldest run is timed from its write's stamp (compiled, by the C clock, unless
+  a test has put its own `clock` here), into the histogram of its first
   command (the exporter scales each command's sample to the exact number of its commands
   answered; the round-trip histogram is all of them added up); one such sample in
   `KEY_SAMPLE_EVERY` gives the hot-key sample its first key. When that oldest write is
@@ -34,16 +36,16 @@ from __future__ import annotations
 
 import time
 from itertools import islice
+from time import perf_counter as stamp_clock  # (compiled: the C clock, `_compiled_write.stamp_clock`)
 
 from ..pending import queue_head
 from ..resp.replies import ReplySplitter, ReplyStreamError, may_hold_error
 from . import keys
+from .counts import BOUND_ARRAY, BOUNDS, add, counters, empty_histogram, time_run  # noqa: F401 (live.BOUNDS)
 from .keys import BIG_BYTES, SLOW_LAZY_BYTES, SLOW_SECONDS
 
-clock = time.perf_counter
-
-# Histogram bounds in seconds: a Redis reply takes about 0.1 ms; slow ones up to seconds.
-BOUNDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+clock = time.perf_counter  # (tests put a clock of their own here)
+PERF_COUNTER = time.perf_counter
 MAX_NAMES = 512  # distinct command spellings kept (clients may send any bytes as a name)
 UNKNOWN = b""  # the name garbage folds into
 KEY_SAMPLE_EVERY = 64  # one timed run in KEY_SAMPLE_EVERY gives a hot-key sample
@@ -55,11 +57,13 @@ TALLIES: dict = {}  # command name -> its count of commands passed on as they ar
 NAMES: dict[bytes, int] = {}  # command name as sent -> other commands
 ERRORS: dict[bytes, int] = {}  # command name as sent -> error replies from Redis
 REJECTED: dict[bytes, int] = {}  # command name as sent -> refused by the policy
-DURATIONS: dict[bytes, list] = {}  # first command name -> [bucket counts..., +Inf, sum of seconds]
-# request bytes written upstream, reply bytes read, redirections (a list: cheaper than a dict by name)
-TOTALS = [0, 0, 0]
+# first command name -> its round-trip histogram (counts.py: [bucket counts..., +Inf, sum of seconds])
+DURATIONS: dict = {}
+# request bytes written upstream, reply bytes read, redirections (an array: cheaper than a dict by name)
+TOTALS = counters(3)
 TOTAL_NAMES = ("request_bytes", "reply_bytes", "redirections")
-_ticks = [KEY_SAMPLE_EVERY]
+_ticks = counters(1)  # timed runs to the next hot-key sample
+_ticks[0] = KEY_SAMPLE_EVERY
 # The name and histogram of the last run timed by its request's bytes: the next read's is mostly
 # the same command, compared in place (no slice, no hash). At first a name of ten bytes, which
 # never matches a one-digit length.
@@ -91,8 +95,9 @@ def reset() -> None:
         table.clear()
     for counter in TALLIES.values():
         counter.n = 0
-    TOTALS[:] = [0, 0, 0]
-    _ticks[:] = [KEY_SAMPLE_EVERY]
+    for index in range(len(TOTALS)):
+        TOTALS[index] = 0
+    _ticks[0] = KEY_SAMPLE_EVERY
     _last_timed[:] = NO_NAME
     keys.reset()
 
@@ -132,8 +137,9 @@ def count_names(commands, start: int, stop: int) -> None:
 def written(data: bytes, chunks=()) -> None:
     """An upstream write of `data` (`chunks` joined: each one run of a client's requests)."""
     size = len(data)
-    TOTALS[0] += size
-    if size >= BIG_BYTES:  # a run this big may hold big requests
+    add(TOTALS, 0, size)
+    big = BIG_BYTES  # (compiled: a C number)
+    if size >= big:  # a run this big may hold big requests
         for chunk in chunks or (data,):
             if len(chunk) >= BIG_BYTES:
                 keys.big_requests(chunk)
@@ -183,13 +189,14 @@ def read_from(conn, data: bytes, stamps, pending):
     connection reads them as C fields and calls this in C (live.pxd), at one client once per
     request. Inline and in one frame; the entries are read as C fields too."""
     size = len(data)
-    totals = TOTALS
-    totals[1] += size
+    add(TOTALS, 1, size)
+    # (compiled, the limits are C numbers: compared without an int or a float object)
+    scan_limit, big, slow_after = ERROR_SCAN_LIMIT, BIG_BYTES, SLOW_SECONDS
     # memchr first; an error reply starts with `-` after a line end (or at the read's start): a
     # memchr for each `-` (in C when built), and only at the start of bigger reads (bulk bodies)
-    if 45 in data and (may_hold_error(data) if size <= ERROR_SCAN_LIMIT else data[0] == 45):
+    if 45 in data and (may_hold_error(data) if size <= scan_limit else data[0] == 45):
         _count_errors(conn, data)
-    if size >= BIG_BYTES and (conn.splitter.in_reply or _big_bulk_first(data)):
+    if size >= big and (conn.splitter.in_reply or _big_bulk_first(data)):
         keys.big_reply(conn, data, _head_command)  # not a read of many small replies
     stamp = queue_head(stamps)
     if stamp is None:
@@ -202,8 +209,9 @@ def read_from(conn, data: bytes, stamps, pending):
     slot = queue_head(pending)
     if slot is None:
         return None
-    now = clock()
-    elapsed = now - stamp[0]
+    now = stamp_clock() if clock is PERF_COUNTER else clock()  # (compiled: a C call, no float object)
+    began = stamp[0]
+    elapsed = now - began
     request = slot.sent
     sent = request if type(request) is bytes else None  # (compiled: read as bytes)
     histogram = None
@@ -221,19 +229,9 @@ def read_from(conn, data: bytes, stamps, pending):
         name = _name_of(slot)
         if name is not None:
             histogram = _histogram(name)
-    if histogram is not None:
-        at = 0  # bisect_left(BOUNDS, elapsed), without a call: most replies fall in the first buckets
-        for bound in BOUNDS:
-            if bound >= elapsed:
-                break
-            at += 1
-        histogram[at] += 1
-        histogram[-1] += elapsed
-        ticks = _ticks
-        ticks[0] -= 1
-        if not ticks[0]:
-            _rare_samples(slot)
-    if elapsed >= SLOW_SECONDS:
+    if histogram is not None and time_run(histogram, elapsed, _ticks, BOUND_ARRAY):
+        _rare_samples(slot)
+    if elapsed >= slow_after:
         return now, list(islice(pending, SLOW_SCAN)), list(islice(stamps, SLOW_SCAN))
     return None
 
@@ -254,13 +252,17 @@ def _name_of(slot):
     return args[0] if args else None
 
 
-def _histogram(name: bytes) -> list:
+def _histogram(name: bytes):
     found = DURATIONS.get(name)
     if found is not None:
         return found
     if len(DURATIONS) >= MAX_NAMES:
         name = UNKNOWN
-    return DURATIONS.setdefault(name, [0] * (len(BOUNDS) + 1) + [0.0])
+        found = DURATIONS.get(name)
+        if found is not None:
+            return found
+    found = DURATIONS[name] = empty_histogram()
+    return found
 
 
 def _rare_samples(slot) -> None:
@@ -366,7 +368,7 @@ def _count_errors(conn, data: bytes) -> None:
                 return
             if data[start] == 45:
                 if data.startswith(REDIRECTIONS, start):
-                    TOTALS[2] += 1
+                    add(TOTALS, 2, 1)
                 else:
                     count = getattr(slot, "count", 0)
                     args = command_of(slot, count - left) if count > 0 else None

@@ -71,11 +71,18 @@ def _empty_histogram() -> list:
     return [0] * (len(live.BOUNDS) + 1) + [0.0]
 
 
+def _copied(histogram) -> list:
+    """A live histogram (an array of doubles, counts.py) as the snapshot's list: int counts, then
+    the float sum. `list()` copies it in one C call, so the copy is consistent."""
+    values = list(histogram)
+    return [int(count) for count in values[:-1]] + [values[-1]]
+
+
 def _round_trips() -> list:
     """Every timing sample, whatever its command: the round-trip histogram."""
     total = _empty_histogram()
     for histogram in list(live.DURATIONS.values()):
-        total = [a + b for a, b in zip(total, histogram)]
+        total = [a + b for a, b in zip(total, _copied(histogram))]
     return total
 
 
@@ -85,7 +92,7 @@ def _durations() -> dict[str, list]:
         name = name.lower()
         label = name.decode("ascii") if name in live._known else "unknown"
         merged = out.setdefault(label, [0] * len(histogram))
-        for index, value in enumerate(list(histogram)):
+        for index, value in enumerate(_copied(histogram)):
             merged[index] += value
     return out
 

@@ -143,7 +143,7 @@ def test_reads_in_turn_time_each_run_under_its_own_name_and_age():
         sampled_read(slot_for(args), ago=ago)
         histogram = expected.setdefault(name.encode(), [0] * (len(live.BOUNDS) + 1))
         histogram[bisect.bisect_left(live.BOUNDS, ago)] += 1
-    assert {name: histogram[:-1] for name, histogram in live.DURATIONS.items()} == expected
+    assert {name: list(histogram[:-1]) for name, histogram in live.DURATIONS.items()} == expected
     kept = live.DURATIONS[b"TTL"]
     live.reset()
     sampled_read(slot_for(("TTL", "k")), ago=0.0002)
