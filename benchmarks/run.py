@@ -49,6 +49,12 @@ DEFAULT_PROXY_CMD = (
 GOAL_RATIO_C50 = 1.0
 GOAL_RATIO_P16 = 0.8
 GOAL_P50_ADDED_C1_MS = 0.03
+# Per-core efficiency (issue 17), checked against twemproxy in the same run, round by round, for
+# the "policy" target (the strictest preset by default), else "proxy": CPU per request at most
+# twemproxy's at 50 clients, with and without a pipeline; at 1 client, p50 added at most
+# twemproxy's plus this.
+GOAL_CPU_TO_TWEMPROXY = 1.0
+GOAL_C1_OVER_TWEMPROXY_MS = 0.01
 
 
 @dataclass(frozen=True)
@@ -525,6 +531,40 @@ def summarize(rounds: list[dict], targets: list[str]) -> dict:
     return summary
 
 
+def cpu_against(rounds: list[dict], target: str, reference: str = "twemproxy") -> dict:
+    """Per scenario: `target`'s CPU per request over `reference`'s, paired round by round (both
+    ran in the same round, minutes apart at most: the machine's drift over a run cancels out):
+    the median, lowest and highest ratio and how many rounds were at most 1."""
+    out: dict = {}
+    for scn in SCENARIOS:
+        ratios = []
+        for r in rounds:
+            pair = r.get(scn.name, {})
+            mine, theirs = pair.get(target, {}), pair.get(reference, {})
+            if mine.get("proxy_cpu_us_per_req") and theirs.get("proxy_cpu_us_per_req"):
+                ratios.append(mine["proxy_cpu_us_per_req"] / theirs["proxy_cpu_us_per_req"])
+        if ratios:
+            out[scn.name] = {"median": median(ratios), "low": min(ratios), "high": max(ratios),
+                             "rounds_at_most_1": sum(ratio <= 1.0 for ratio in ratios), "rounds": len(ratios)}
+    return out
+
+
+def efficiency_target(targets: list[str]) -> str | None:
+    """The target whose CPU is held against twemproxy's: the policy's, else the plain proxy's."""
+    if "twemproxy" not in targets:
+        return None
+    return next((target for target in ("policy", "proxy") if target in targets), None)
+
+
+def print_against(against: dict, target: str) -> None:
+    print(f"\nCPU per request, {target} / twemproxy (per-round ratios: median, lowest-highest, rounds at most 1)")
+    for scn in SCENARIOS:
+        e = against.get(scn.name)
+        if e is not None:
+            print(f"{scn.label:<18} {e['median']:.3f}  ({e['low']:.3f}-{e['high']:.3f})  "
+                  f"{e['rounds_at_most_1']}/{e['rounds']}")
+
+
 def fmt(x: float | None, spec: str) -> str:
     if x is None:
         width = re.match(r"[+]?(\d*)", spec).group(1)
@@ -569,8 +609,23 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
                 f"{test} {fmt(tests[test]['cpu_ratio_to_proxy'], '.3f')}" for test in TESTS))
 
 
-def goal_checks(summary: dict, targets: list[str]) -> list[dict]:
+def goal_checks(summary: dict, targets: list[str], against: dict | None = None) -> list[dict]:
     checks = []
+    target = efficiency_target(targets)
+    if target is not None and against:
+        for name, label in (("c50", "50 clients"), ("c50_p16", "50 clients -P 16")):
+            if name in against:
+                ratio = against[name]["median"]
+                checks.append({"goal": f"{label} {target} CPU per request <= {GOAL_CPU_TO_TWEMPROXY:.1f}x twemproxy's",
+                               "value": ratio, "ok": ratio <= GOAL_CPU_TO_TWEMPROXY + 1e-9})
+        if "direct" in targets:
+            for test in TESTS:
+                mine = summary["c1"][target]["tests"][test].get("p50_added_ms")
+                theirs = summary["c1"]["twemproxy"]["tests"][test].get("p50_added_ms")
+                if mine is not None and theirs is not None:
+                    checks.append({"goal": f"1 client {test} {target} p50 added <= twemproxy's "
+                                           f"+ {GOAL_C1_OVER_TWEMPROXY_MS:.2f} ms",
+                                   "value": mine - theirs, "ok": mine - theirs <= GOAL_C1_OVER_TWEMPROXY_MS + 1e-9})
     if "policy" in targets and "proxy" in targets:
         for scn in SCENARIOS:
             for test in TESTS:
@@ -745,7 +800,12 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = summarize(rounds, args.targets)
         print_table(summary, args.targets, len(rounds))
-        checks = goal_checks(summary, args.targets)
+        target = efficiency_target(args.targets)
+        against = cpu_against(rounds, target) if target is not None else {}
+        if against:
+            summary["cpu_to_twemproxy"] = {"target": target, **against}
+            print_against(against, target)
+        checks = goal_checks(summary, args.targets, against)
         if checks:
             print("\nGoals:")
             for c in checks:

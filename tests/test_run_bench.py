@@ -1,6 +1,7 @@
 """benchmarks/run.py's `--pin` and CPU accounting, without a benchmark: which CPUs each kind of
-process gets in each placement, that a process started with the pinning runs there, and that a
-process's CPU time is split into user and system time as the kernel counts them."""
+process gets in each placement, that a process started with the pinning runs there, that a
+process's CPU time is split into user and system time as the kernel counts them, and that the
+CPU per request is held against twemproxy's round by round."""
 
 import os
 import subprocess
@@ -9,7 +10,19 @@ import time
 
 import pytest
 
-from benchmarks.run import PLACEMENTS, BenchError, Pinning, parse_args, tree_cpu_seconds, tree_cpu_times
+from benchmarks.run import (
+    PLACEMENTS,
+    SCENARIOS,
+    TESTS,
+    BenchError,
+    Pinning,
+    cpu_against,
+    goal_checks,
+    parse_args,
+    summarize,
+    tree_cpu_seconds,
+    tree_cpu_times,
+)
 
 CPUS = sorted(os.sched_getaffinity(0))
 needs_two = pytest.mark.skipif(len(CPUS) < 2, reason="--pin needs at least 2 CPUs")
@@ -107,3 +120,52 @@ def test_a_finished_tree_counts_nothing():
     child.wait(10)
     time.sleep(0.05)
     assert tree_cpu_times(child.pid) == (0.0, 0.0)
+
+
+def _round(cpu: dict[str, float], p50: dict[str, float]) -> dict:
+    """One round's results: per target, its CPU per request in every scenario, and its p50 (ms)."""
+    def run(target):
+        tests = {test: {"rps": 1000.0, "avg_ms": p50[target], "p50_ms": p50[target], "p95_ms": 1.0,
+                        "p99_ms": 1.0, "max_ms": 1.0} for test in TESTS}
+        result = {"tests": tests, "wall_s": 1.0, "requests": 2, "redis_cpu_us_per_req": 1.0}
+        if target != "direct":
+            result.update(proxy_cpu_us_per_req=cpu[target], proxy_user_us_per_req=cpu[target] / 3,
+                          proxy_sys_us_per_req=cpu[target] * 2 / 3)
+            for entry in tests.values():
+                entry["proxy_cpu_us_per_req"] = cpu[target]
+        return result
+    return {scn.name: {target: run(target) for target in p50} for scn in SCENARIOS}
+
+
+def test_the_cpu_per_request_is_held_against_twemproxys_round_by_round():
+    """The machine drifts over a run: each round's ratio is taken first, then their median (here
+    the rounds' own ratios are 0.9, 1.2 and 0.9, while the medians of the columns, 12 and 10,
+    would give 1.2)."""
+    p50 = {"direct": 0.10, "policy": 0.14, "twemproxy": 0.135}
+    rounds = [_round({"policy": 9.0, "twemproxy": 10.0}, p50), _round({"policy": 12.0, "twemproxy": 10.0}, p50),
+              _round({"policy": 18.0, "twemproxy": 20.0}, p50)]
+    against = cpu_against(rounds, "policy")
+    assert against["c50"] == {"median": pytest.approx(0.9), "low": pytest.approx(0.9), "high": pytest.approx(1.2),
+                              "rounds_at_most_1": 2, "rounds": 3}
+    checks = {c["goal"]: c for c in goal_checks(summarize(rounds, list(p50)), list(p50), against)}
+    assert checks["50 clients policy CPU per request <= 1.0x twemproxy's"]["ok"]
+    assert checks["50 clients -P 16 policy CPU per request <= 1.0x twemproxy's"]["ok"]
+    added = checks["1 client GET policy p50 added <= twemproxy's + 0.01 ms"]
+    assert added["value"] == pytest.approx(0.005) and added["ok"]
+
+
+def test_a_target_over_twemproxys_cpu_or_latency_misses():
+    p50 = {"direct": 0.10, "proxy": 0.16, "twemproxy": 0.135}
+    rounds = [_round({"proxy": 11.0, "twemproxy": 10.0}, p50) for _ in range(3)]
+    against = cpu_against(rounds, "proxy")
+    checks = {c["goal"]: c for c in goal_checks(summarize(rounds, list(p50)), list(p50), against)}
+    assert not checks["50 clients proxy CPU per request <= 1.0x twemproxy's"]["ok"]
+    assert not checks["1 client SET proxy p50 added <= twemproxy's + 0.01 ms"]["ok"]
+    assert against["c50"]["rounds_at_most_1"] == 0
+
+
+def test_without_twemproxy_nothing_is_held_against_it():
+    p50 = {"direct": 0.10, "proxy": 0.16}
+    rounds = [_round({"proxy": 11.0}, p50)]
+    assert cpu_against(rounds, "proxy") == {}
+    assert not any("twemproxy" in c["goal"] for c in goal_checks(summarize(rounds, list(p50)), list(p50), {}))
