@@ -15,7 +15,7 @@ import os
 import time
 
 from .. import __version__
-from . import health, keys, live
+from . import counts, health, keys, live
 
 _attached = {"proxy": None, "draining": False}
 POLICY: dict = {}
@@ -68,7 +68,7 @@ def _command_names() -> dict[str, int]:
 
 
 def _empty_histogram() -> list:
-    return [0] * (len(live.BOUNDS) + 1) + [0.0]
+    return _copied(counts.empty_histogram())
 
 
 def _copied(histogram) -> list:

@@ -37,10 +37,10 @@ cdef class UpstreamConnection:
     cdef public object pushes_to
     cdef public object pushes
 
-    @cython.locals(writer=DirectWriter)
     cpdef send(self, data, pending)
-    @cython.locals(writer=DirectWriter)
     cpdef _write_out(self)
+    @cython.locals(writer=DirectWriter)
+    cpdef _to_upstream(self, data)
     @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
                    splitter=CompiledSplitter)
     cpdef _deliver(self, bytes data)

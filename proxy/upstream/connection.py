@@ -330,11 +330,7 @@ class UpstreamConnection:
                 queue_append(queue, pending)
                 queue_append(self.stamps, (stamp_clock(), pending))
             written(data)
-            writer = self.writer
-            if writer is not None:
-                writer.write(data)
-            else:
-                self.write(data)
+            self._to_upstream(data)
             return
         if pending is not None:
             queue_append(queue, pending)
@@ -383,6 +379,11 @@ class UpstreamConnection:
             self.stamps.append((self.stamp, pending[-1]))
         data = out[0] if len(out) == 1 else b"".join(out)
         written(data, out)
+        self._to_upstream(data)
+
+    def _to_upstream(self, data: bytes) -> None:
+        """A request write on the hot path: the DirectWriter's `write` (compiled, a C call), else
+        the transport's."""
         writer = self.writer
         if writer is not None:
             writer.write(data)
