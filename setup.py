@@ -10,7 +10,8 @@ proxy/compiled.py), and REDIS_GUARD_PURE_PYTHON=1 at install time skips them. Tw
   (`proxy/monitor/_compiled_counts.pyx`);
 * the session core, compiled from its own `.py` sources: the `.pxd` file beside each makes its
   classes `cdef` classes with typed fields and typed locals (Cython's "pure Python mode"), so
-  the source of truth stays one `.py` file, which is what runs without the build.
+  the source of truth stays one `.py` file, which is what runs without the build; likewise the
+  monitor's hot keys, big keys and slow log (`proxy/monitor/keys.py`).
 """
 
 import os
@@ -26,7 +27,8 @@ PYX = {
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
-        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
+        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
+        "proxy.monitor.keys")
 
 
 def extensions():

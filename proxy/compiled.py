@@ -10,7 +10,9 @@ package installs pure Python and runs the same code paths more slowly. Two kinds
   monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`); the
   compiled core also cimports them (their `.pxd` files), to call them in C;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
-  so a built one sits next to its source and Python imports the built one first.
+  so a built one sits next to its source and Python imports the built one first; and the
+  monitor's rare paths (`monitor/keys.py`: the hot-key sample, big keys, the slow log), which
+  run cold between requests, where interpreted code costs several times its warm cost.
 
 `REDIS_GUARD_PURE_PYTHON=1` in the environment runs every pure module although built ones are
 installed: `load` returns None, and `use_pure_core` (called by the package's `__init__` before
@@ -35,7 +37,8 @@ PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.u
        "proxy._compiled_queues", "proxy.monitor._compiled_counts")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
-        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard")
+        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
+        "proxy.monitor.keys")
 
 
 def load(name: str):

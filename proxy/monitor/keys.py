@@ -4,8 +4,10 @@
   the first key of the oldest run of commands answered in one upstream read in every
   `live.KEY_SAMPLE_EVERY`.
   A key that is not tracked replaces the one with the smallest count and inherits that count as
-  its error bound, so every key whose sampled count exceeds the smallest is in the table. The
-  counts are of the sample; multiply by the sampling period for an estimate of requests.
+  its error bound, so every key whose sampled count exceeds the smallest is in the table (the
+  smallest is found through a heap kept beside the table, not a scan of it: `offer`). The
+  counts are of the sample; multiply by the sampling period for an estimate of requests. A
+  sampled request in the usual shape gives its key without a parser (`sample_request`).
 * Big keys: requests of at least `BIG_BYTES` (one command's encoded size, looked for in the
   runs of an upstream write of at least that size) and replies of at least that size (the
   upstream reads of one reply added up), the `BIG_CAPACITY` biggest by (kind, command, key).
@@ -24,6 +26,7 @@ Keys are cut to `KEY_BYTES`. Everything is read at scrape time by `snapshot` (co
 from __future__ import annotations
 
 import collections
+import heapq
 import time
 
 import hiredis
@@ -42,6 +45,7 @@ KEY_PER_SAMPLE = 1
 
 _first_key: set[bytes] = set()  # names (both cases) whose first key is argument 1
 HOT: dict[bytes, list] = {}  # key -> [sampled count, error bound]
+_hot_heap: list = []  # (count, key) for each key of HOT: offer's heap
 BIG: dict[tuple, int] = {}  # (kind, name, key) -> biggest size seen
 # (time, seconds, name, key, arguments, count, request): `request` is None, or the run's request
 # bytes whose first command gives key and arguments when the log is read (`slow_log`)
@@ -64,6 +68,7 @@ def setup(table) -> None:
 
 def reset() -> None:
     HOT.clear()
+    _hot_heap.clear()
     BIG.clear()
     SLOW.clear()
     SLOW_BY_NAME.clear()
@@ -89,23 +94,68 @@ def sample(commands) -> None:
     """One command of sampled ones (the first with a key)."""
     for args in commands[:4]:
         if len(args) > 1 and args[0] in _first_key:
-            offer(HOT, args[1][:KEY_BYTES])
-            COUNTS["hot_samples"] += 1
+            _count_hot(args[1][:KEY_BYTES])
             return
 
 
-def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY) -> None:
-    """Space-Saving: count key, replacing the smallest counter when the table is full."""
+def sample_request(request: bytes) -> bool:
+    """The sample of a request whose first command has the usual header, `*N\r\n$L\r\nNAME\r\n`
+    with N and L of one digit, then its first argument's `$K\r\n`: its key read in place, without
+    a parser (`sample` is given the parsed command otherwise). False when the header is not that."""
+    size = len(request)
+    if size < 14 or request[0] != 42 or request[2] != 13 or request[4] != 36 or request[6] != 13:
+        return False
+    argc, length = request[1] - 48, request[5] - 48
+    at = 8 + length  # the name's end
+    if not (2 <= argc <= 9 and 1 <= length <= 9) or at + 3 >= size or request[at] != 13 or request[at + 2] != 36:
+        return False
+    end = request.find(b"\r", at + 3, at + 24)
+    if end < 0:
+        return False
+    try:
+        key_length = int(request[at + 3:end])
+    except ValueError:
+        return False
+    if request[8:at] in _first_key:
+        _count_hot(request[end + 2:end + 2 + min(key_length, KEY_BYTES)])
+    return True
+
+
+def _count_hot(key: bytes) -> None:
+    offer(HOT, key, HOT_CAPACITY, _hot_heap)
+    COUNTS["hot_samples"] += 1
+
+
+def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY, heap: list | None = None) -> None:
+    """Space-Saving: count key, replacing the smallest counter when the table is full.
+
+    `heap` (kept by the caller with its table, empty for an empty table) makes the replacement
+    O(log capacity) amortised instead of a scan of the table, which a stream of distinct keys
+    (no hot key at all) pays on every sample: it holds one (count, key) per key of the table,
+    whose count is never above the table's (a count goes up without touching the heap). The
+    top is brought up to date until it is, and then it is the smallest. Without a heap, the scan."""
     entry = table.get(key)
     if entry is not None:
         entry[0] += 1
         return
     if len(table) < capacity:
         table[key] = [1, 0]
+        if heap is not None:
+            heapq.heappush(heap, (1, key))
         return
-    smallest = min(table, key=table.__getitem__)  # [count, error]: by count (C calls only)
+    if heap is None:
+        smallest = min(table, key=table.__getitem__)  # [count, error]: by count (C calls only)
+    else:
+        while True:
+            count, smallest = heap[0]
+            now = table[smallest][0]
+            if now == count:
+                break
+            heapq.heapreplace(heap, (now, smallest))
     floor = table.pop(smallest)[0]
     table[key] = [floor + 1, floor]
+    if heap is not None:
+        heapq.heapreplace(heap, (floor + 1, key))
 
 
 # -- big keys ---------------------------------------------------------------------------------

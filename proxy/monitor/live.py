@@ -38,7 +38,7 @@ import time
 from itertools import islice
 from time import perf_counter as stamp_clock  # (compiled: the C clock, `_compiled_write.stamp_clock`)
 
-from ..pending import queue_head
+from ..pending import queue_head, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError, may_hold_error
 from . import keys
 from .counts import BOUND_ARRAY, BOUNDS, add, counters, empty_histogram, time_run  # noqa: F401 (live.BOUNDS)
@@ -237,10 +237,16 @@ def read_from(conn, data: bytes, stamps, pending):
 
 
 def _unanswered(stamps):
-    """Drop the stamps of writes whose runs are all answered; the oldest left, or None."""
-    while stamps and stamps[0][1].remaining == 0:
-        stamps.popleft()
-    return stamps[0] if stamps else None
+    """Drop the stamps of writes whose runs are all answered; the oldest left, or None (compiled:
+    a C call, the stamps' entries C fields)."""
+    stamp = queue_head(stamps)
+    while stamp is not None:
+        last = stamp[1]
+        if last.remaining != 0:
+            return stamp
+        queue_popleft(stamps)
+        stamp = queue_head(stamps)
+    return None
 
 
 def _name_of(slot):
@@ -268,9 +274,11 @@ def _histogram(name: bytes):
 def _rare_samples(slot) -> None:
     """One timed run in KEY_SAMPLE_EVERY: the hot-key sample, and the bound on names."""
     _ticks[0] = KEY_SAMPLE_EVERY
-    args = full_command(slot)
-    if args:
-        keys.sample((args,))
+    sent = getattr(slot, "sent", None)
+    if type(sent) is not bytes or not keys.sample_request(sent):
+        args = full_command(slot)
+        if args:
+            keys.sample((args,))
     if len(NAMES) > MAX_NAMES:  # new names since the last check: at most a sample period's
         fold(NAMES)
 
