@@ -8,11 +8,11 @@ cdef class RoutedPending(Pending):
     cdef public object source
     cdef public Py_ssize_t first
     cdef public object hash_slot
-    cdef public object attempts
-    cdef public object asking
+    cdef public Py_ssize_t attempts
+    cdef public bint asking
     cdef public object owner
     cdef public object down_since
-    cdef public object down_tries
+    cdef public Py_ssize_t down_tries
 
     @staticmethod
     @cython.locals(entry=RoutedPending)

@@ -359,9 +359,20 @@ cpdef bytearray zeroed_order(Py_ssize_t count):
     return order
 
 
+# The last name key_owners looked up, in which frozenset, and the answer: a route's one-command
+# reads (a client that waits for each reply) look up the same name in the same set read after
+# read. Held, so neither object can be freed and its address reused; only a frozenset, which
+# cannot change.
+cdef object _looked_up_in = None
+cdef object _looked_up_name = None
+cdef int _looked_up_keyed = 0
+
+
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
     """reader.pure_key_owners, in C (cpdef: the compiled reader's call is a C call). A name is looked
-    up in `names` once for a run of commands that share it (the split's one object a name)."""
+    up in `names` once for a run of commands that share it (the split's one object a name), and
+    not again in the next call when it is the last one looked up, in the same frozenset."""
+    global _looked_up_in, _looked_up_name, _looked_up_keyed
     cdef Py_ssize_t at, slot, owner
     cdef unsigned char* into
     cdef const unsigned char* owners
@@ -394,9 +405,16 @@ cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, 
                 key = <object> PyTuple_GET_ITEM(args, 1)
         if key is not None:  # (other sequences: NO_SLOT, the route table decides)
             if name != last_name:
-                keyed = PySequence_Contains(names, <object> name)
-                if keyed < 0:
-                    raise TypeError("key_owners() could not look a name up in `names`")
+                if names is _looked_up_in and name == <PyObject*> _looked_up_name:
+                    keyed = _looked_up_keyed
+                else:
+                    keyed = PySequence_Contains(names, <object> name)
+                    if keyed < 0:
+                        raise TypeError("key_owners() could not look a name up in `names`")
+                    if type(names) is frozenset:
+                        _looked_up_in = names
+                        _looked_up_name = <object> name
+                        _looked_up_keyed = keyed
                 last_name = name
             if keyed and type(key) is bytes:
                 slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))

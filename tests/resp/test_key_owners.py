@@ -97,6 +97,23 @@ def test_only_the_names_given_have_a_slot(key_slots):
     assert key_slots(commands, 2, 4, {b"HSET"}) == [hash_slot(b"a"), hash_slot(b"b")]
 
 
+def test_one_command_a_call_with_the_names_of_another_call(key_slots):
+    """Calls of one command each, as a route's one-command reads make: the same name object in
+    the same set from call to call (the compiled one remembers the last answer), then in another
+    set that says otherwise, in a set that changes between calls, and back."""
+    get = b"GET"
+    others = frozenset({b"SET"})
+    changing = {get}
+    calls = [(NAMES, hash_slot(b"a")), (NAMES, hash_slot(b"a")), (others, NO_SLOT), (NAMES, hash_slot(b"a")),
+             (frozenset(NAMES), hash_slot(b"a")), (changing, hash_slot(b"a")), (changing, NO_SLOT),
+             (changing, NO_SLOT), (NAMES, hash_slot(b"a"))]
+    for number, (names, slot) in enumerate(calls):
+        if number == 6:
+            changing.discard(get)
+        assert key_slots([[get, b"a"]], 0, 1, names) == [slot], number
+    assert key_slots([[bytes(bytearray(b"GET")), b"a"]], 0, 1, others) == [NO_SLOT]  # an equal name, another object
+
+
 def test_a_slot_table_of_another_size_is_refused(key_owners):
     with pytest.raises(ValueError):
         key_owners([[b"GET", b"a"]], 0, 1, NAMES, bytearray(SLOT_COUNT - 1))
