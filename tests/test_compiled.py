@@ -77,6 +77,8 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
         (requests.pick_requests, reader.pure_pick_requests, (None, None, 0, b"", 1)),
         (requests.key_owners, reader.pure_key_owners, (None, 0, 0, frozenset(), bytearray(16384))),
         (requests.key_owners, reader.pure_key_owners, ([], 0, 0, frozenset(), None)),
+        (requests.key_owner, reader.pure_key_owner, (None, 0, frozenset(), bytearray(16384))),
+        (requests.key_owner, reader.pure_key_owner, ([[b"GET", b"k"]], 0, frozenset(), None)),
         (requests.key_class, bytes.translate, (None, bytes(range(256)))),
         (requests.same_class, classes.pure_same_class, (None, bytes(range(256)), b"k")),
         (compiled_replies.interleave, replies.pure_interleave, (None, b"")),

@@ -26,7 +26,8 @@ cdef class ClusterRoute(Route):
     @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, conns=list, order=bytearray, owners=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
                    replica_reads=bint, slot=Py_ssize_t, run_slot=Py_ssize_t, owner=Py_ssize_t, run_owner=Py_ssize_t,
-                   remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending)
+                   remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending,
+                   found=Py_ssize_t)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
     @cython.locals(at=Py_ssize_t)
     cpdef _send_stretch(self, Session session, Batch batch, Py_ssize_t first, Py_ssize_t stop, list conns,

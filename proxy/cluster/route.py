@@ -228,21 +228,22 @@ class ClusterRoute(Route):
         slot_owner = self.slot_owner
         owner_conns = self.owner_conns
         replica_reads = self.replica_reads
-        # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
-        # decides), and the number of that slot's connection in owner_conns (0: none yet). One
-        # C pass when compiled: a name is looked up once for a run of commands that share it.
-        owners = batch.key_owners(start, stop, self.first_arg, slot_owner)
         if stop - start == 1 and not replica_reads:  # one command (no pipeline): sent from this frame
-            conn = owner_conns[owners[2]]
+            # its slot and its connection's number, as below, as one number (slot << 8 | owner)
+            found = batch.key_owner(start, self.first_arg, slot_owner)  # (compiled: a C number)
+            conn = owner_conns[found & 0xFF]
             if conn is not None and conn.state is not CLOSED:
-                slot = (owners[0] << 8) | owners[1]  # (compiled: C byte reads)
-                entry = RoutedPending.of_run(session, 1, conn, batch, start, slot)
+                entry = RoutedPending.of_run(session, 1, conn, batch, start, found >> 8)
                 queue_append(session.queue, entry)
                 session.inflight += 1
                 conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
                 if conn.write_paused:
                     session.wait_for_upstream(conn)
                 return
+        # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
+        # decides), and the number of that slot's connection in owner_conns (0: none yet). One
+        # C pass when compiled: a name is looked up once for a run of commands that share it.
+        owners = batch.key_owners(start, stop, self.first_arg, slot_owner)
         router = self.router
         protocol = self.protocol
         spread = self.index

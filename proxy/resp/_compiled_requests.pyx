@@ -368,62 +368,89 @@ cdef object _looked_up_name = None
 cdef int _looked_up_keyed = 0
 
 
+cdef inline const unsigned char* _slot_table(bytearray owner_of_slot) except NULL:
+    if owner_of_slot is None:
+        raise TypeError("key_owners() needs a slot table, not None")
+    if PyByteArray_GET_SIZE(owner_of_slot) != 16384:  # (routing.slots.SLOT_COUNT)
+        raise ValueError("a slot table has a byte for each of the 16384 slots")
+    return <const unsigned char*> PyByteArray_AS_STRING(owner_of_slot)
+
+
+cdef inline Py_ssize_t _slot_and_owner(object args, names, const unsigned char* owners, PyObject** last_name,
+                                       int* keyed) except -1:
+    """One command's (slot << 8) | owner: NO_SLOT and 0 unless its name is in `names` and its
+    argument 1 is bytes. `names` is looked up for a name other than `last_name` (the command
+    before's), and not when that name was the last one looked up, in the same frozenset."""
+    global _looked_up_in, _looked_up_name, _looked_up_keyed
+    cdef PyObject* name = NULL
+    cdef object key = None
+    cdef Py_ssize_t slot
+    if type(args) is list:
+        if PyList_GET_SIZE(args) > 1:
+            name = PyList_GET_ITEM(args, 0)
+            key = <object> PyList_GET_ITEM(args, 1)
+    elif type(args) is tuple:
+        if PyTuple_GET_SIZE(args) > 1:
+            name = PyTuple_GET_ITEM(args, 0)
+            key = <object> PyTuple_GET_ITEM(args, 1)
+    if key is None:  # (other sequences: NO_SLOT, the route table decides)
+        return 0xFFFF << 8  # reader.NO_SLOT
+    if name != last_name[0]:
+        if names is _looked_up_in and name == <PyObject*> _looked_up_name:
+            keyed[0] = _looked_up_keyed
+        else:
+            keyed[0] = PySequence_Contains(names, <object> name)
+            if keyed[0] < 0:
+                raise TypeError("key_owners() could not look a name up in `names`")
+            if type(names) is frozenset:
+                _looked_up_in = names
+                _looked_up_name = <object> name
+                _looked_up_keyed = keyed[0]
+        last_name[0] = name
+    if keyed[0] and type(key) is bytes:
+        slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+        return (slot << 8) | owners[slot]
+    return 0xFFFF << 8
+
+
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
     """reader.pure_key_owners, in C (cpdef: the compiled reader's call is a C call). A name is looked
     up in `names` once for a run of commands that share it (the split's one object a name), and
     not again in the next call when it is the last one looked up, in the same frozenset."""
-    global _looked_up_in, _looked_up_name, _looked_up_keyed
-    cdef Py_ssize_t at, slot, owner
+    cdef Py_ssize_t at, found
     cdef unsigned char* into
     cdef const unsigned char* owners
-    cdef object args, key
-    cdef PyObject* name
     cdef PyObject* last_name = NULL
     cdef int keyed = 0
     cdef bytes out
-    if commands is None or owner_of_slot is None:
+    if commands is None:
         raise TypeError("key_owners() needs a list of commands and a slot table, not None")
-    if PyByteArray_GET_SIZE(owner_of_slot) != 16384:  # (routing.slots.SLOT_COUNT)
-        raise ValueError("a slot table has a byte for each of the 16384 slots")
+    owners = _slot_table(owner_of_slot)
     if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
         raise IndexError("commands out of range")
     out = PyBytes_FromStringAndSize(NULL, 3 * (stop - start))
     into = <unsigned char*> PyBytes_AS_STRING(out)
-    owners = <const unsigned char*> PyByteArray_AS_STRING(owner_of_slot)
     for at in range(start, stop):
-        args = <object> PyList_GET_ITEM(commands, at)
-        slot = 0xFFFF  # reader.NO_SLOT
-        owner = 0
-        key = None
-        if type(args) is list:
-            if PyList_GET_SIZE(args) > 1:
-                name = PyList_GET_ITEM(args, 0)
-                key = <object> PyList_GET_ITEM(args, 1)
-        elif type(args) is tuple:
-            if PyTuple_GET_SIZE(args) > 1:
-                name = PyTuple_GET_ITEM(args, 0)
-                key = <object> PyTuple_GET_ITEM(args, 1)
-        if key is not None:  # (other sequences: NO_SLOT, the route table decides)
-            if name != last_name:
-                if names is _looked_up_in and name == <PyObject*> _looked_up_name:
-                    keyed = _looked_up_keyed
-                else:
-                    keyed = PySequence_Contains(names, <object> name)
-                    if keyed < 0:
-                        raise TypeError("key_owners() could not look a name up in `names`")
-                    if type(names) is frozenset:
-                        _looked_up_in = names
-                        _looked_up_name = <object> name
-                        _looked_up_keyed = keyed
-                last_name = name
-            if keyed and type(key) is bytes:
-                slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
-                owner = owners[slot]
-        into[0] = slot >> 8
-        into[1] = slot & 0xFF
-        into[2] = owner
+        found = _slot_and_owner(<object> PyList_GET_ITEM(commands, at), names, owners, &last_name, &keyed)
+        into[0] = found >> 16
+        into[1] = (found >> 8) & 0xFF
+        into[2] = found & 0xFF
         into += 3
     return out
+
+
+cpdef Py_ssize_t key_owner(list commands, Py_ssize_t at, names, bytearray owner_of_slot) except -1:
+    """reader.pure_key_owner: key_owners of the one command `at`, as a number (slot << 8 | owner),
+    without the bytes object (a route's read of one command)."""
+    cdef const unsigned char* owners
+    cdef PyObject* last_name = NULL
+    cdef int keyed = 0
+    if commands is None:
+        raise TypeError("key_owner() needs a list of commands and a slot table, not None")
+    owners = _slot_table(owner_of_slot)
+    if at < 0 or at >= PyList_GET_SIZE(commands):
+        raise IndexError("commands out of range")
+    return _slot_and_owner(<object> PyList_GET_ITEM(commands, at), names, owners, &last_name, &keyed)
 
 
 cpdef bytes key_class(bytes key, table):

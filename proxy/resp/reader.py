@@ -131,6 +131,13 @@ class Batch:
             return key_owners(self.commands, start, stop, names, owner_of_slot)
         return pure_key_owners(self.commands, start, stop, names, owner_of_slot)
 
+    def key_owner(self, at: int, names, owner_of_slot) -> int:
+        """key_owners of the one command `at` as a number: (slot << 8) | owner (a route's read of
+        one command: compiled, without the bytes object)."""
+        if _key_owners is not None:
+            return key_owner(self.commands, at, names, owner_of_slot)
+        return pure_key_owner(self.commands, at, names, owner_of_slot)
+
 
 def request_ends(raw: bytes) -> list:
     """The offset just past each request of `raw`, canonical requests only, else ValueError
@@ -189,6 +196,12 @@ def pure_key_owners(commands: list, start: int, stop: int, names, owner_of_slot)
     return bytes(out)
 
 
+def pure_key_owner(commands: list, at: int, names, owner_of_slot) -> int:
+    """`Batch.key_owner`: pure_key_owners of the one command `at`, as (slot << 8) | owner."""
+    first, second, owner = pure_key_owners(commands, at, at + 1, names, owner_of_slot)
+    return (first << 16) | (second << 8) | owner
+
+
 # The proxy's one bytes object for each command name its tables know (`command_name`). The
 # compiled split hands out these very objects for the names it sees (it keeps the recent ones):
 # a table lookup then finds its key by identity, with the hash already computed, and no name is
@@ -214,6 +227,7 @@ _key_owners = _compiled.key_owners if _compiled is not None else None
 # functions when compiled (reader.pxd cimports these names), the twins otherwise.
 pick_requests = _pick
 key_owners = _key_owners
+key_owner = _compiled.key_owner if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
 

@@ -20,13 +20,22 @@ NAMES = frozenset({b"GET", b"SET", b"MGET"})
 TABLE = bytearray((slot * 7) % 256 for slot in range(SLOT_COUNT))
 
 
+def twin(request, pure, built):
+    if request.param == "pure":
+        return pure
+    if built is None:
+        pytest.skip("the compiled request split is not built")
+    return built
+
+
 @pytest.fixture(params=["pure", "compiled"])
 def key_owners(request):
-    if request.param == "pure":
-        return reader.pure_key_owners
-    if reader._key_owners is None:
-        pytest.skip("the compiled request split is not built")
-    return reader._key_owners
+    return twin(request, reader.pure_key_owners, reader._key_owners)
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def key_owner(request):
+    return twin(request, reader.pure_key_owner, reader.key_owner)
 
 
 @pytest.fixture
@@ -112,6 +121,31 @@ def test_one_command_a_call_with_the_names_of_another_call(key_slots):
             changing.discard(get)
         assert key_slots([[get, b"a"]], 0, 1, names) == [slot], number
     assert key_slots([[bytes(bytearray(b"GET")), b"a"]], 0, 1, others) == [NO_SLOT]  # an equal name, another object
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_command_as_a_number(key_owner, seed):
+    """key_owner(commands, at): key_owners' three bytes of command `at` as (slot << 8) | owner,
+    on tagged, random and keyless commands, names given or not, in calls that change the names."""
+    rng = random.Random(seed)
+    commands = [[rng.choice([b"GET", b"SET", b"HSET", b"get"]), key] for key in TAGGED]
+    commands += [(b"GET", b"k%d" % rng.randrange(10**9)) for _ in range(50)]
+    commands += [[b"PING"], [], [b"GET", "text"], (b"GET",), [b"MGET", b"a", b"b"]]
+    for at in rng.sample(range(len(commands)), len(commands)):
+        names = rng.choice([NAMES, frozenset(), {b"HSET"}])
+        want = reader.pure_key_owners(commands, at, at + 1, names, TABLE)
+        assert key_owner(commands, at, names, TABLE) == int.from_bytes(want, "big"), commands[at]
+    batch = RequestReader().feed_read(b"".join(hiredis.pack_command(("GET", "k%d" % n)) for n in range(3)))
+    assert batch.key_owner(2, NAMES, TABLE) == int.from_bytes(batch.key_owners(2, 3, NAMES, TABLE), "big")
+    assert key_owner([[b"PING"]], 0, NAMES, TABLE) == NO_SLOT << 8
+
+
+@pytest.mark.parametrize("at", [-1, 2])
+def test_one_command_out_of_range_or_a_table_of_another_size(key_owner, at):
+    with pytest.raises(IndexError):
+        key_owner([[b"GET", b"a"], [b"GET", b"b"]], at, NAMES, TABLE)
+    with pytest.raises(ValueError):
+        key_owner([[b"GET", b"a"]], 0, NAMES, bytearray(SLOT_COUNT - 1))
 
 
 def test_a_slot_table_of_another_size_is_refused(key_owners):
