@@ -8,4 +8,4 @@ cimport cython
                key_length=Py_ssize_t)
 cpdef bint sample_request(bytes request) except -1
 @cython.locals(entry=list, count=Py_ssize_t, now=Py_ssize_t, floor=Py_ssize_t)
-cpdef offer(dict table, key, Py_ssize_t capacity=*, list heap=*)
+cpdef offer(dict table, key, Py_ssize_t capacity, list heap)

@@ -126,36 +126,31 @@ def _count_hot(key: bytes) -> None:
     COUNTS["hot_samples"] += 1
 
 
-def offer(table: dict, key: bytes, capacity: int = HOT_CAPACITY, heap: list | None = None) -> None:
+def offer(table: dict, key: bytes, capacity: int, heap: list) -> None:
     """Space-Saving: count key, replacing the smallest counter when the table is full.
 
-    `heap` (kept by the caller with its table, empty for an empty table) makes the replacement
+    `heap` (kept by the caller with its table, empty for an empty table) finds the smallest in
     O(log capacity) amortised instead of a scan of the table, which a stream of distinct keys
-    (no hot key at all) pays on every sample: it holds one (count, key) per key of the table,
-    whose count is never above the table's (a count goes up without touching the heap). The
-    top is brought up to date until it is, and then it is the smallest. Without a heap, the scan."""
+    (no hot key at all) would pay on every sample: it holds one (count, key) per key of the
+    table, whose count is never above the table's (a count goes up without touching the heap).
+    The top is brought up to date until it is, and then it is the smallest."""
     entry = table.get(key)
     if entry is not None:
         entry[0] += 1
         return
     if len(table) < capacity:
         table[key] = [1, 0]
-        if heap is not None:
-            heapq.heappush(heap, (1, key))
+        heapq.heappush(heap, (1, key))
         return
-    if heap is None:
-        smallest = min(table, key=table.__getitem__)  # [count, error]: by count (C calls only)
-    else:
-        while True:
-            count, smallest = heap[0]
-            now = table[smallest][0]
-            if now == count:
-                break
-            heapq.heapreplace(heap, (now, smallest))
+    while True:
+        count, smallest = heap[0]
+        now = table[smallest][0]
+        if now == count:
+            break
+        heapq.heapreplace(heap, (now, smallest))
     floor = table.pop(smallest)[0]
     table[key] = [floor + 1, floor]
-    if heap is not None:
-        heapq.heapreplace(heap, (floor + 1, key))
+    heapq.heapreplace(heap, (floor + 1, key))
 
 
 # -- big keys ---------------------------------------------------------------------------------

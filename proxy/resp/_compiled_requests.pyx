@@ -363,6 +363,9 @@ cpdef bytearray zeroed_order(Py_ssize_t count):
 # reads (a client that waits for each reply) look up the same name in the same set read after
 # read. Held, so neither object can be freed and its address reused; only a frozenset, which
 # cannot change.
+cdef enum:
+    NO_SLOT_OWNER = 0xFFFF << 8  # reader.NO_SLOT, owner 0: _slot_and_owner's "no slot"
+
 cdef object _looked_up_in = None
 cdef object _looked_up_name = None
 cdef int _looked_up_keyed = 0
@@ -394,7 +397,7 @@ cdef inline Py_ssize_t _slot_and_owner(object args, names, const unsigned char* 
             name = PyTuple_GET_ITEM(args, 0)
             key = <object> PyTuple_GET_ITEM(args, 1)
     if key is None:  # (other sequences: NO_SLOT, the route table decides)
-        return 0xFFFF << 8  # reader.NO_SLOT
+        return NO_SLOT_OWNER
     if name != last_name[0]:
         if names is _looked_up_in and name == <PyObject*> _looked_up_name:
             keyed[0] = _looked_up_keyed
@@ -410,7 +413,7 @@ cdef inline Py_ssize_t _slot_and_owner(object args, names, const unsigned char* 
     if keyed[0] and type(key) is bytes:
         slot = _key_slot(<const unsigned char*> PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
         return (slot << 8) | owners[slot]
-    return 0xFFFF << 8
+    return NO_SLOT_OWNER
 
 
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
