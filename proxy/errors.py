@@ -31,6 +31,7 @@ def shutting_down() -> bytes:
 
 
 OK = b"+OK\r\n"
+PONG = b"+PONG\r\n"
 
 
 def _redis_error(text: bytes) -> bytes:

@@ -37,6 +37,7 @@ from ..session.behaviour import (
     MULTI,
     NO_NAMES,
     PASS,
+    PONG,
     QUIT,
     RESET,
     SCAN,
@@ -97,7 +98,7 @@ class ClusterBackend:
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
-        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN) and name not in ("select",)
+        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN, PONG) and name not in ("select",)
                      for name, action in actions.items()}
         self.names = {spec.name for spec in table.walk()}
         self.deferred_route = DeferredRoute(self)

@@ -81,13 +81,16 @@ CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
 # Standalone only:
 TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
+# Both:
+PONG = 32  # PING on the shared connections: answered by the proxy while the connection is up
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
 # -- the exceptions to the derived rules: (standalone, cluster), with the reason ---------------
 EXCEPTIONS = {
-    # @connection, but stateless: one reply on any connection.
-    "ping": (PASS, PASS),
+    # @connection, but stateless: one reply on any connection. PING is what pools check a
+    # connection with (on every borrow, in some): the proxy answers it without a round trip.
+    "ping": (PONG, PONG),
     "echo": (PASS, PASS),
     "command": (PASS, PASS),  # COMMAND and its subcommands (all @connection, all stateless)
     # The proxy's own connection-state handling.
@@ -268,7 +271,7 @@ def own_action(action: int, lane) -> int:
         return action
     if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py)
         return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
-    if action == PASS or action == LEASE:
+    if action == PASS or action == LEASE or action == PONG:
         return PASS
     if action in _KEPT_ON_OWN:
         return action

@@ -35,6 +35,7 @@ from .behaviour import (
     MULTI,
     PASS,
     PIN,
+    PONG,
     PROMOTE,
     QUIT,
     REFUSE,
@@ -132,6 +133,19 @@ def setinfo(session, batch, index: int) -> int:
     return index + 1
 
 
+def pong(session, batch, index: int) -> int:
+    """PING on the shared connections: answered here, in order after the replies before it,
+    while the connection it would go to is up, so that a pool's check of a connection costs no
+    round trip (twemproxy and Envoy answer it too). Else Redis answers it: the connection is
+    not up yet or is down (the client gets what any command gets then), the arguments are not
+    PING's (its arity error), or a client of the proxy monitors (streamend.note_monitor)."""
+    args = batch.commands[index]
+    if len(args) > 2 or session.proxy.monitors or session.state.in_transaction or not session.route.upstream_up():
+        return forward_one(session, batch, index)
+    session._local(errors.PONG if len(args) == 1 else b"$%d\r\n%s\r\n" % (len(args[1]), args[1]))
+    return index + 1
+
+
 def control(session, batch, index: int) -> int:
     """SCRIPT KILL, FUNCTION KILL, CLIENT PAUSE/UNPAUSE...: on the control connection at once,
     never behind the work they control. Inside a transaction they are queued like the rest (a
@@ -204,6 +218,7 @@ COMMON = {
     DRAIN: drain,
     REFUSE: refuse,
     SETINFO: setinfo,
+    PONG: pong,
 }
 
 

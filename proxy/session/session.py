@@ -68,6 +68,11 @@ class Route:
         """Commands the policy adds after `args`, their replies seen by nobody."""
         raise NotImplementedError
 
+    def upstream_up(self) -> bool:
+        """Would a command sent now go to a connection that is up (PING's local answer: the
+        proxy says PONG only for an upstream it is connected to)? No, unless a route knows."""
+        return False
+
 
 class Session(Receiver):
     __slots__ = (
@@ -161,6 +166,7 @@ class Session(Receiver):
         metrics.CLIENTS.dec()
         self.state.to("lost")
         self.proxy.sessions.discard(self)
+        self.proxy.monitors.discard(self)
         self._release_upstreams()
         self.backend.session_closed(self)
         own, self.own = self.own, None
@@ -397,6 +403,7 @@ class Session(Receiver):
         self.inflight -= 1
         conn = stream.conn
         conn.stream_ended(stream)
+        self.proxy.monitors.discard(self)
         self.backend.stream_ended(self, conn)
 
     def release_lease(self) -> None:

@@ -172,6 +172,26 @@ def test_connection_state_answered_for_one_server(client):
     assert client.info("server")["redis_version"]
 
 
+def test_ping_is_answered_by_the_proxy_while_a_masters_connection_is_up(client, redis_cluster):
+    masters = redis_cluster.masters()  # (the fixture checks its own connections with PING)
+
+    def pings() -> int:
+        found = 0
+        for node in masters:
+            with redis.Redis(port=node.port) as direct:
+                found += direct.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)
+        return found
+
+    # Up: the connection to the key's owner, and the one a keyless command goes to (the first PING
+    # that needs it opens it and goes there).
+    assert client.get("ping:warm") is None and client.ping() is True
+    before = pings()
+    with client.pipeline(transaction=False) as pipe:
+        assert pipe.ping().set("ping:k", "v").ping().get("ping:k").execute() == [True, True, True, b"v"]
+    assert client.ping() is True
+    assert pings() == before
+
+
 def test_pubsub_and_sharded_pubsub(cluster_proxy):
     subscriber = redis.Redis(port=cluster_proxy.port).pubsub()
     subscriber.subscribe("news")

@@ -17,6 +17,7 @@ from proxy.session.behaviour import (
     LOCAL_OK,
     PASS,
     PIN,
+    PONG,
     PROMOTE,
     REFUSE,
     SETINFO,
@@ -34,6 +35,7 @@ from proxy.session.behaviour import (
     own_action,
 )
 from proxy.session.handlers import STANDALONE as STANDALONE_HANDLERS
+from proxy.session.pause import paused_table
 from proxy.session.states import LEASED, PINNED, SHARED, STREAMING
 
 TABLE = CommandTable.from_snapshot()
@@ -80,8 +82,9 @@ def action(column: int, *words: str) -> int:
     (["READONLY"], PIN, LOCAL_OK),
     (["CLIENT", "BOGUS"], PIN, REFUSE),
     (["NOTACOMMAND"], UNKNOWN, UNKNOWN),
+    # Answered by the proxy on the shared connections (a pool's check of a connection).
+    (["PING"], PONG, PONG),
     # Safe on a shared connection: one reply, no state.
-    (["PING"], PASS, PASS),
     (["ECHO", "x"], PASS, PASS),
     (["COMMAND", "DOCS", "get"], PASS, PASS),
     (["GET", "k"], PASS, PASS),
@@ -131,9 +134,19 @@ def test_every_command_has_a_cluster_behaviour():
     (PIN, PINNED, PASS), (LEASE, PINNED, PASS), (UNKNOWN, PINNED, PASS), (STREAM, PINNED, STREAM),
     (PIN, STREAMING, PASS), (CONTROL, STREAMING, PASS), (behaviour.QUIT, STREAMING, behaviour.QUIT),
     (PIN, SHARED, PIN),
+    # PING is answered by the proxy on the shared connections only: elsewhere it goes with the rest.
+    (PONG, SHARED, PONG), (PONG, LEASED, PASS), (PONG, PINNED, PASS), (PONG, STREAMING, PASS),
 ])
 def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
     assert own_action(shared, lane) == expected
+
+
+@pytest.mark.parametrize("column", [STANDALONE, CLUSTER])
+def test_ping_goes_to_redis_while_a_pause_is_known(column):
+    """Under CLIENT PAUSE ALL Redis holds PING back too: the proxy does not answer for it."""
+    paused = paused_table(BEHAVIOUR, column)
+    assert paused[b"ping"] == paused[b"PING"] == PASS
+    assert paused[b"set"] == LEASE and paused[b"get"] == PASS
 
 
 POLICY = """

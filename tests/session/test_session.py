@@ -15,7 +15,7 @@ from proxy.monitor import live
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING
-from proxy.upstream.connection import UpstreamConnection
+from proxy.upstream.connection import CONNECTING, READY, UpstreamConnection
 from tests.servers import parse_all
 from tests.session.fakes import Transport, open_fakes
 
@@ -80,12 +80,12 @@ def replies(rig, session=None) -> list:
 
 
 def test_a_pipeline_is_one_slice_on_the_shared_connection_and_replies_come_back_in_order(rig):
-    rig.send([b"SET", b"a", b"1"], [b"GET", b"a"], [b"PING"])
+    rig.send([b"SET", b"a", b"1"], [b"GET", b"a"], [b"ECHO", b"e"])
     conn = rig.shared()
-    assert rig.sent(conn) == [[b"SET", b"a", b"1"], [b"GET", b"a"], [b"PING"]]
+    assert rig.sent(conn) == [[b"SET", b"a", b"1"], [b"GET", b"a"], [b"ECHO", b"e"]]
     assert len(rig.session.queue) == 1 and rig.session.inflight == 1
-    rig.answer(conn, b"+OK\r\n$1\r\n1\r\n+PONG\r\n")
-    assert replies(rig) == [b"OK", b"1", b"PONG"]
+    rig.answer(conn, b"+OK\r\n$1\r\n1\r\n$1\r\ne\r\n")
+    assert replies(rig) == [b"OK", b"1", b"e"]
     assert not rig.session.queue and rig.session.state.lane is SHARED
 
 
@@ -240,19 +240,62 @@ def test_quit_is_answered_here_and_nothing_after_it_runs(rig):
 
 
 @pytest.mark.parametrize("reads", [
-    [[[b"GET", b"a"]], [[b"get", b"b"]], [[b"Get", b"c"]], [[b"PING"]]],  # one command a read
-    [[[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"PING"]]],  # one read: the dispatch loop
+    [[[b"GET", b"a"]], [[b"get", b"b"]], [[b"Get", b"c"]], [[b"ECHO", b"e"]]],  # one command a read
+    [[[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"ECHO", b"e"]]],  # one read: the dispatch loop
 ], ids=["alone", "pipelined"])
 def test_commands_passed_on_are_forwarded_and_counted_alike_alone_or_pipelined(rig, reads):
-    counts = {name: live.tally(name).n for name in (b"get", b"ping")}
+    counts = {name: live.tally(name).n for name in (b"get", b"echo")}
     for commands in reads:
         rig.send(*commands)
     conn = rig.shared()
-    assert rig.sent(conn) == [[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"PING"]]
-    rig.answer(conn, b"$-1\r\n$1\r\nx\r\n$-1\r\n+PONG\r\n")
-    assert replies(rig) == [None, b"x", None, b"PONG"]
-    assert live.tally(b"get").n - counts[b"get"] == 3 and live.tally(b"ping").n - counts[b"ping"] == 1
+    assert rig.sent(conn) == [[b"GET", b"a"], [b"get", b"b"], [b"Get", b"c"], [b"ECHO", b"e"]]
+    rig.answer(conn, b"$-1\r\n$1\r\nx\r\n$-1\r\n$1\r\ne\r\n")
+    assert replies(rig) == [None, b"x", None, b"e"]
+    assert live.tally(b"get").n - counts[b"get"] == 3 and live.tally(b"echo").n - counts[b"echo"] == 1
     assert not rig.session.queue and rig.session.inflight == 0
+
+
+def test_ping_is_answered_by_the_proxy_in_its_place_while_the_shared_connection_is_up(rig):
+    """A pool's check of a connection costs no round trip; in a pipeline its reply keeps its place."""
+    def pings() -> int:  # (answered here: counted by name, as every command the loop handles)
+        return live.tally(b"ping").n + sum(n for name, n in live.NAMES.items() if name.lower() == b"ping")
+
+    count = pings()
+    rig.send([b"PING"])
+    conn = rig.shared()
+    assert replies(rig) == [b"PONG"] and rig.sent(conn) == [] and not rig.session.queue
+    rig.send([b"GET", b"a"], [b"ping", b"hello"], [b"PING"], [b"GET", b"b"], [b"PING", b""])
+    assert rig.sent(conn) == [[b"GET", b"a"], [b"GET", b"b"]]
+    assert replies(rig) == []  # behind GET a's reply
+    rig.answer(conn, b"$1\r\n1\r\n$1\r\n2\r\n")
+    assert replies(rig) == [b"1", b"hello", b"PONG", b"2", b""]
+    assert pings() - count == 4
+    assert not rig.session.queue and rig.session.inflight == 0 and rig.session.state.lane is SHARED
+
+
+def test_ping_goes_to_redis_when_its_connection_is_not_up_or_its_arguments_are_not_pings(rig):
+    conn = rig.shared()
+    rig.send([b"PING", b"a", b"b"])  # Redis answers the arity error
+    assert rig.sent(conn) == [[b"PING", b"a", b"b"]]
+    rig.answer(conn, b"-ERR wrong number of arguments for 'ping' command\r\n")
+    conn.state = CONNECTING
+    rig.send([b"PING"])
+    assert rig.sent(conn) == [[b"PING"]]
+    conn.state = READY
+    rig.answer(conn, b"+PONG\r\n")
+    got = replies(rig)
+    assert isinstance(got[0], hiredis.ReplyError) and "wrong number" in str(got[0]) and got[1:] == [b"PONG"]
+
+
+def test_ping_on_a_connection_of_the_clients_own_goes_there(rig):
+    """Inside MULTI Redis queues it (EXEC's reply holds its PONG), as on any connection of its own."""
+    rig.send([b"MULTI"], [b"PING"])
+    lent = rig.session.own
+    assert rig.sent(lent) == [[b"MULTI"], [b"PING"]]
+    rig.answer(lent, b"+OK\r\n+QUEUED\r\n")
+    rig.send([b"EXEC"])
+    rig.answer(lent, b"*1\r\n+PONG\r\n")
+    assert replies(rig) == [b"OK", b"QUEUED", [b"PONG"]]
 
 
 def test_a_command_alone_under_a_policy_passes_or_is_refused_as_in_a_pipeline(tmp_path):
