@@ -134,11 +134,12 @@ def setinfo(session, batch, index: int) -> int:
 
 
 def pong(session, batch, index: int) -> int:
-    """PING on the shared connections: answered here, in order after the replies before it,
-    while the connection it would go to is up, so that a pool's check of a connection costs no
-    round trip (twemproxy and Envoy answer it too). Else Redis answers it: the connection is
-    not up yet or is down (the client gets what any command gets then), the arguments are not
-    PING's (its arity error), or a client of the proxy monitors (streamend.note_monitor)."""
+    """PING alone in its read on the shared connections (a pool's check of a connection):
+    answered here, in order after the replies before it, while the connection it would go to is
+    up, so that it costs no round trip (twemproxy and Envoy answer it too). Else Redis answers
+    it: the connection is not up yet or is down (the client gets what any command gets then),
+    the arguments are not PING's (its arity error), or a client of the proxy monitors
+    (streamend.note_monitor). In a pipeline the dispatch loop sends it with its run."""
     args = batch.commands[index]
     if len(args) > 2 or session.proxy.monitors or session.state.in_transaction or not session.route.upstream_up():
         return forward_one(session, batch, index)

@@ -1,5 +1,6 @@
-"""PING on the shared connections: answered by the proxy while its upstream connection is up,
-byte for byte as Redis answers it; Redis answers it otherwise, and while a client monitors."""
+"""PING alone in its read on the shared connections: answered by the proxy while its upstream
+connection is up, byte for byte as Redis answers it; Redis answers it otherwise (in a pipeline,
+while a client monitors...)."""
 
 import socket
 import time
@@ -7,14 +8,12 @@ import time
 import pytest
 import redis
 
-from tests.servers import exchange, read_until_quiet, wait_for
+from tests.servers import exchange, exchange_batches, read_until_quiet, wait_for
 
-PINGS = (b"*1\r\n$4\r\nPING\r\n"
-         b"*2\r\n$4\r\nping\r\n$5\r\nhello\r\n"
-         b"*2\r\n$4\r\nPING\r\n$0\r\n\r\n"
-         b"PING\r\n"  # inline, as redis-cli and nc send it
-         b"*2\r\n$3\r\nGET\r\n$10\r\nabsent:key\r\n"
-         b"*1\r\n$4\r\nPING\r\n")
+PINGS = (b"*1\r\n$4\r\nPING\r\n",
+         b"*2\r\n$4\r\nping\r\n$5\r\nhello\r\n",
+         b"*2\r\n$4\r\nPING\r\n$0\r\n\r\n",
+         b"PING\r\n")  # inline, as redis-cli and nc send it
 
 
 def pings_at(port: int) -> int:
@@ -34,24 +33,24 @@ def test_ping_is_answered_by_the_proxy_as_redis_answers_it(redis_server, proxy):
     before = pings_at(redis_server.port)
     for _ in range(20):
         assert through.ping() is True and resp3.ping() is True
-    with through.pipeline(transaction=False) as pipe:
-        assert pipe.set("ping:k", "v").ping().get("ping:k").ping().execute() == [True, True, b"v", True]
-    assert exchange(proxy.port, PINGS)[0] == exchange(redis_server.port, PINGS)[0]
-    assert pings_at(redis_server.port) == before + PINGS.upper().count(b"PING")  # the direct exchange's only
+    for ping in PINGS:  # one read each, on one connection
+        assert exchange_batches(proxy.port, [ping])[0][0] == exchange(redis_server.port, ping)[0]
+    assert pings_at(redis_server.port) == before + len(PINGS)  # the direct exchanges' only
     through.close()
     resp3.close()
 
 
-@pytest.mark.parametrize("payload", [
-    b"*3\r\n$4\r\nPING\r\n$1\r\na\r\n$1\r\nb\r\n",  # Redis's arity error
-    b"*1\r\n$5\r\nMULTI\r\n*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nEXEC\r\n",  # queued: EXEC's reply holds PONG
+@pytest.mark.parametrize("batches", [
+    [b"*3\r\n$4\r\nPING\r\n$1\r\na\r\n$1\r\nb\r\n"],  # Redis's arity error
+    [b"*1\r\n$5\r\nMULTI\r\n", b"*1\r\n$4\r\nPING\r\n", b"*1\r\n$4\r\nEXEC\r\n"],  # EXEC's reply holds PONG
+    [b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$10\r\nabsent:key\r\n"],  # a pipeline: with its run
 ])
-def test_ping_that_redis_must_answer_reaches_it(redis_server, proxy, payload):
+def test_ping_that_redis_must_answer_reaches_it(redis_server, proxy, batches):
     redis.Redis(port=proxy.port, protocol=2).ping()  # (the shared connection is up: not why it reaches Redis)
     before = pings_at(redis_server.port)
-    through = exchange(proxy.port, payload)[0]
+    through = exchange_batches(proxy.port, batches)
     assert pings_at(redis_server.port) == before + 1
-    assert through == exchange(redis_server.port, payload)[0]
+    assert through == exchange_batches(redis_server.port, batches)
 
 
 def test_a_ping_before_its_shared_connection_is_up_reaches_redis(own_redis, own_proxy):

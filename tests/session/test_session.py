@@ -255,22 +255,37 @@ def test_commands_passed_on_are_forwarded_and_counted_alike_alone_or_pipelined(r
     assert not rig.session.queue and rig.session.inflight == 0
 
 
-def test_ping_is_answered_by_the_proxy_in_its_place_while_the_shared_connection_is_up(rig):
-    """A pool's check of a connection costs no round trip; in a pipeline its reply keeps its place."""
-    def pings() -> int:  # (answered here: counted by name, as every command the loop handles)
-        return live.tally(b"ping").n + sum(n for name, n in live.NAMES.items() if name.lower() == b"ping")
+def pings() -> int:
+    """PINGs counted, passed on or answered here (counted by name, as every command the loop handles)."""
+    return live.tally(b"ping").n + sum(n for name, n in live.NAMES.items() if name.lower() == b"ping")
 
+
+def test_ping_alone_is_answered_by_the_proxy_in_its_place_while_the_shared_connection_is_up(rig):
+    """A pool's check of a connection costs no round trip; its reply keeps its place."""
     count = pings()
     rig.send([b"PING"])
     conn = rig.shared()
     assert replies(rig) == [b"PONG"] and rig.sent(conn) == [] and not rig.session.queue
-    rig.send([b"GET", b"a"], [b"ping", b"hello"], [b"PING"], [b"GET", b"b"], [b"PING", b""])
-    assert rig.sent(conn) == [[b"GET", b"a"], [b"GET", b"b"]]
-    assert replies(rig) == []  # behind GET a's reply
-    rig.answer(conn, b"$1\r\n1\r\n$1\r\n2\r\n")
-    assert replies(rig) == [b"1", b"hello", b"PONG", b"2", b""]
+    rig.send([b"GET", b"a"])
+    for ping in ([b"ping", b"hello"], [b"PING"], [b"PING", b""]):  # one read each, behind GET a
+        rig.send(ping)
+    assert rig.sent(conn) == [[b"GET", b"a"]] and replies(rig) == []
+    rig.answer(conn, b"$1\r\n1\r\n")
+    assert replies(rig) == [b"1", b"hello", b"PONG", b""]
     assert pings() - count == 4
     assert not rig.session.queue and rig.session.inflight == 0 and rig.session.state.lane is SHARED
+
+
+def test_ping_in_a_pipeline_goes_to_redis_with_its_run(rig):
+    """There its reply is one more in a write made anyway; the proxy's own would be a write of its own."""
+    count = pings()
+    rig.send([b"PING"], [b"GET", b"a"], [b"ping", b"hello"], [b"PING"])
+    conn = rig.shared()
+    assert rig.sent(conn) == [[b"PING"], [b"GET", b"a"], [b"ping", b"hello"], [b"PING"]]
+    assert len(rig.session.queue) == 1
+    rig.answer(conn, b"+PONG\r\n$1\r\n1\r\n$5\r\nhello\r\n+PONG\r\n")
+    assert replies(rig) == [b"PONG", b"1", b"hello", b"PONG"]
+    assert pings() - count == 3
 
 
 def test_ping_goes_to_redis_when_its_connection_is_not_up_or_its_arguments_are_not_pings(rig):
