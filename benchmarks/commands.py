@@ -18,7 +18,6 @@ the end.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -47,10 +46,10 @@ TESTS = ("ping_mbulk", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop", "
 TARGETS = ("proxy", "twemproxy")
 
 
-def cpu_per_request(pid: int, argv: list[str], requests: int, bench_cpus=None) -> float:
-    """One redis-benchmark run: the CPU per request (µs) of the process tree at `pid`."""
+def cpu_per_request(pid: int, argv: list[str], requests: int, pinned=None) -> float:
+    """One redis-benchmark run (placed by `pinned`, a `Pinning.setter`): the CPU per request (µs) of
+    the process tree at `pid`."""
     before = tree_cpu_times(pid)
-    pinned = (lambda: os.sched_setaffinity(0, bench_cpus)) if bench_cpus else None
     run = subprocess.run(argv, capture_output=True, text=True, timeout=600, preexec_fn=pinned)
     after = tree_cpu_times(pid)
     if run.returncode != 0:
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = Processes(pin=args.pinning)
     workdir = Path(tempfile.mkdtemp(prefix="redis-guard-commands-"))
     bench = shutil.which("redis-benchmark") or "redis-benchmark"
-    bench_cpus = args.pinning.bench_cpus if args.pinning else None
+    pinned = args.pinning.setter("bench") if args.pinning else None  # (redis-benchmark's CPUs)
     try:
         redis = start_redis(procs, workdir, args.ready_timeout)
         services = {"proxy": start_proxy(procs, workdir, redis.port, args),
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                     service = services[target]
                     argv_ = [bench, "-h", "127.0.0.1", "-p", str(service.port), "-c", "50", "-n", str(args.requests),
                              "-r", "100000", "-P", str(args.pipeline), "-t", test, "-q"]
-                    this[test][target] = cpu_per_request(service.pid, argv_, args.requests, bench_cpus)
+                    this[test][target] = cpu_per_request(service.pid, argv_, args.requests, pinned)
                 print(f"round {number + 1}/{args.rounds} {test:<12} proxy {this[test]['proxy']:7.2f} µs  "
                       f"twemproxy {this[test]['twemproxy']:7.2f} µs", flush=True)
             rounds.append(this)
