@@ -73,12 +73,13 @@ def _bytes_needed(buf: bytes) -> int:
 class Batch:
     """Complete requests read so far.
 
-    `raw` is the RESP encoding of exactly `commands`, in order, and `ends[i]` is the offset in
-    `raw` just past command i: the client's own bytes wherever the client sent RESP, so the
-    common case forwards `raw` as it is. `error` is a protocol error that followed these commands;
-    the connection must answer it after their replies and close, as Redis does. A batch of the
-    compiled split has no `ends` until they are asked for (`offsets`): they are found again in
-    `raw`, which is then canonical requests only, and most batches are forwarded whole.
+    `raw` is the RESP encoding of exactly `commands` (each a tuple of its arguments, bytes), in
+    order, and `ends[i]` is the offset in `raw` just past command i: the client's own bytes
+    wherever the client sent RESP, so the common case forwards `raw` as it is. `error` is a
+    protocol error that followed these commands; the connection must answer it after their
+    replies and close, as Redis does. A batch of the compiled split has no `ends` until they are
+    asked for (`offsets`): they are found again in `raw`, which is then canonical requests only,
+    and most batches are forwarded whole.
     """
 
     __slots__ = ("commands", "raw", "_ends", "error")
@@ -362,7 +363,7 @@ class RequestReader:
                     p += n + (6 if n < 10 else 7 if n < 100 else 5 + len(str(n)))
                 if p - pos > max_bytes:
                     break
-                commands.append(cmd)
+                commands.append(tuple(cmd))  # (as the compiled split makes them)
                 ends.append(p)
                 pos = p
                 cmd = gets()
@@ -429,7 +430,7 @@ class RequestReader:
                     piece = hiredis.pack_command(tuple(args)) if inline else buf[pos:end]
                     raw_parts.append(piece)
                     out_len += len(piece)
-                    commands.append(args)
+                    commands.append(tuple(args))
                     ends.append(out_len)
                 pos = end
         except ProtocolError as exc:

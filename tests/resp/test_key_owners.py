@@ -85,7 +85,7 @@ def test_random_keys_match_crc_hqx(key_slots, seed):
 
 
 def test_a_read_of_the_reader(key_slots):
-    """What the readers make (lists of bytes), from the start, the middle and the end of a batch."""
+    """What the readers make (tuples of bytes), from the start, the middle and the end of a batch."""
     commands = [("GET", "a"), ("PING",), ("SET", "{t}x", "v"), ("MGET", "b", "c"), ("EXEC",), ("GET", "")]
     batch = RequestReader().feed_read(b"".join(hiredis.pack_command(c) for c in commands))
     want = [hash_slot(b"a"), NO_SLOT, hash_slot(b"t"), hash_slot(b"b"), NO_SLOT, hash_slot(b"")]

@@ -51,12 +51,12 @@ def read_all(reader, data=None):
 
 # (input, expected commands, expected error or None)
 CASES = [
-    (pack("GET", "k"), [[b"GET", b"k"]], None),
-    (pack("SET", "k", "v" * 200) * 3, [[b"SET", b"k", b"v" * 200]] * 3, None),
-    (b"PING\r\n" + pack("ECHO", "x"), [[b"PING"], [b"ECHO", b"x"]], None),
-    (pack("ECHO", "x") + b"PING\r\n" + pack("ECHO", "y"), [[b"ECHO", b"x"], [b"PING"], [b"ECHO", b"y"]], None),
-    (b"*0\r\n*-1\r\n" + pack("PING"), [[b"PING"]], None),
-    (pack("PING") + b"*1\r\n+PING\r\n", [[b"PING"]], "Protocol error: expected '$', got '+'"),
+    (pack("GET", "k"), [(b"GET", b"k")], None),
+    (pack("SET", "k", "v" * 200) * 3, [(b"SET", b"k", b"v" * 200)] * 3, None),
+    (b"PING\r\n" + pack("ECHO", "x"), [(b"PING",), (b"ECHO", b"x")], None),
+    (pack("ECHO", "x") + b"PING\r\n" + pack("ECHO", "y"), [(b"ECHO", b"x"), (b"PING",), (b"ECHO", b"y")], None),
+    (b"*0\r\n*-1\r\n" + pack("PING"), [(b"PING",)], None),
+    (pack("PING") + b"*1\r\n+PING\r\n", [(b"PING",)], "Protocol error: expected '$', got '+'"),
     (b"*2\r\n$4\r\nECHO\r\n=5\r\ntxt:a\r\n", [], "Protocol error: expected '$', got '='"),
     (b"*3000000000\r\n", [], "Protocol error: invalid multibulk length"),
     (b"*2000000\r\n$1\r\na\r\n*1\r\n", [], "Protocol error: expected '$', got '*'"),
@@ -64,7 +64,7 @@ CASES = [
     (b"*2\r\n$4\r\nECHO\r\n$-1\r\n", [], "Protocol error: invalid bulk length"),
     # hiredis raises TypeError (not its ProtocolError) for a map or set keyed by an aggregate.
     (b"*1\r\n%1\r\n*0\r\n$0\r\n\r\n", [], "Protocol error: expected '$', got '%'"),
-    (pack("PING") + b"*2\r\n$4\r\nECHO\r\n~1\r\n%0\r\n%1\r\n~1\r\n:1\r\n:2\r\n", [[b"PING"]],
+    (pack("PING") + b"*2\r\n$4\r\nECHO\r\n~1\r\n%0\r\n%1\r\n~1\r\n:1\r\n:2\r\n", [(b"PING",)],
      "Protocol error: expected '$', got '~'"),
 ]
 
@@ -115,7 +115,7 @@ def test_large_value_in_many_reads_is_linear():
         batch = reader.read()
         if batch is not None:
             break
-    assert batch.commands == [[b"SET", b"big", value]] and batch.raw == payload
+    assert batch.commands == [(b"SET", b"big", value)] and batch.raw == payload
     assert time.monotonic() - started < 5
 
 
@@ -218,5 +218,5 @@ def test_any_cut_reads_the_same_and_never_hands_hiredis_a_huge_header(monkeypatc
     for cuts in cut_sets:
         assert read_in_pieces(stream, cuts) == whole, cuts
     if payload == LOOKALIKE:
-        assert whole[0][-2:] == [[b"SET", b"k", b"*3000000000\r\n"], [b"GET", b"k"]] and not whole[2]
+        assert whole[0][-2:] == [(b"SET", b"k", b"*3000000000\r\n"), (b"GET", b"k")] and not whole[2]
 

@@ -100,4 +100,4 @@ def test_requests_with_more_arguments_than_the_check_keeps_split_as_the_pure_rea
             assert compiled.buffered == pure.buffered
     commands = []
     assert reader_module._split(stream, 100, 10_000, commands) == len(stream) - len(LONG[-1])
-    assert commands[4] == [b"MSET", *(f"key:{i}".encode() for i in range(40))]
+    assert commands[4] == (b"MSET", *(f"key:{i}".encode() for i in range(40)))

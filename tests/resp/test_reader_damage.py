@@ -44,7 +44,8 @@ def check(batch, where: str) -> None:
         span = batch.span(i, i + 1)
         # Read as redis-server reads (spans keep the client's bytes, which may be Redis's and not
         # hiredis's RESP: two bytes after a count or a bulk are skipped, whatever they are).
-        assert parse_request(span, 0, LIMITS)[:2] == (command, len(span)), f"{where}: span {i} is not {command!r}"
+        args, end, _ = parse_request(span, 0, LIMITS)
+        assert (tuple(args), end) == (command, len(span)), f"{where}: span {i} is not {command!r}"
     assert b"".join(batch.span(i, i + 1) for i in range(len(batch.commands))) == batch.raw, where
 
 
