@@ -29,6 +29,9 @@ cdef class ClusterRoute(Route):
                    remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending,
                    found=Py_ssize_t)
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
+    @cython.locals(found=tuple, order=bytearray, owners=bytes, counts=list, owner_conns=list, conns=list,
+                   owner=Py_ssize_t, conn=UpstreamConnection, slot=Py_ssize_t)
+    cpdef bint _send_by_owner(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop) except -1
     @cython.locals(at=Py_ssize_t)
     cpdef _send_stretch(self, Session session, Batch batch, Py_ssize_t first, Py_ssize_t stop, list conns,
                         bytearray order, Py_ssize_t run_start, Py_ssize_t part, UpstreamConnection conn, Py_ssize_t hash_slot)

@@ -240,6 +240,10 @@ class ClusterRoute(Route):
                 if conn.write_paused:
                     session.wait_for_upstream(conn)
                 return
+        # The usual pipeline: every command's one key at argument 1, on a master with a live
+        # connection. One C pass (compiled) deals it out by owner: one run or one Scatter.
+        if not replica_reads and self._send_by_owner(session, batch, start, stop):
+            return
         # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
         # decides), and the number of that slot's connection in owner_conns (0: none yet). One
         # C pass when compiled: a name is looked up once for a run of commands that share it.
@@ -333,6 +337,30 @@ class ClusterRoute(Route):
             index += 1
         if first < stop:
             self._send_stretch(session, batch, first, stop, conns, order, run_start, part, run_conn, run_slot)
+
+    def _send_by_owner(self, session, batch, start: int, stop: int) -> bool:
+        """commands[start:stop] sent as `forward`'s walk would send them, when every one has its
+        key at argument 1 and its slot an owner whose connection is not closed (else False,
+        nothing sent): one run for one owner, else one request per owner and a Scatter."""
+        found = batch.owner_parts(start, stop, self.first_arg, self.slot_owner)
+        if found is None:
+            return False
+        order, owners, counts = found
+        if len(owners) > MAX_PARTS:  # (owner numbers are bytes: never, unless the pure route is told less)
+            return False
+        owner_conns = self.owner_conns
+        conns = []
+        for owner in owners:
+            conn = owner_conns[owner]
+            if conn is None or conn.state is CLOSED:
+                return False
+            conns.append(conn)
+        if len(conns) == 1:
+            slot = batch.key_owner(start, self.first_arg, self.slot_owner) >> 8
+            self._send_run(session, batch, start, stop, conns[0], slot)
+        else:
+            scatter_stretch(session, batch, start, order, conns, counts)
+        return True
 
     def _send_stretch(self, session, batch, first: int, stop: int, conns, order, run_start: int, part: int,
                       conn, hash_slot: int) -> None:

@@ -32,4 +32,5 @@ cdef class Scatter(Pending):
     cpdef _pass_on(self, Py_ssize_t done)
 
 @cython.locals(scatter=Scatter, counts=list, requests=list, parts=list, number=Py_ssize_t, conn=UpstreamConnection)
-cpdef Scatter scatter_stretch(Session session, Batch batch, Py_ssize_t first, bytearray order, list conns)
+cpdef Scatter scatter_stretch(Session session, Batch batch, Py_ssize_t first, bytearray order, list conns,
+                              list counts=*)

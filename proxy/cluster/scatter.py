@@ -273,13 +273,15 @@ class Scatter(Pending):
         self.session.deliver(self, ready[0] if len(ready) == 1 else b"".join(ready), done)
 
 
-def scatter_stretch(session, batch, first: int, order, conns: list) -> Scatter:
+def scatter_stretch(session, batch, first: int, order, conns: list, counts: list | None = None) -> Scatter:
     """The Scatter for the stretch of `batch` from command `first` whose command first + i goes
-    to `conns[order[i]]`; each connection is sent its commands, in order, as one request."""
+    to `conns[order[i]]`; each connection is sent its commands, in order, as one request.
+    (`counts`: each part's number of commands, when the caller has counted them.)"""
     scatter = Scatter.of_session(session)
-    counts = [0] * len(conns)
-    for number in order:
-        counts[number] += 1
+    if counts is None:
+        counts = [0] * len(conns)
+        for number in order:
+            counts[number] += 1
     requests = batch.requests_by_part(first, order, len(conns))
     parts = []
     for number in range(len(conns)):

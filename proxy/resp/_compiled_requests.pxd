@@ -6,6 +6,7 @@ cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max
 cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=*)
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 cpdef Py_ssize_t key_owner(list commands, Py_ssize_t at, names, bytearray owner_of_slot) except -1
+cpdef tuple owner_parts(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 cpdef bytearray zeroed_order(Py_ssize_t count)
 cpdef bytes key_class(bytes key, table)
 cpdef bint same_class(bytes key, table, kept) except -1

@@ -36,6 +36,8 @@ commands whose one key is argument 1), the Redis Cluster hash slot of that key, 
 CRC16 tables made at import, and the slot's byte in `owner_of_slot`; NO_SLOT and 0 for others.
 That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it: here it costs about
 three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
+`owner_parts(commands, start, stop, names, owner_of_slot)` is reader.pure_owner_parts's: the
+same pass, which deals the stretch out to its owners as it goes, when every command has one.
 
 `key_class(key, table)` is `bytes.translate(key, table)` (the policy's key classes,
 policy/keyclass.py, looked up for every checked command): one table read a byte, where the
@@ -369,6 +371,7 @@ cpdef bytearray zeroed_order(Py_ssize_t count):
 # cannot change.
 cdef enum:
     NO_SLOT_OWNER = 0xFFFF << 8  # reader.NO_SLOT, owner 0: _slot_and_owner's "no slot"
+    NOT_YET = 0xFF  # owner_parts: an owner with no part yet
 
 cdef object _looked_up_in = None
 cdef object _looked_up_name = None
@@ -458,6 +461,49 @@ cpdef Py_ssize_t key_owner(list commands, Py_ssize_t at, names, bytearray owner_
     if at < 0 or at >= PyList_GET_SIZE(commands):
         raise IndexError("commands out of range")
     return _slot_and_owner(<object> PyList_GET_ITEM(commands, at), names, owners, &last_name, &keyed)
+
+
+cpdef tuple owner_parts(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot):
+    """reader.pure_owner_parts, in C: key_owners' pass that deals the stretch out by owner as it
+    goes (a part number per owner, as they first come), with no byte of slot or owner to write
+    and read again; None at the first command without an owner."""
+    cdef const unsigned char* owners
+    cdef PyObject* last_name = NULL
+    cdef int keyed = 0
+    cdef unsigned char part_of[256]  # an owner's part number (NOT_YET: none so far)
+    cdef unsigned char owner_of[256]
+    cdef Py_ssize_t counts[256]
+    cdef Py_ssize_t at, owner, part, parts = 0
+    cdef unsigned char* into
+    cdef bytearray order
+    cdef list counted
+    cdef object count
+    if commands is None:
+        raise TypeError("owner_parts() needs a list of commands and a slot table, not None")
+    owners = _slot_table(owner_of_slot)
+    if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
+        raise IndexError("commands out of range")
+    memset(part_of, NOT_YET, sizeof(part_of))
+    order = PyByteArray_FromStringAndSize(NULL, stop - start)
+    into = <unsigned char*> PyByteArray_AS_STRING(order)
+    for at in range(start, stop):
+        owner = _slot_and_owner(<object> PyList_GET_ITEM(commands, at), names, owners, &last_name, &keyed) & 0xFF
+        if owner == 0:  # (also a command with no slot: NO_SLOT_OWNER's owner is 0)
+            return None
+        part = part_of[owner]
+        if part == NOT_YET:  # (owners are 1..255: at most 255 parts, numbered below NOT_YET)
+            part = part_of[owner] = parts
+            owner_of[parts] = owner
+            counts[parts] = 0
+            parts += 1
+        counts[part] += 1
+        into[at - start] = part
+    counted = PyList_New(parts)
+    for part in range(parts):
+        count = counts[part]
+        Py_INCREF(count)  # the list steals a reference
+        PyList_SET_ITEM(counted, part, count)
+    return order, PyBytes_FromStringAndSize(<const char*> owner_of, parts), counted
 
 
 cpdef bytes key_class(bytes key, table):

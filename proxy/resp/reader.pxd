@@ -1,5 +1,5 @@
 cimport cython
-from proxy.resp._compiled_requests cimport split_requests, pick_requests, key_owners, key_owner
+from proxy.resp._compiled_requests cimport split_requests, pick_requests, key_owners, key_owner, owner_parts
 
 @cython.final
 cdef class Batch:
@@ -15,6 +15,7 @@ cdef class Batch:
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
     cpdef bytes key_owners(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
     cpdef Py_ssize_t key_owner(self, Py_ssize_t at, names, bytearray owner_of_slot) except -1
+    cpdef tuple owner_parts(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 
 
 @cython.final

@@ -132,6 +132,15 @@ class Batch:
             return key_owners(self.commands, start, stop, names, owner_of_slot)
         return pure_key_owners(self.commands, start, stop, names, owner_of_slot)
 
+    def owner_parts(self, start: int, stop: int, names, owner_of_slot):
+        """A cluster stretch dealt out by owner in one pass, when key_owners gives every command
+        of commands[start:stop] an owner (else None): (order, owners, counts), the order of a
+        stretch of one part per owner, numbered as they first come, each part's owner number
+        and its count of commands. Compiled, one C pass."""
+        if _key_owners is not None:
+            return owner_parts(self.commands, start, stop, names, owner_of_slot)
+        return pure_owner_parts(self.commands, start, stop, names, owner_of_slot)
+
     def key_owner(self, at: int, names, owner_of_slot) -> int:
         """key_owners of the one command `at` as a number: (slot << 8) | owner (a route's read of
         one command: compiled, without the bytes object)."""
@@ -203,6 +212,30 @@ def pure_key_owner(commands: list, at: int, names, owner_of_slot) -> int:
     return (first << 16) | (second << 8) | owner
 
 
+def pure_owner_parts(commands: list, start: int, stop: int, names, owner_of_slot):
+    """`Batch.owner_parts` on a batch's commands (the reference for the compiled one): None
+    unless every command of commands[start:stop] has a slot and an owner (a byte of
+    `owner_of_slot` other than 0) in key_owners; else (order, owners, counts): each command's
+    part number, in order of the parts' first commands (a bytearray), each part's owner (bytes)
+    and its number of commands (a list)."""
+    found = pure_key_owners(commands, start, stop, names, owner_of_slot)
+    order = bytearray(stop - start)
+    owners = bytearray()
+    counts = []
+    for at in range(stop - start):
+        owner = found[3 * at + 2]
+        if owner == 0:
+            return None
+        part = owners.find(owner)
+        if part < 0:
+            part = len(owners)
+            owners.append(owner)
+            counts.append(0)
+        counts[part] += 1
+        order[at] = part
+    return order, bytes(owners), counts
+
+
 # The proxy's one bytes object for each command name its tables know (`command_name`). The
 # compiled split hands out these very objects for the names it sees (it keeps the recent ones):
 # a table lookup then finds its key by identity, with the hash already computed, and no name is
@@ -229,6 +262,7 @@ _key_owners = _compiled.key_owners if _compiled is not None else None
 pick_requests = _pick
 key_owners = _key_owners
 key_owner = _compiled.key_owner if _compiled is not None else None
+owner_parts = _compiled.owner_parts if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
 

@@ -162,3 +162,68 @@ def test_what_has_no_bytes_at_argument_1(key_slots):
 def test_out_of_range_is_refused(key_owners, start, stop):
     with pytest.raises(IndexError):
         key_owners([[b"GET", b"a"], [b"GET", b"b"]], start, stop, NAMES, TABLE)
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def owner_parts(request):
+    return twin(request, reader.pure_owner_parts, reader.owner_parts)
+
+
+def parts_from_key_owners(commands, start, stop, names, table):
+    """What owner_parts must give, from key_owners' bytes: None when a command has no owner."""
+    found = reader.pure_key_owners(commands, start, stop, names, table)
+    owners = [found[at + 2] for at in range(0, len(found), 3)]
+    if 0 in owners:
+        return None
+    firsts = list(dict.fromkeys(owners))
+    return (bytearray(firsts.index(owner) for owner in owners), bytes(firsts),
+            [owners.count(owner) for owner in firsts])
+
+
+# Tables of owners: few (a cluster of three), many (each of the 255 owner numbers), and one
+# where some slots have no owner yet (0).
+OWNER_TABLES = {
+    "three": bytearray(1 + slot * 3 // SLOT_COUNT for slot in range(SLOT_COUNT)),
+    "all-255": bytearray(1 + slot % 255 for slot in range(SLOT_COUNT)),
+    "some-unknown": bytearray((slot % 4) for slot in range(SLOT_COUNT)),
+}
+
+
+@pytest.mark.parametrize("table", OWNER_TABLES.values(), ids=OWNER_TABLES.keys())
+@pytest.mark.parametrize("seed", range(6))
+def test_parts_by_owner_as_key_owners_gives_them(owner_parts, table, seed):
+    """Random stretches (keys of every owner, runs of one owner, a keyless or unknown command
+    somewhere or nowhere): the parts numbered as their owners first come, with their counts."""
+    rng = random.Random(seed)
+    keys = [b"k%d" % rng.randrange(10**9) for _ in range(rng.randrange(1, 600))]
+    keys[rng.randrange(len(keys)):] = [b"{same}%d" % n for n in range(rng.randrange(0, 5))] or keys[-1:]
+    commands = [[rng.choice([b"GET", b"SET"]), key] for key in keys]
+    if seed % 2:
+        commands.insert(rng.randrange(len(commands)), rng.choice([[b"PING"], [b"HSET", b"k"], (b"GET",)]))
+    for start, stop in [(0, len(commands)), (1, len(commands) - 1), (0, 1), (2, 2)]:
+        if start <= stop:
+            assert owner_parts(commands, start, stop, NAMES, table) == \
+                parts_from_key_owners(commands, start, stop, NAMES, table), (start, stop)
+
+
+def test_parts_of_a_read(owner_parts):
+    """A batch's method, on what the reader makes; one owner is one part."""
+    table = OWNER_TABLES["three"]
+    commands = [("GET", "{a}1"), ("SET", "{b}1", "v"), ("GET", "{a}2"), ("GET", "{c}1"), ("GET", "{b}2")]
+    batch = RequestReader().feed_read(b"".join(hiredis.pack_command(c) for c in commands))
+    got = batch.owner_parts(0, 5, NAMES, table)
+    assert got == parts_from_key_owners(batch.commands, 0, 5, NAMES, table)
+    order, owners, counts = got
+    slots = [hash_slot(tag) for tag in (b"a", b"b", b"a", b"c", b"b")]
+    assert [owners[part] for part in order] == [table[slot] for slot in slots]
+    assert sum(counts) == 5 and len(owners) == len(set(owners)) == len(counts)
+    assert owner_parts([[b"GET", b"{a}1"], [b"GET", b"{a}2"]], 0, 2, NAMES, table) == \
+        (bytearray(2), bytes([table[hash_slot(b"a")]]), [2])
+    assert owner_parts([[b"GET", b"a"], [b"PING"]], 0, 2, NAMES, table) is None
+
+
+def test_parts_out_of_range_or_a_table_of_another_size(owner_parts):
+    with pytest.raises(IndexError):
+        owner_parts([[b"GET", b"a"]], 0, 2, NAMES, TABLE)
+    with pytest.raises(ValueError):
+        owner_parts([[b"GET", b"a"]], 0, 1, NAMES, bytearray(SLOT_COUNT - 1))
