@@ -386,6 +386,18 @@ cdef inline const unsigned char* _slot_table(bytearray owner_of_slot) except NUL
     return <const unsigned char*> PyByteArray_AS_STRING(owner_of_slot)
 
 
+cdef inline const unsigned char* _stretch_table(list commands, Py_ssize_t start, Py_ssize_t stop,
+                                                bytearray owner_of_slot, str user) except NULL:
+    """The slot table of a pass over commands[start:stop], once both are checked."""
+    cdef const unsigned char* owners
+    if commands is None:
+        raise TypeError(f"{user}() needs a list of commands and a slot table, not None")
+    owners = _slot_table(owner_of_slot)
+    if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
+        raise IndexError("commands out of range")
+    return owners
+
+
 cdef inline Py_ssize_t _slot_and_owner(object args, names, const unsigned char* owners, PyObject** last_name,
                                        int* keyed) except -1:
     """One command's (slot << 8) | owner: NO_SLOT and 0 unless its name is in `names` and its
@@ -433,11 +445,7 @@ cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, 
     cdef PyObject* last_name = NULL
     cdef int keyed = 0
     cdef bytes out
-    if commands is None:
-        raise TypeError("key_owners() needs a list of commands and a slot table, not None")
-    owners = _slot_table(owner_of_slot)
-    if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
-        raise IndexError("commands out of range")
+    owners = _stretch_table(commands, start, stop, owner_of_slot, "key_owners")
     out = PyBytes_FromStringAndSize(NULL, 3 * (stop - start))
     into = <unsigned char*> PyBytes_AS_STRING(out)
     for at in range(start, stop):
@@ -478,11 +486,7 @@ cpdef tuple owner_parts(list commands, Py_ssize_t start, Py_ssize_t stop, names,
     cdef bytearray order
     cdef list counted
     cdef object count
-    if commands is None:
-        raise TypeError("owner_parts() needs a list of commands and a slot table, not None")
-    owners = _slot_table(owner_of_slot)
-    if start < 0 or stop > PyList_GET_SIZE(commands) or start > stop:
-        raise IndexError("commands out of range")
+    owners = _stretch_table(commands, start, stop, owner_of_slot, "owner_parts")
     memset(part_of, NOT_YET, sizeof(part_of))
     order = PyByteArray_FromStringAndSize(NULL, stop - start)
     into = <unsigned char*> PyByteArray_AS_STRING(order)

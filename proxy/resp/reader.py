@@ -461,10 +461,11 @@ class RequestReader:
                     break
                 args, end, inline = result
                 if args:
-                    piece = hiredis.pack_command(tuple(args)) if inline else buf[pos:end]
+                    args = tuple(args)  # (as the compiled split makes them)
+                    piece = hiredis.pack_command(args) if inline else buf[pos:end]
                     raw_parts.append(piece)
                     out_len += len(piece)
-                    commands.append(tuple(args))
+                    commands.append(args)
                     ends.append(out_len)
                 pos = end
         except ProtocolError as exc:
