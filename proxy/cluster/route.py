@@ -9,13 +9,13 @@ bytes and one `RoutedPending`, so a pipeline of keys on one master costs what it
 standalone; a stretch for several masters leaves as one request per master with one `Scatter`
 in the client's reply queue. The usual pipeline (every key at argument 1, every owner's
 connection known and not closed) is dealt out in the pass that finds its keys' slots
-(`Batch.owner_parts`), without the walk. Split commands and replies merged from several masters are a
-`Gather`. A transaction runs on a connection of the client's own to the owner of its first key
-(`TxnRoute`: keys of another slot get CROSSSLOT and doom it; `DeferredRoute` while no key has
-come yet: MULTI and keyless commands are answered +OK/+QUEUED here and replayed on the
-connection once the first key picks it). `ClusterClient` is what the proxy keeps per cluster
-client: the connection state a single server would hold (CLIENT SETNAME/ID) and the entries'
-place in its reply queue when a redirection cuts a run.
+(`Batch.owner_parts`), without the walk. Split commands and replies merged from several
+masters are a `Gather`. A transaction runs on a connection of the client's own to the owner of
+its first key (`TxnRoute`: keys of another slot get CROSSSLOT and doom it; `DeferredRoute`
+while no key has come yet: MULTI and keyless commands are answered +OK/+QUEUED here and
+replayed on the connection once the first key picks it). `ClusterClient` is what the proxy
+keeps per cluster client: the connection state a single server would hold (CLIENT
+SETNAME/ID) and the entries' place in its reply queue when a redirection cuts a run.
 """
 
 from __future__ import annotations
