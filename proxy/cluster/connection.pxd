@@ -7,7 +7,7 @@ from proxy._compiled_queues cimport queue_popleft
 cdef class RoutedPending(Pending):
     cdef public object source
     cdef public Py_ssize_t first
-    cdef public object hash_slot
+    cdef public Py_ssize_t slot
     cdef public Py_ssize_t attempts
     cdef public bint asking
     cdef public object owner
@@ -16,15 +16,15 @@ cdef class RoutedPending(Pending):
 
     @staticmethod
     @cython.locals(entry=RoutedPending)
-    cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, batch, Py_ssize_t first, hash_slot)
-    cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, hash_slot, owner)
+    cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, batch, Py_ssize_t first, Py_ssize_t slot)
+    cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, Py_ssize_t slot, owner)
 
 cdef class Part(Pending):
     cdef public object source
     cdef public Py_ssize_t first
     cdef public bytearray order
     cdef public Py_ssize_t number
-    cdef public list chunks
+    cdef public object chunks
     cdef public Py_ssize_t size
     cdef public object entries
 
@@ -32,6 +32,7 @@ cdef class Part(Pending):
     @cython.locals(part=Part)
     cdef Part of_stretch(scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
     cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
+    cpdef bytes replies(self)
     @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t, pieces=list)
     cpdef list take_replies(self, list counts)
 

@@ -21,6 +21,7 @@ from ..upstream.connection import CLOSED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 
 RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN, ClusterError.CLUSTERDOWN)
+KEYLESS = -1  # a RoutedPending's `slot` when its commands have no key (any master answers them)
 READONLY = (("READONLY",),)
 
 
@@ -28,32 +29,43 @@ class RoutedPending(Pending):
     """Replies a client awaits for `count` commands it sent by hash slot, which can each be sent
     again: `source` is the client's batch (commands `first`...) or one packed request. `owner`
     keeps the entry's place among others (`split_run`): the client's `ClusterClient`, or the
-    Scatter of a stretch."""
+    Scatter of a stretch. `hash_slot` is the slot its commands go by, None for keyless ones:
+    kept as a C number (`slot`, KEYLESS for None), so that a run costs no int object."""
 
     # A Pending (every entry of a connection's queue is one): only the fields it adds.
-    __slots__ = ("source", "first", "hash_slot", "attempts", "asking", "owner", "down_since", "down_tries")
+    __slots__ = ("source", "first", "slot", "attempts", "asking", "owner", "down_since", "down_tries")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
-        self._fill(receiver, count, conn, source, first, hash_slot, owner)
+        self._fill(receiver, count, conn, source, first, KEYLESS if hash_slot is None else hash_slot, owner)
 
     @staticmethod
-    def of_run(session, count: int, conn, batch, first: int, hash_slot) -> RoutedPending:
-        """A session's run of `count` commands of `batch` from `first`: the route's hot path
-        (compiled, C calls, without the constructor's argument parsing)."""
+    def of_run(session, count: int, conn, batch, first: int, slot: int) -> RoutedPending:
+        """A session's run of `count` commands of `batch` from `first`, all of `slot` (KEYLESS:
+        none): the route's hot path (compiled, C calls, without the constructor's argument
+        parsing)."""
         entry = RoutedPending.__new__(RoutedPending)
-        entry._fill(session, count, conn, batch, first, hash_slot, session.extra)
+        entry._fill(session, count, conn, batch, first, slot, session.extra)
         return entry
 
-    def _fill(self, receiver, count: int, conn, source, first: int, hash_slot, owner) -> None:
+    def _fill(self, receiver, count: int, conn, source, first: int, slot: int, owner) -> None:
         self._fill_pending(receiver, count, conn, None)  # no `sent`: the monitor takes the names from `source`
         self.owner = owner
         self.source = source
         self.first = first
-        self.hash_slot = hash_slot
+        self.slot = slot
         self.attempts = 0
         self.asking = False
         self.down_since = None  # when the cluster first answered CLUSTERDOWN for it
         self.down_tries = 0
+
+    @property
+    def hash_slot(self) -> int | None:
+        slot = self.slot
+        return None if slot == KEYLESS else slot
+
+    @hash_slot.setter
+    def hash_slot(self, value: int | None) -> None:
+        self.slot = KEYLESS if value is None else value
 
     def request(self, k: int = 0) -> bytes:
         """The bytes of the k-th command of this run."""
@@ -74,9 +86,10 @@ class Part(Pending):
     """The commands of one stretch bound for one connection, sent as one request and awaited as
     one entry in that connection's queue: of the client's batch (`source`), the commands from
     `first` whose `order` byte is the part's `number`, in order. Its replies are only kept
-    (`chunks`) until all are in; its receiver, the stretch's Scatter, deals them back into client
-    order. What runs' entries do besides (a redirection, a failure, parking) the Scatter leaves to
-    them: it turns its parts into run entries first (`Scatter.explode`), `entries` once it has."""
+    (`chunks`: None, then the bytes of one read, then a list when more reads bring some) until
+    all are in; its receiver, the stretch's Scatter, deals them back into client order. What
+    runs' entries do besides (a redirection, a failure, parking) the Scatter leaves to them: it
+    turns its parts into run entries first (`Scatter.explode`), `entries` once it has."""
 
     __slots__ = ("source", "first", "order", "number", "chunks", "size", "entries")
 
@@ -96,7 +109,7 @@ class Part(Pending):
         self.first = first
         self.order = order
         self.number = number
-        self.chunks = []
+        self.chunks = None  # (no list for the usual part, whose replies come in one read)
         self.size = 0
         self.entries = None
 
@@ -111,13 +124,19 @@ class Part(Pending):
                 k -= 1
         return None
 
+    def replies(self) -> bytes:
+        """The reply bytes it kept, in one piece; the part lets go of them."""
+        chunks, self.chunks = self.chunks, None
+        if chunks is None:
+            return b""
+        return chunks if type(chunks) is bytes else b"".join(chunks)
+
     def take_replies(self, counts: list) -> list:
         """The reply bytes it kept, cut in pieces of `counts` replies, for the pieces they reach
         (the last may end inside a reply). The part lets go of them."""
-        chunks, self.chunks = self.chunks, None
-        if not chunks:
+        data = self.replies()
+        if not data:
             return []
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if len(counts) == 1:
             return [data]
         scan = ReplySplitter().scan

@@ -31,12 +31,13 @@ from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from ..session.behaviour import both_cases
 from ..session.session import Route
 from ..upstream.connection import CLOSED, READY
+from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
 from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
 LAST_SLOT = SLOT_COUNT - 1
-KEYLESS = -1  # the slot of a command without a key (any master answers it)
+KEYLESS = ROUTED_KEYLESS  # the slot of a command without a key (any master answers it)
 MAX_PARTS = 256  # connections in one stretch: a part's number is one byte of the stretch's order
 
 
@@ -381,8 +382,7 @@ class ClusterRoute(Route):
     def _send_run(self, session, batch, start: int, stop: int, conn, hash_slot: int) -> None:
         """A run of commands for `conn` (None: its owner is not known yet), all of `hash_slot`
         (KEYLESS: none)."""
-        slot = hash_slot if hash_slot != KEYLESS else None
-        entry = RoutedPending.of_run(session, stop - start, conn, batch, start, slot)
+        entry = RoutedPending.of_run(session, stop - start, conn, batch, start, hash_slot)
         queue_append(session.queue, entry)
         session.inflight += 1
         if conn is None:

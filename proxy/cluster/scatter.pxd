@@ -24,10 +24,10 @@ cdef class Scatter(Pending):
     @cython.locals(scatter=Scatter)
     cdef Scatter of_session(Session session)
     cdef _fill_scatter(self, Session session)
-    @cython.locals(part=Part, size=Py_ssize_t, held=Py_ssize_t)
+    @cython.locals(part=Part, size=Py_ssize_t, held=Py_ssize_t, chunks=object)
     cpdef deliver(self, Pending entry, data, Py_ssize_t done)
     cpdef pending_failed(self, Pending entry, error, bint partial)
-    @cython.locals(part=Part, held=Py_ssize_t, replies=list, chunks=list)
+    @cython.locals(part=Part, held=Py_ssize_t, replies=list)
     cpdef _assemble(self)
     cpdef _pass_on(self, Py_ssize_t done)
 

@@ -60,7 +60,7 @@ class Scatter(Pending):
         self.runs = None  # RoutedPendings, in the client's order, once the parts exploded
         self.at = 0
         self.front = None  # the run whose replies the client gets next
-        self.ready = []  # reply bytes in client order, not passed on yet
+        self.ready = None  # reply bytes in client order, not passed on yet (a list, once the parts exploded)
         self.ready_size = 0
         self.failed = None  # (run, error) of the first run that failed, when not the front
 
@@ -78,7 +78,13 @@ class Scatter(Pending):
             return
         if self.parts is not None:  # a Part's replies: kept whole, cut when every part's are in
             part = entry
-            part.chunks.append(data)
+            chunks = part.chunks
+            if chunks is None:
+                part.chunks = data
+            elif type(chunks) is bytes:
+                part.chunks = [chunks, data]
+            else:
+                chunks.append(data)
             size = part.size = part.size + len(data)
             held = session.held_bytes = session.held_bytes + len(data)
             if held > session.output_limit:
@@ -142,8 +148,7 @@ class Scatter(Pending):
         held = 0
         for part in parts:
             held += part.size
-            chunks, part.chunks = part.chunks, None
-            replies.append(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            replies.append(part.replies())
         session = self.session
         session.held_bytes -= held
         self.conn = part.conn  # (the last part's)
@@ -154,8 +159,7 @@ class Scatter(Pending):
             log.error("a pipeline's replies could not be put back in order: %s", exc)
             session.pending_failed(self, b"", False)  # the replies before it, then the client is closed
             return
-        self.ready = [reply]
-        self._pass_on(1)
+        session.deliver(self, reply, 1)  # (what _pass_on(1) does with `ready` as [reply], without the lists)
 
     def explode(self) -> None:
         """Go on with a run entry for every run of every part: each in its part's place in its
@@ -163,6 +167,7 @@ class Scatter(Pending):
         parts, self.parts = self.parts, None
         if parts is None:
             return
+        self.ready = []
         session = self.session
         runs = stretch_runs(parts[0].order, parts[0].first)
         # A run is sent again by its first command's slot (a retry, a wait for a failover), as

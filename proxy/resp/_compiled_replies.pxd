@@ -28,6 +28,7 @@ cdef class ReplySplitter:
     cdef int _value_done(self) except -1
     cdef int _close_frames(self) except -1
     cdef int _keep_header(self, bytes data, Py_ssize_t pos) except -1
+    cdef void _reset(self) noexcept
 
 
 cpdef bytes interleave(list parts, order)

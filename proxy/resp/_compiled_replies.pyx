@@ -44,6 +44,9 @@ cpdef bint may_hold_error(bytes data) except -1:
     return False
 
 
+cdef ReplySplitter _interleave_splitter = None  # interleave's scanner, made once (below the class)
+
+
 cpdef bytes interleave(list parts, order):
     """replies.interleave, in C: each reply cut by the scanner's C method, copied once. (cpdef:
     the compiled Scatter's call is a C call, _compiled_replies.pxd.)"""
@@ -74,7 +77,8 @@ cpdef bytes interleave(list parts, order):
     for at in range(nparts):
         if left[at] == 0:
             raise ValueError("a part none of whose replies is taken")
-    splitter = ReplySplitter()
+    splitter = _interleave_splitter
+    splitter._reset()  # (whole replies leave it at rest, but a call that raised may not have)
     out = PyBytes_FromStringAndSize(NULL, total)
     into = PyBytes_AS_STRING(out)
     at = 0
@@ -221,6 +225,15 @@ cdef class ReplySplitter:
 
     def __dealloc__(self):
         PyMem_Free(self._frames)
+
+    cdef void _reset(self) noexcept:
+        """Back at rest, between replies, as a new one is."""
+        self._state = 0
+        self._left = 0
+        self._partial = b""
+        self._top = 0
+        self._attr = False
+        self._depth = 0
 
     @property
     def in_reply(self):
@@ -522,3 +535,6 @@ cdef class ReplySplitter:
         self._state = IN_HEADER
         return 0
 
+
+
+_interleave_splitter = ReplySplitter()

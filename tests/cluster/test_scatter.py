@@ -9,10 +9,11 @@ import hiredis
 import pytest
 
 from proxy.cluster import route as route_module
-from proxy.cluster.connection import ClusterConnection, Part, RoutedPending
+from proxy.cluster.connection import KEYLESS, ClusterConnection, Part, RoutedPending
 from proxy.cluster.scatter import FLUSH_BYTES, Scatter
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Upstream
+from proxy.pending import HIDDEN
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
 from proxy.server import Proxy
@@ -121,6 +122,18 @@ def test_replies_come_back_in_client_order(rig, order, step):
         rig.answer(node, replies_for(commands), step)
     assert rig.client.taken() == b"".join(bulk(b"value of " + key) for key in keys)
     assert not rig.session.queue and rig.session.inflight == 0
+
+
+@pytest.mark.parametrize("slot", [None, 0, 300, 16383])
+def test_a_run_keeps_its_slot_as_a_number(slot):
+    """`hash_slot` (None: keyless) is kept as a C number, `slot` (KEYLESS for None); a
+    redirection sets it anew."""
+    entry = RoutedPending(HIDDEN, 1, None, hiredis.pack_command((b"GET", b"k")), 0, slot)
+    assert entry.hash_slot == slot and entry.slot == (KEYLESS if slot is None else slot)
+    entry.hash_slot = 12182
+    assert entry.hash_slot == 12182 and entry.slot == 12182
+    entry.hash_slot = None
+    assert entry.hash_slot is None and entry.slot == KEYLESS
 
 
 def test_one_master_is_one_run(rig):

@@ -72,17 +72,31 @@ def test_many_parts(interleave):
     assert interleave(parts, order) == expected
 
 
-@pytest.mark.parametrize("parts,order,error", [
+REFUSED = [
     ([b":1\r\n", b":2\r\n"], [0, 0, 1], ValueError),  # part 0 is one reply short
     ([b":1\r\n:2\r\n", b":3\r\n"], [0, 1, 1], ValueError),  # part 1 too, as its last reply
     ([b":1\r\n", b""], [0, 1], ValueError),  # a part with no bytes
     ([b":1\r\n", b":2\r\n"], [0, 0], ValueError),  # part 1 is never taken
     ([b":1\r\n"], [0, 1], IndexError),  # no part 1
     ([b"$5\r\nab", b":2\r\n"], [0, 0, 1], ValueError),  # a reply cut short
-])
+    ([b"*2\r\n$1\r\na\r\n", b":2\r\n"], [0, 0, 1], ValueError),  # an array cut short
+]
+
+
+@pytest.mark.parametrize("parts,order,error", REFUSED)
 def test_what_does_not_add_up_is_refused(interleave, parts, order, error):
     with pytest.raises(error):
         interleave(parts, bytes(order))
+
+
+@pytest.mark.parametrize("parts,order,error", REFUSED)
+def test_a_refusal_leaves_nothing_behind_for_the_next_stretch(interleave, parts, order, error):
+    """The compiled interleave keeps one scanner for every call: one left in the middle of a
+    reply by a refused stretch must not read the next stretch's replies as its rest."""
+    with pytest.raises(error):
+        interleave(parts, bytes(order))
+    parts = [b"$3\r\nabc\r\n:1\r\n", b"*1\r\n+x\r\n"]
+    assert interleave(parts, bytes([0, 1, 0])) == b"$3\r\nabc\r\n*1\r\n+x\r\n:1\r\n"
 
 
 def test_the_compiled_module_may_be_imported_first():
