@@ -120,6 +120,7 @@ class ClusterBackend:
     # -- sessions -------------------------------------------------------------------------
 
     def session_extra(self, session) -> ClusterClient:
+        session.reader.keep_ends()  # (its pipelines are dealt out to their masters: copied by the split's ends)
         return ClusterClient(session, next(self._client_ids))
 
     def session_closed(self, session) -> None:

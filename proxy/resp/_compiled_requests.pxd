@@ -3,6 +3,8 @@
 # key's class in the session's loop and the memo (session.pxd, guard.pxd).
 
 cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1
+cpdef Py_ssize_t split_keeping_ends(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands,
+                                    list ends_out) except -1
 cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=*)
 cpdef bytes key_owners(list commands, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 cpdef Py_ssize_t key_owner(list commands, Py_ssize_t at, names, bytearray owner_of_slot) except -1

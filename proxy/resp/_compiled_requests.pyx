@@ -1,32 +1,36 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twin of the request reader's fast path: canonical requests cut from a read, in C.
 
-`split_requests(data, max_args, max_bytes, commands)` takes the leading run of requests in
-`data` that are in the one shape every Redis client library sends, `*N\r\n` then N times
-`$L\r\n`, L bytes, `\r\n` (digits only, no sign, no leading zero), each whole in `data`, at most
-`max_args` arguments, `max_bytes` bytes and a count below 1,000,000 (the reader's huge-header
-guard); it appends the arguments of each to `commands` as a tuple of bytes, and returns the
-offset where it stopped (an int: no tuple to make and take apart for each read). A tuple, not
-a list as hiredis gives them (the Python reader makes tuples of those): one allocation, where a
-list is two (the object and its array of items), and it comes from free lists of 2,000 a size,
-where lists have one of 80, fewer than a cluster's stretches keep alive until their replies.
-Where each command ends is found again only when it is asked for (`request_ends`, or
-`pick_requests` without `ends`): the common read is forwarded whole, and
-an offset a command would cost an integer object. It stops at the first request it
-cannot vouch for, or at a partial one, and leaves everything from there to the Python reader
-(proxy/resp/reader.py), which is the reference: the shape accepted here is a subset of what its
-fast path accepts, cut at the same offsets into the same arguments, so handing the rest over at
-a request boundary reads what the Python reader reads. Each request is checked whole before
-anything is allocated for it, so a header never makes room for data that has not come; the
-check keeps where its first arguments are, so their headers are read once. A
-command's name is the proxy's own object for it when it is one the proxy's tables know
-(`use_command_names`, reader.COMMAND_NAMES): the recent ones are kept in a small table by their
-bytes, so a name costs a compare, not an allocation and a hash.
+`split_requests(data, max_args, max_bytes, commands)` takes the leading run of
+requests in `data` that are in the one shape every Redis client library sends, `*N\r\n` then N
+times `$L\r\n`, L bytes, `\r\n` (digits only, no sign, no leading zero), each whole in `data`, at
+most `max_args` arguments, `max_bytes` bytes and a count below 1,000,000 (the reader's
+huge-header guard); it appends the arguments of each to `commands` as a tuple of bytes, and
+returns the offset where it stopped (an int: no tuple to make and take apart for each read). A
+tuple, not a list as hiredis gives them (the Python reader makes tuples of those): one
+allocation, where a list is two (the object and its array of items), and it comes from free
+lists of 2,000 a size, where lists have one of 80, fewer than a cluster's stretches keep alive
+until their replies. It stops at the first request it cannot vouch for, or at a partial one,
+and leaves everything from there to the Python reader (proxy/resp/reader.py), which is the
+reference: the shape accepted here is a subset of what its fast path accepts, cut at the same
+offsets into the same arguments, so handing the rest over at a request boundary reads what the
+Python reader reads. Each request is checked whole before anything is allocated for it, so a
+header never makes room for data that has not come; the check keeps where its first arguments
+are, so their headers are read once. A command's name is the proxy's own object for it when it
+is one the proxy's tables know (`use_command_names`, reader.COMMAND_NAMES): the recent ones are
+kept in a small table by their bytes, so a name costs a compare, not an allocation and a hash.
+Where each command ends is kept by `split_keeping_ends(data, max_args, max_bytes, commands,
+ends_out)` alone, when it took from two to 256 commands: the one item of the list `ends_out`
+becomes their ends, C integers packed in one bytes object (a cluster client's reader: a
+pipeline dealt out to its masters is copied by them, `pick_requests`). Otherwise they are found
+again when asked for (`request_ends`, or `pick_requests` without `ends`): the common read is
+forwarded whole, and an offset a command would cost an integer object.
 
 `pick_requests(raw, ends, first, order, parts, commands)` is reader.pure_pick_requests's twin
 (what `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
-Without `ends`, each command's end comes from the size of its arguments written canonically,
-checked against the bytes (or read from them when the check fails).
+`ends` may be the split's packed ends. Without `ends`, each command's end comes from the size of
+its arguments written canonically, checked against the bytes (or read from them when the check
+fails): about 90 instructions a command that the packed ends save.
 `zeroed_order(count)` is order.zeroed_order's (a cluster route's new stretch).
 `request_ends(raw)` is reader.request_ends's (what `Batch.offsets` finds for a split's batch).
 
@@ -89,7 +93,7 @@ def use_command_names(dict names):
         _recent_names[slot] = NULL
 
 
-cdef object _name(const unsigned char* s, Py_ssize_t length):
+cdef inline object _name(const unsigned char* s, Py_ssize_t length):
     """The command name at s: the proxy's object when it knows the name, else a new one."""
     cdef Py_ssize_t slot
     cdef PyObject* kept
@@ -113,6 +117,7 @@ cdef object _name(const unsigned char* s, Py_ssize_t length):
 
 cdef enum:
     KEPT_ARGS = 16  # arguments whose places the check keeps for the split (more: found again)
+    KEPT_ENDS = 256  # command ends a split hands out packed (a read of more: none)
 
 
 cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
@@ -143,7 +148,17 @@ cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssi
     return p
 
 
-cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1:
+# _split's two shapes, made by Cython from one source: without the ends (char) and keeping them
+# (short). Each has one caller, into which it is inlined; the plain split has no trace of the ends.
+ctypedef fused Keeping:
+    char
+    short
+
+
+cdef inline Py_ssize_t _split(Keeping keeping, object data, Py_ssize_t max_args, Py_ssize_t max_bytes,
+                              list commands, Py_ssize_t* ends, Py_ssize_t* taken) except -1:
+    """split_requests, which keeping the ends (`ends`: room for KEPT_ENDS) also notes where the
+    first commands end; `taken` gets how many commands it took."""
     if commands is None:
         raise TypeError("split_requests needs a list for the commands, not None")
     if type(data) is not bytes:  # a transport's bytearray or memoryview: the Python reader takes it
@@ -154,6 +169,7 @@ cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max
     cdef Py_ssize_t length = 0
     cdef Py_ssize_t starts[KEPT_ARGS]
     cdef Py_ssize_t lengths[KEPT_ARGS]
+    cdef Py_ssize_t split = 0  # (commands taken, when keeping the ends)
     cdef tuple args
     while pos < n:
         # The whole request is here and canonical, before anything is made of it; the places of
@@ -173,7 +189,32 @@ cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max
             Py_INCREF(item)  # the tuple steals a reference
             PyTuple_SET_ITEM(args, k, item)
         commands.append(args)
+        if Keeping is short:
+            if split < KEPT_ENDS:
+                ends[split] = end
+            split += 1
         pos = end
+    if Keeping is short:
+        taken[0] = split
+    return pos
+
+
+cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1:
+    return _split(<char> 0, data, max_args, max_bytes, commands, NULL, NULL)
+
+
+cpdef Py_ssize_t split_keeping_ends(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands,
+                                    list ends_out) except -1:
+    """split_requests, and where each command ends in `ends_out` (a list of one item, None
+    before), when it took from two to KEPT_ENDS commands."""
+    cdef Py_ssize_t ends[KEPT_ENDS]
+    cdef Py_ssize_t taken = 0
+    cdef Py_ssize_t pos
+    if ends_out is None or PyList_GET_SIZE(ends_out) != 1:
+        raise TypeError("split_keeping_ends needs a list of one item for the ends")
+    pos = _split(<short> 0, data, max_args, max_bytes, commands, ends, &taken)
+    if 1 < taken <= KEPT_ENDS:
+        ends_out[0] = PyBytes_FromStringAndSize(<const char*> ends, taken * sizeof(Py_ssize_t))
     return pos
 
 
@@ -237,10 +278,10 @@ cdef enum:
 
 
 cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t parts, list commands=None):
-    """reader.pure_pick_requests, in C: the part sizes first, then one copy of each command. Without
-    `ends` (None: a batch of the split's, whose `commands` may be given), each command's end is
-    found again (`_end_of`). (cpdef: the compiled reader's call is a C call,
-    _compiled_requests.pxd.)"""
+    """reader.pure_pick_requests, in C: the part sizes first, then one copy of each command.
+    `ends`: a list of offsets, the split's packed ends (bytes), or None (a batch of the split's,
+    whose `commands` may be given): each command's end is found again (`_end_of`). (cpdef: the
+    compiled reader's call is a C call, _compiled_requests.pxd.)"""
     cdef Py_ssize_t sizes[256]
     cdef char* into[256]  # where each part's next command goes
     cdef Py_ssize_t found_here[FOUND_ON_STACK]
@@ -249,6 +290,7 @@ cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t pa
     cdef Py_ssize_t n
     cdef Py_ssize_t count, at, begin, start, end, part
     cdef Py_ssize_t* found = found_here
+    cdef const Py_ssize_t* packed = NULL
     cdef list out
     cdef bytes piece
     if raw is None:
@@ -258,7 +300,14 @@ cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t pa
     taken = order_bytes(order, &count, "pick_requests")
     if parts < 0 or parts > 256 or first < 0:
         raise IndexError("parts or commands out of range")
-    if ends is None:
+    if type(ends) is bytes:  # the split's packed ends
+        if (first + count) * <Py_ssize_t> sizeof(Py_ssize_t) > PyBytes_GET_SIZE(ends):
+            raise IndexError("parts or commands out of range")
+        packed = <const Py_ssize_t*> PyBytes_AS_STRING(ends)
+        begin = packed[first - 1] if first else 0
+        if begin < 0 or begin > n:
+            raise IndexError("list index out of range")
+    elif ends is None:
         begin = 0
         for at in range(first):
             begin = _end_of(s, n, begin, commands, at)
@@ -277,7 +326,9 @@ cpdef list pick_requests(bytes raw, ends, Py_ssize_t first, order, Py_ssize_t pa
             sizes[part] = 0
         start = begin
         for at in range(count):
-            if ends is None:
+            if packed != NULL:
+                end = packed[first + at]
+            elif ends is None:
                 end = _end_of(s, n, start, commands, first + at)
                 if end < 0:
                     raise IndexError("commands out of range")

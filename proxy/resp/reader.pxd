@@ -1,5 +1,6 @@
 cimport cython
-from proxy.resp._compiled_requests cimport split_requests, pick_requests, key_owners, key_owner, owner_parts
+from proxy.resp._compiled_requests cimport (split_requests, split_keeping_ends, pick_requests, key_owners, key_owner,
+                                            owner_parts)
 
 @cython.final
 cdef class Batch:
@@ -7,11 +8,13 @@ cdef class Batch:
     cdef public object raw
     cdef public list _ends
     cdef public object error
+    cdef public bytes packed_ends
 
     cpdef list offsets(self)
 
     @cython.locals(begin=Py_ssize_t, end=Py_ssize_t, ends=list)
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
+    @cython.locals(ends=list)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
     cpdef bytes key_owners(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
     cpdef Py_ssize_t key_owner(self, Py_ssize_t at, names, bytearray owner_of_slot) except -1
@@ -27,8 +30,9 @@ cdef class RequestReader:
     cdef public bint _fast
     cdef public Py_ssize_t _need
     cdef public bint _failed
-    cdef public object _max_args
-    cdef public object _max_bytes
+    cdef public Py_ssize_t _max_args
+    cdef public Py_ssize_t _max_bytes
+    cdef public list _ends_out
 
-    @cython.locals(pos=Py_ssize_t, batch=Batch)
+    @cython.locals(pos=Py_ssize_t, batch=Batch, ends_out=list, packed=bytes)
     cpdef feed_read(self, data)

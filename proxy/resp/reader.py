@@ -79,16 +79,19 @@ class Batch:
     protocol error that followed these commands; the connection must answer it after their
     replies and close, as Redis does. A batch of the compiled split has no `ends` until they are
     asked for (`offsets`): they are found again in `raw`, which is then canonical requests only,
-    and most batches are forwarded whole.
+    and most batches are forwarded whole. A cluster client's reader keeps the split's own
+    (`packed_ends`, C integers in bytes; None otherwise), so that a pipeline dealt out to its
+    masters is copied by them.
     """
 
-    __slots__ = ("commands", "raw", "_ends", "error")
+    __slots__ = ("commands", "raw", "_ends", "error", "packed_ends")
 
     def __init__(self, commands, raw, ends, error=None):
         self.commands = commands
         self.raw = raw
         self._ends = ends
         self.error = error
+        self.packed_ends = None
 
     @property
     def ends(self) -> list:
@@ -119,7 +122,9 @@ class Batch:
         part `order[i]`; each part's commands keep their order. (A cluster's stretch: a part a
         master.) Compiled, one C pass that copies each command once."""
         if _pick is not None:  # (without ends: in C, from the commands)
-            return pick_requests(self.raw, self._ends, first, order, parts, self.commands)
+            ends = self._ends
+            return pick_requests(self.raw, ends if ends is not None else self.packed_ends, first, order, parts,
+                                 self.commands)
         return pure_pick_requests(self.raw, self.offsets(), first, order, parts)
 
     def key_owners(self, start: int, stop: int, names, owner_of_slot) -> bytes:
@@ -254,6 +259,7 @@ _split = _compiled.split_requests if _compiled is not None else None
 # What feed_read calls when `_split` is set: compiled, reader.pxd makes it the compiled split's C
 # function (this assignment is then not made); in Python, the same function as `_split`.
 split_requests = _split
+split_keeping_ends = _compiled.split_keeping_ends if _compiled is not None else None  # (a cluster client's)
 _pick = _compiled.pick_requests if _compiled is not None else None
 _request_ends = _compiled.request_ends if _compiled is not None else None
 _key_owners = _compiled.key_owners if _compiled is not None else None
@@ -268,11 +274,12 @@ if _compiled is not None:
 
 
 class RequestReader:
-    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes")
+    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes",
+                 "_ends_out")
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits = limits or ParseLimits()
-        self._max_args = limits.max_args  # (passed for every read: int objects, made once)
+        self._max_args = limits.max_args  # (passed for every read: compiled, C numbers)
         self._max_bytes = limits.max_request_bytes
         self._chunks: list[bytes] = []
         self._size = 0
@@ -280,6 +287,12 @@ class RequestReader:
         self._fast = True  # hiredis holds exactly the bytes in _chunks
         self._need = 0  # buffered size at which the partial tail is worth validating again
         self._failed = False
+        self._ends_out = None  # where the compiled split puts a read's packed ends (`keep_ends`)
+
+    def keep_ends(self) -> None:
+        """Batches of the compiled split keep where their commands end (`Batch.packed_ends`):
+        a cluster client's, whose pipelines are dealt out to several masters."""
+        self._ends_out = [None]
 
     @property
     def buffered(self) -> int:
@@ -307,13 +320,22 @@ class RequestReader:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
         if _split is not None and self._fast and not self._chunks and data:
             commands = []
-            pos = split_requests(data, self._max_args, self._max_bytes, commands)
+            ends_out = self._ends_out
+            packed = None
+            if ends_out is None:
+                pos = split_requests(data, self._max_args, self._max_bytes, commands)
+            else:
+                pos = split_keeping_ends(data, self._max_args, self._max_bytes, commands, ends_out)
+                packed = ends_out[0]
+                if packed is not None:
+                    ends_out[0] = None
             if pos == len(data):  # the usual read: made without Batch()'s argument parsing (compiled)
                 batch = Batch.__new__(Batch)
                 batch.commands = commands
                 batch.raw = data
                 batch._ends = None
                 batch.error = None
+                batch.packed_ends = packed
                 return batch
             if pos:
                 return self._after_split(data, commands, pos)

@@ -6,6 +6,7 @@ asked: request_ends, pure and compiled)."""
 from __future__ import annotations
 
 import random
+import struct
 
 import hiredis
 import pytest
@@ -128,3 +129,88 @@ def test_out_of_range_is_refused(pick, first, order, parts, given):
     batch = batch_of([("GET", "a"), ("GET", "b"), ("GET", "c")])
     with pytest.raises(IndexError):
         pick(batch.raw, batch.ends if given else None, first, bytes(order), parts)
+
+
+# -- the split's packed ends (a cluster client's reader) ---------------------------------------
+
+needs_split = pytest.mark.skipif(reader.split_keeping_ends is None, reason="the compiled request split is not built")
+
+
+def unpacked(packed: bytes) -> list:
+    return list(struct.unpack("%dn" % (len(packed) // struct.calcsize("n")), packed))
+
+
+@needs_split
+@pytest.mark.parametrize("count", [1, 2, 3, 16, 255, 256, 257])
+def test_the_split_keeps_where_each_command_ends(count):
+    """From two to 256 commands taken: their ends, packed; else the list's item stays None. The
+    commands are the plain split's."""
+    rng = random.Random(count)
+    data = b"".join(hiredis.pack_command(rng.choice(COMMANDS)) for _ in range(count))
+    commands, plain, ends_out = [], [], [None]
+    assert reader.split_keeping_ends(data, 1000, 10 ** 6, commands, ends_out) == len(data)
+    assert reader._split(data, 1000, 10 ** 6, plain) == len(data) and commands == plain
+    if 2 <= count <= 256:
+        assert unpacked(ends_out[0]) == reader.request_ends(data)
+    else:
+        assert ends_out == [None]
+
+
+@needs_split
+def test_a_split_cut_short_keeps_the_ends_of_what_it_took():
+    taken = b"".join(hiredis.pack_command(c) for c in COMMANDS[:3])
+    ends_out = [None]
+    assert reader.split_keeping_ends(taken + b"PING\r\n", 1000, 10 ** 6, [], ends_out) == len(taken)
+    assert unpacked(ends_out[0]) == reader.request_ends(taken)
+
+
+@needs_split
+@pytest.mark.parametrize("ends_out", [None, [], [None, None]])
+def test_the_ends_need_a_list_of_one_item(ends_out):
+    with pytest.raises(TypeError):
+        reader.split_keeping_ends(b"*1\r\n$4\r\nPING\r\n", 1000, 10 ** 6, [], ends_out)
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["keeping", "plain"])
+def test_a_reader_that_keeps_ends_gives_each_batch_its_own(keep):
+    reader_ = RequestReader()
+    if keep:
+        reader_.keep_ends()
+    reads = [[("GET", "a"), ("SET", "b", "v" * 100), ("GET", "c")], [("GET", "d")], COMMANDS]
+    for commands in reads:
+        batch = reader_.feed_read(b"".join(hiredis.pack_command(c) for c in commands))
+        if keep and reader._split is not None and len(commands) > 1:
+            assert unpacked(batch.packed_ends) == batch.ends
+        else:
+            assert batch.packed_ends is None
+        order = bytearray(at % 2 for at in range(len(commands) - 1))
+        assert batch.requests_by_part(1, order, 2) == reader.pure_pick_requests(batch.raw, batch.ends, 1, order, 2)
+    # A read the split leaves partly to the Python reader: offsets of its own, no stale ends.
+    batch = reader_.feed_read(b"".join(hiredis.pack_command(c) for c in reads[0]) + b"PING\r\n")
+    assert batch.packed_ends is None and len(batch.commands) == 4
+
+
+@needs_split
+@pytest.mark.parametrize("seed", range(20))
+def test_pick_takes_the_packed_ends(seed):
+    rng = random.Random(seed)
+    commands = [rng.choice(COMMANDS) for _ in range(rng.randint(2, 30))]
+    raw = b"".join(hiredis.pack_command(c) for c in commands)
+    ends_out = [None]
+    reader.split_keeping_ends(raw, 1000, 10 ** 6, [], ends_out)
+    first = rng.randrange(len(commands))
+    parts = rng.randint(1, 5)
+    order = bytearray(rng.randrange(parts) for _ in range(len(commands) - first))
+    expected = reader.pure_pick_requests(raw, None, first, order, parts)
+    assert reader._pick(raw, ends_out[0], first, order, parts) == expected
+
+
+@needs_split
+@pytest.mark.parametrize("ends", [struct.pack("2n", 14, 28), struct.pack("3n", 14, 99, 42), struct.pack("3n", -5, 28, 42)],
+                         ids=["too few", "past the bytes", "negative"])
+def test_packed_ends_that_do_not_fit_are_refused(ends):
+    raw = b"".join(hiredis.pack_command(("GET", "k%d" % at)) for at in range(3))
+    with pytest.raises(IndexError):
+        reader._pick(raw, ends, 0, bytes([0, 1, 0]), 2)
+    with pytest.raises(IndexError):
+        reader._pick(raw, ends, 1, bytes([0, 1]), 2)
