@@ -79,9 +79,9 @@ class Batch:
     protocol error that followed these commands; the connection must answer it after their
     replies and close, as Redis does. A batch of the compiled split has no `ends` until they are
     asked for (`offsets`): they are found again in `raw`, which is then canonical requests only,
-    and most batches are forwarded whole. A cluster client's reader keeps the split's own
-    (`packed_ends`, C integers in bytes; None otherwise), so that a pipeline dealt out to its
-    masters is copied by them.
+    and most batches are forwarded whole. A cluster client's reader keeps the ends the split
+    found (`packed_ends`, C integers in bytes; None otherwise), so that a pipeline dealt out to
+    its masters is copied by them.
     """
 
     __slots__ = ("commands", "raw", "_ends", "error", "packed_ends")
