@@ -37,7 +37,9 @@ from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
 LAST_SLOT = SLOT_COUNT - 1
-KEYLESS = ROUTED_KEYLESS  # the slot of a command without a key (any master answers it)
+# The slot of a command without a key (any master answers it): a run's, connection.KEYLESS, taken
+# under its own name here, where route.pxd makes it a C number of this module.
+KEYLESS = ROUTED_KEYLESS
 MAX_PARTS = 256  # connections in one stretch: a part's number is one byte of the stretch's order
 
 
