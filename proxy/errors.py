@@ -74,9 +74,9 @@ def not_in_transaction(args) -> bytes:
 
 
 HELLO2_SUBSCRIBED = resp_error(
-    "ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard (the server would send the "
-    "subscriptions' messages as RESP2 replies): unsubscribe from every channel, pattern and shard channel "
-    "first, or send RESET")
+    "ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard with options or in front of a "
+    "Redis Cluster (the server would send the subscriptions' messages as RESP2 replies): unsubscribe from every "
+    "channel, pattern and shard channel first, or send RESET")
 
 
 def stream_while_subscribed(args) -> bytes:

@@ -22,9 +22,10 @@ subscription of its kind, or one, when it names none), unless it fails: then it 
 reply and no push. So its entry ends at its last confirmation (`Subscriptions.saw_own`) or at
 that error; the counts of each kind come from the confirmations too.
 
-HELLO 2 while anything is subscribed is refused (the server would send RESP2's arrays from then
-on); so, in front of a cluster, is a command that would start a stream elsewhere, whose replies
-could not be ordered with the pushes. Inside a transaction (EXEC's reply holds the pushes) and
+HELLO 2 while anything is subscribed makes, in front of one server, a RESP2 subscriber's stream
+of the connection (the server sends RESP2's arrays from then on: `streams_from_hello`); in front
+of a cluster it is refused, and so is a command that would start a stream elsewhere, whose
+replies could not be ordered with the pushes. Inside a transaction (EXEC's reply holds the pushes) and
 after CLIENT REPLY OFF or SKIP, a subscription is a stream as in RESP2 (streamend.py).
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..pending import Receiver
+from . import streamend
 from .behaviour import strict_int
 from .states import CLOSED, OPEN, WAITING
 
@@ -239,8 +241,31 @@ def refuse(session, reply: bytes, index: int) -> int:
 
 
 def check_hello(session, batch, index: int):
-    """HELLO 2 while subscribed in RESP3 is refused (None: it goes on)."""
+    """HELLO 2 while subscribed in RESP3 (None: it goes on). In front of one server, a plain
+    HELLO 2 makes a subscriber's stream of the client's own connection, as a RESP2 SUBSCRIBE
+    does: once the replies in flight are in, the stream starts with it (`streams_from_hello`).
+    Refused with options (a refused SETNAME leaves the protocol as it was, and the proxy would
+    not know which) and in front of a cluster, whose subscriptions live on a connection aside."""
     args = batch.commands[index]
-    if session.pubsub is None or len(args) < 2 or strict_int(args[1]) != 2:
+    subscriptions = session.pubsub
+    if subscriptions is None or len(args) < 2 or strict_int(args[1]) != 2:
         return None
-    return refused_while_subscribed(session, batch, index, errors.HELLO2_SUBSCRIBED)
+    if len(args) > 2 or subscriptions.aside is not None:
+        return refused_while_subscribed(session, batch, index, errors.HELLO2_SUBSCRIBED)
+    if session.inflight:
+        return session.wait(batch, index)
+    if not subscriptions.active:
+        return None
+    return streams_from_hello(session, batch, index, subscriptions)
+
+
+def streams_from_hello(session, batch, index: int, subscriptions) -> int:
+    """HELLO 2 on the subscribed connection: Redis answers in RESP2 and sends the messages as
+    RESP2 replies from then on (its subscribed context allows only the subscription commands,
+    PING, QUIT and RESET). The stream ends as a RESP2 subscriber's does: with its last channel
+    and pattern, or at RESET while a shard channel is left (their count is apart: streamend.py).
+    Pushes the server sent before its reply go with the stream's bytes, in their place."""
+    session.pubsub = None
+    session.protocol = session.policy_state.protocol = 2
+    ends = streamend.AT_RESET if subscriptions.shard else streamend.UNSUBSCRIBED
+    return session.stream_on_own(batch, index, ends)

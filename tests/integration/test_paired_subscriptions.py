@@ -2,6 +2,7 @@
 protocol 3 use one connection for pub/sub and commands): its replies stay paired, so the policy
 completes its writes there (T1's EXPIRE) while messages arrive; everything else is Redis's bytes."""
 
+import re
 import socket
 import threading
 import time
@@ -56,19 +57,78 @@ def test_redis_bytes(t1_proxied, batches):
     same_as_redis(t1_proxied, [HELLO3] + batches)
 
 
-def test_hello_2_while_subscribed_is_refused(t1_proxied):
-    """The server would send the messages as RESP2 replies from then on: refused while anything
-    is subscribed, Redis's HELLO once nothing is."""
-    got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2\r\nPING\r\n",
-                                             b"SSUBSCRIBE ps:s\r\nUNSUBSCRIBE\r\nHELLO 2\r\n",
-                                             b"SUNSUBSCRIBE\r\nHELLO 2\r\nSUBSCRIBE ps:h\r\n", b"PING\r\n"])
-    subscribed, shard, hello, resp2 = [reply for reply, _closed in got[1:]]
+def without_ids(replies: list) -> list:
+    """HELLO's replies hold the connection's id, which differs from the direct connection's."""
+    return [(re.sub(rb"\$2\r\nid\r\n:\d+\r\n", b"", reply), closed) for reply, closed in replies]
+
+
+@pytest.mark.parametrize("batches", [
+    [b"SUBSCRIBE ps:h\r\nHELLO 2\r\nPING\r\nGET ps:h\r\n", b"UNSUBSCRIBE\r\nPING\r\nSET ps:h v\r\n",
+     b"DEL ps:h\r\n"],
+    [b"SUBSCRIBE ps:h\r\nSSUBSCRIBE ps:s\r\nHELLO 2\r\nPING\r\n", b"UNSUBSCRIBE\r\nPING\r\nGET ps:h\r\n",
+     b"SUNSUBSCRIBE\r\nPING\r\nGET ps:h\r\n"],  # a shard channel keeps the server's subscribed context
+    [b"SSUBSCRIBE ps:s\r\nSPUBLISH ps:s hi\r\nHELLO 2\r\nSUNSUBSCRIBE\r\n", b"CLIENT GETNAME\r\n"],
+    [b"PSUBSCRIBE ps:*\r\nPUBLISH ps:x hi\r\nHELLO 2\r\nPUBLISH ps:x there\r\nPUNSUBSCRIBE\r\nPING\r\n",
+     b"HELLO 3\r\nSUBSCRIBE ps:a\r\nPING\r\n", b"UNSUBSCRIBE\r\nPING\r\n"],  # RESP3 again, paired
+    [b"SUBSCRIBE ps:h\r\nHELLO 2\r\nHELLO 3\r\n", b"UNSUBSCRIBE\r\nPING\r\n",
+     b"SUBSCRIBE ps:a\r\nPING\r\n"],  # HELLO 3 refused in RESP2's subscribed context: RESP2 still
+    [b"SUBSCRIBE ps:h\r\nHELLO 2\r\nRESET\r\nPING\r\nGET ps:h\r\n"],
+    [b"SUBSCRIBE ps:h\r\nGET ps:h\r\nHELLO 2\r\nHELLO 2\r\nPING\r\n", b"QUIT\r\n"],
+], ids=["channels", "shard-channel-left", "shard-channel", "messages-around-it", "hello-3-refused", "reset",
+        "quit"])
+def test_hello_2_while_subscribed_is_redis_s(t1_proxied, batches):
+    """In front of one server, HELLO 2 while subscribed in RESP3 turns the connection into a
+    RESP2 subscriber's, as Redis does: a stream, until its subscriptions or RESET end it."""
+    server, process = t1_proxied
+    expected = without_ids(exchange_batches(server.port, [HELLO3] + batches))
+    got = without_ids(exchange_batches(process.port, [HELLO3] + batches))
+    assert got[1:] == expected[1:]
+    assert b"*14\r\n$6\r\nserver" in got[1][0]  # (RESP2's HELLO)
+
+
+def test_the_stream_hello_2_makes_ends_with_its_subscriptions(t1_proxied, t1_direct):
+    """Paired again once the last channel is gone: T1 completes a write with its EXPIRE (on a
+    stream it could not, its reply unseen)."""
+    got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2\r\n",
+                                                b"UNSUBSCRIBE\r\nSET ps:h v\r\n"])
+    try:
+        assert got[2][0] == b"*3\r\n$11\r\nunsubscribe\r\n$4\r\nps:h\r\n:0\r\n+OK\r\n"
+        assert 0 < t1_direct.ttl(b"ps:h") <= 600
+    finally:
+        t1_direct.delete(b"ps:h")
+
+
+def test_hello_2_with_options_while_subscribed_is_refused(t1_proxied):
+    """A HELLO 2 whose SETNAME Redis may refuse (the protocol then as it was) is refused while
+    anything is subscribed; Redis's HELLO once nothing is."""
+    got = exchange_batches(t1_proxied[1].port, [HELLO3, b"SUBSCRIBE ps:h\r\nHELLO 2 SETNAME n\r\nPING\r\n",
+                                             b"UNSUBSCRIBE\r\nHELLO 2 SETNAME n\r\nPING\r\n"])
+    subscribed, unsubscribed = [reply for reply, _closed in got[1:]]
     assert subscribed.startswith(b">3\r\n$9\r\nsubscribe\r\n$4\r\nps:h\r\n:1\r\n" + HELLO2_REFUSED)
-    assert subscribed.endswith(b"RESET\r\n+PONG\r\n")  # (RESP3 still)
-    assert shard.count(HELLO2_REFUSED) == 1  # a shard channel is left
-    assert hello.startswith(b">3\r\n$12\r\nsunsubscribe\r\n$4\r\nps:s\r\n:0\r\n*14\r\n")
-    assert hello.endswith(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nps:h\r\n:1\r\n")  # RESP2: a stream
-    assert resp2 == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    assert subscribed.endswith(b"\r\n+PONG\r\n") and subscribed.count(b"\r\n") == 8  # (RESP3 still)
+    assert unsubscribed.startswith(b">3\r\n$11\r\nunsubscribe\r\n$4\r\nps:h\r\n:0\r\n*14\r\n")
+    assert unsubscribed.endswith(b"\r\n+PONG\r\n")
+
+
+def test_a_message_after_hello_3_refused_on_the_stream(t1_proxied, t1_direct):
+    """Redis refuses HELLO 3 in RESP2's subscribed context: the client stays RESP2, and a
+    message after it comes as RESP2's array, in its place."""
+    sock = socket.create_connection(("127.0.0.1", t1_proxied[1].port), timeout=5)
+    try:
+        sock.sendall(HELLO3 + b"SUBSCRIBE ps:h\r\nHELLO 2\r\nHELLO 3\r\n")
+        assert read_until_quiet(sock)[0].endswith(b"are allowed in this context\r\n")
+        assert t1_direct.publish("ps:h", "hi") == 1
+        sock.sendall(b"PING\r\n")
+        assert read_until_quiet(sock)[0] == b"*3\r\n$7\r\nmessage\r\n$4\r\nps:h\r\n$2\r\nhi\r\n*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+        sock.sendall(b"UNSUBSCRIBE\r\nSUBSCRIBE ps:a\r\n")
+        assert read_until_quiet(sock)[0] == (b"*3\r\n$11\r\nunsubscribe\r\n$4\r\nps:h\r\n:0\r\n"
+                                             b"*3\r\n$9\r\nsubscribe\r\n$4\r\nps:a\r\n:1\r\n")
+        assert t1_direct.publish("ps:a", "there") == 1
+        sock.sendall(b"PING\r\n")
+        assert read_until_quiet(sock)[0] == (b"*3\r\n$7\r\nmessage\r\n$4\r\nps:a\r\n$5\r\nthere\r\n"
+                                             b"*2\r\n$4\r\npong\r\n$0\r\n\r\n")
+    finally:
+        sock.close()
 
 
 def test_hello_with_auth_on_a_connection_of_its_own_sets_the_protocol(t1_proxied):
