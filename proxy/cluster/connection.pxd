@@ -2,6 +2,7 @@ cimport cython
 from proxy.pending cimport Pending
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.session.session cimport Session
+from proxy.resp.reader cimport Batch
 from proxy._compiled_queues cimport queue_popleft
 
 cdef class RoutedPending(Pending):
@@ -16,8 +17,10 @@ cdef class RoutedPending(Pending):
 
     @staticmethod
     @cython.locals(entry=RoutedPending)
-    cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, batch, Py_ssize_t first, Py_ssize_t slot)
-    cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, Py_ssize_t slot, owner)
+    @cython.locals(sent=bytes)
+    cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, Batch batch, Py_ssize_t first, Py_ssize_t slot)
+    cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, Py_ssize_t slot, owner,
+               bytes sent)
 
 cdef class Part(Pending):
     cdef public object source
@@ -30,8 +33,10 @@ cdef class Part(Pending):
 
     @staticmethod
     @cython.locals(part=Part)
-    cdef Part of_stretch(scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
-    cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number)
+    cdef Part of_stretch(scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number,
+                         bytes sent)
+    cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number,
+                    bytes sent)
     cpdef bytes replies(self)
     @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t, pieces=list)
     cpdef list take_replies(self, list counts)

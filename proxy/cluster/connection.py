@@ -36,19 +36,22 @@ class RoutedPending(Pending):
     __slots__ = ("source", "first", "slot", "attempts", "asking", "owner", "down_since", "down_tries")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
-        self._fill(receiver, count, conn, source, first, KEYLESS if hash_slot is None else hash_slot, owner)
+        self._fill(receiver, count, conn, source, first, KEYLESS if hash_slot is None else hash_slot, owner, None)
 
     @staticmethod
     def of_run(session, count: int, conn, batch, first: int, slot: int) -> RoutedPending:
         """A session's run of `count` commands of `batch` from `first`, all of `slot` (KEYLESS:
-        none): the route's hot path (compiled, C calls, without the constructor's argument
-        parsing)."""
+        none), with its request bytes as `sent` (what the route sends; a whole read is its raw
+        bytes, without span's copy): the monitor reads the first command's name there as on
+        one server, without a call to find it in `batch`. The route's hot path (compiled, C
+        calls, without the constructor's argument parsing)."""
         entry = RoutedPending.__new__(RoutedPending)
-        entry._fill(session, count, conn, batch, first, slot, session.extra)
+        sent = batch.raw if count == len(batch.commands) else batch.span(first, first + count)
+        entry._fill(session, count, conn, batch, first, slot, session.extra, sent)
         return entry
 
-    def _fill(self, receiver, count: int, conn, source, first: int, slot: int, owner) -> None:
-        self._fill_pending(receiver, count, conn, None)  # no `sent`: the monitor takes the names from `source`
+    def _fill(self, receiver, count: int, conn, source, first: int, slot: int, owner, sent) -> None:
+        self._fill_pending(receiver, count, conn, sent)  # (None: the monitor takes the names from `source`)
         self.owner = owner
         self.source = source
         self.first = first
@@ -94,17 +97,18 @@ class Part(Pending):
     __slots__ = ("source", "first", "order", "number", "chunks", "size", "entries")
 
     def __init__(self, scatter, count: int, conn, batch, first: int, order, number: int):
-        self._fill_part(scatter, count, conn, batch, first, order, number)
+        self._fill_part(scatter, count, conn, batch, first, order, number, None)
 
     @staticmethod
-    def of_stretch(scatter, count: int, conn, batch, first: int, order, number: int) -> Part:
-        """The route's hot path (compiled, a C call without the constructor's argument parsing)."""
+    def of_stretch(scatter, count: int, conn, batch, first: int, order, number: int, sent) -> Part:
+        """The route's hot path (compiled, a C call without the constructor's argument parsing);
+        `sent`, the part's request bytes (the monitor's names, as `RoutedPending.of_run`'s)."""
         part = Part.__new__(Part)
-        part._fill_part(scatter, count, conn, batch, first, order, number)
+        part._fill_part(scatter, count, conn, batch, first, order, number, sent)
         return part
 
-    def _fill_part(self, scatter, count: int, conn, batch, first: int, order, number: int) -> None:
-        self._fill_pending(scatter, count, conn, None)  # (compiled: a C call, not super().__init__'s Python one)
+    def _fill_part(self, scatter, count: int, conn, batch, first: int, order, number: int, sent) -> None:
+        self._fill_pending(scatter, count, conn, sent)  # (compiled: a C call, not super().__init__'s Python one)
         self.source = batch
         self.first = first
         self.order = order

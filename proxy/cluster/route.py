@@ -241,7 +241,7 @@ class ClusterRoute(Route):
                 entry = RoutedPending.of_run(session, 1, conn, batch, start, found >> 8)
                 queue_append(session.queue, entry)
                 session.inflight += 1
-                conn.send(batch.raw if len(commands) == 1 else batch.span(start, stop), entry)
+                conn.send(entry.sent, entry)
                 if conn.write_paused:
                     session.wait_for_upstream(conn)
                 return
@@ -390,8 +390,7 @@ class ClusterRoute(Route):
         if conn is None:
             self.router.park(entry, self.protocol, self.index)
             return
-        # A whole read is its raw bytes without span's call, as on a shared standalone route.
-        conn.send(batch.raw if stop - start == len(batch.commands) else batch.span(start, stop), entry)
+        conn.send(entry.sent, entry)
         if conn.write_paused:
             session.wait_for_upstream(conn)
 

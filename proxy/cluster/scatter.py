@@ -290,7 +290,8 @@ def scatter_stretch(session, batch, first: int, order, conns: list, counts: list
     requests = batch.requests_by_part(first, order, len(conns))
     parts = []
     for number in range(len(conns)):
-        parts.append(Part.of_stretch(scatter, counts[number], conns[number], batch, first, order, number))
+        parts.append(Part.of_stretch(scatter, counts[number], conns[number], batch, first, order, number,
+                                     requests[number]))
     scatter.parts = parts
     scatter.left = len(parts)
     queue_append(session.queue, scatter)

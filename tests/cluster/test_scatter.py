@@ -3,6 +3,7 @@ connections (no sockets), fed reply bytes by hand, so that every order of arriva
 cutting the bytes, MOVED/ASK, failures and parking can be checked byte for byte."""
 
 import asyncio
+import collections
 import itertools
 
 import hiredis
@@ -13,6 +14,7 @@ from proxy.cluster.connection import KEYLESS, ClusterConnection, Part, RoutedPen
 from proxy.cluster.scatter import FLUSH_BYTES, Scatter
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Upstream
+from proxy.monitor import live
 from proxy.pending import HIDDEN
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
@@ -377,6 +379,31 @@ def test_each_master_awaits_its_runs_of_a_stretch_as_one_part(rig):
     assert rig.client.out == [b"".join(bulk(b"value of " + key) for key in keys)]  # in one write
     assert rig.session.held_bytes == 0 and all(not rig.conns[node].pending for node in NODES[:3])
     assert all(not rig.conns[node].stamps for node in NODES[:3])
+
+
+@pytest.mark.parametrize("commands", [1, 2, 3], ids=["one command", "one master", "every master"])
+def test_each_entry_keeps_the_request_it_was_sent_as(rig, commands):
+    """`sent` is what went to the connection (a whole read: its own bytes, not a copy), so that
+    the monitor reads the first command's name there as on one server; every command of the
+    entry is found there as in the client's batch."""
+    keys = [KEYS[NODES[1]][0], KEYS[NODES[1]][1], KEYS[NODES[2]][0]][:commands]
+    rig.send([(b"GET", key) for key in keys])
+    entries = [conn.pending[0] for conn in rig.conns.values() if conn.pending]
+    assert len(entries) == (2 if commands == 3 else 1)
+    for entry in entries:
+        node_keys = [key for key in keys if owner(key) == entry.conn.address]
+        assert parse_all(entry.sent) == [[b"GET", key] for key in node_keys] == rig.sent(entry.conn.address)
+        assert [live.full_command(entry, k) for k in range(entry.count)] == [[b"GET", key] for key in node_keys]
+    if commands < 3:
+        assert entries[0].sent is rig.session.queue[0].sent  # (a run: the client's own entry)
+    live.reset()
+    try:
+        for entry in entries:  # (a read of its replies, its write stamped now)
+            live.read_from(entry.conn, b"$1\r\nv\r\n" * entry.count, collections.deque([(live.clock(), entry)]),
+                           collections.deque([entry]))
+        assert list(live.DURATIONS) == [b"GET"]  # timed under its name, read from `sent`
+    finally:
+        live.reset()
 
 
 @pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])
