@@ -25,6 +25,7 @@ import hiredis
 from .. import errors
 from ..pending import UNSEEN, Pending, Receiver, hidden, queue_append
 from ..resp.order import zeroed_order
+from ..resp.reader import key_owner_of
 from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
@@ -235,7 +236,7 @@ class ClusterRoute(Route):
         replica_reads = self.replica_reads
         if stop - start == 1 and not replica_reads:  # one command (no pipeline): sent from this frame
             # its slot and its connection's number, as below, as one number (slot << 8 | owner)
-            found = batch.key_owner(start, self.first_arg, slot_owner)  # (compiled: a C number)
+            found = key_owner_of(commands, start, self.first_arg, slot_owner)  # (compiled: a C call, a C number)
             conn = owner_conns[found & 0xFF]
             if conn is not None and conn.state is not CLOSED:
                 entry = RoutedPending.of_run(session, 1, conn, batch, start, found >> 8)

@@ -268,6 +268,9 @@ _key_owners = _compiled.key_owners if _compiled is not None else None
 pick_requests = _pick
 key_owners = _key_owners
 key_owner = _compiled.key_owner if _compiled is not None else None
+# A cluster route's read of one command calls this without Batch's method: the compiled function
+# when built (route.pxd cimports it under this name), else the twin.
+key_owner_of = _compiled.key_owner if _compiled is not None else pure_key_owner
 owner_parts = _compiled.owner_parts if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
