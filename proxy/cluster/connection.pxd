@@ -16,8 +16,7 @@ cdef class RoutedPending(Pending):
     cdef public Py_ssize_t down_tries
 
     @staticmethod
-    @cython.locals(entry=RoutedPending)
-    @cython.locals(sent=bytes)
+    @cython.locals(entry=RoutedPending, sent=bytes)
     cdef RoutedPending of_run(Session session, Py_ssize_t count, conn, Batch batch, Py_ssize_t first, Py_ssize_t slot)
     cdef _fill(self, receiver, Py_ssize_t count, conn, source, Py_ssize_t first, Py_ssize_t slot, owner,
                bytes sent)

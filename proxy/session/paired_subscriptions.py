@@ -25,8 +25,9 @@ that error; the counts of each kind come from the confirmations too.
 HELLO 2 while anything is subscribed makes, in front of one server, a RESP2 subscriber's stream
 of the connection (the server sends RESP2's arrays from then on: `streams_from_hello`); in front
 of a cluster it is refused, and so is a command that would start a stream elsewhere, whose
-replies could not be ordered with the pushes. Inside a transaction (EXEC's reply holds the pushes) and
-after CLIENT REPLY OFF or SKIP, a subscription is a stream as in RESP2 (streamend.py).
+replies could not be ordered with the pushes. Inside a transaction (EXEC's reply holds the
+pushes) and after CLIENT REPLY OFF or SKIP, a subscription is a stream as in RESP2
+(streamend.py).
 """
 
 from __future__ import annotations
