@@ -362,7 +362,7 @@ class ClusterRoute(Route):
                 return False
             conns.append(conn)
         if len(conns) == 1:
-            slot = batch.key_owner(start, self.first_arg, self.slot_owner) >> 8
+            slot = key_owner_of(batch.commands, start, self.first_arg, self.slot_owner) >> 8
             self._send_run(session, batch, start, stop, conns[0], slot)
         else:
             scatter_stretch(session, batch, start, order, conns, counts)

@@ -17,7 +17,6 @@ cdef class Batch:
     @cython.locals(ends=list)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
     cpdef bytes key_owners(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
-    cpdef Py_ssize_t key_owner(self, Py_ssize_t at, names, bytearray owner_of_slot) except -1
     cpdef tuple owner_parts(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 
 

@@ -146,13 +146,6 @@ class Batch:
             return owner_parts(self.commands, start, stop, names, owner_of_slot)
         return pure_owner_parts(self.commands, start, stop, names, owner_of_slot)
 
-    def key_owner(self, at: int, names, owner_of_slot) -> int:
-        """key_owners of the one command `at` as a number: (slot << 8) | owner (a route's read of
-        one command: compiled, without the bytes object)."""
-        if _key_owners is not None:
-            return key_owner(self.commands, at, names, owner_of_slot)
-        return pure_key_owner(self.commands, at, names, owner_of_slot)
-
 
 def request_ends(raw: bytes) -> list:
     """The offset just past each request of `raw`, canonical requests only, else ValueError
@@ -212,7 +205,7 @@ def pure_key_owners(commands: list, start: int, stop: int, names, owner_of_slot)
 
 
 def pure_key_owner(commands: list, at: int, names, owner_of_slot) -> int:
-    """`Batch.key_owner`: pure_key_owners of the one command `at`, as (slot << 8) | owner."""
+    """`key_owner_of`: pure_key_owners of the one command `at`, as (slot << 8) | owner."""
     first, second, owner = pure_key_owners(commands, at, at + 1, names, owner_of_slot)
     return (first << 16) | (second << 8) | owner
 
@@ -268,8 +261,9 @@ _key_owners = _compiled.key_owners if _compiled is not None else None
 pick_requests = _pick
 key_owners = _key_owners
 key_owner = _compiled.key_owner if _compiled is not None else None
-# A cluster route's read of one command calls this without Batch's method: the compiled function
-# when built (route.pxd cimports it under this name), else the twin.
+# key_owners of a batch's one command `at` as a number, (slot << 8) | owner, without the bytes
+# object: what a cluster route calls for a read of one command (or of one master's), the
+# compiled function when built (route.pxd cimports it under this name), else the twin.
 key_owner_of = _compiled.key_owner if _compiled is not None else pure_key_owner
 owner_parts = _compiled.owner_parts if _compiled is not None else None
 if _compiled is not None:
