@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -61,6 +62,18 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
 
 
+# The processes these helpers started and have not stopped, ended by pid when the test run
+# exits: a fixture that fails half-way (a proxy that does not start after its server did)
+# leaves nothing running.
+_RUNNING: set = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for started in list(_RUNNING):
+        started.stop()
+
+
 class RedisServer:
     def __init__(self, port: int | None = None, *extra: str):
         if shutil.which("redis-server") is None:
@@ -77,6 +90,7 @@ class RedisServer:
              "--appendonly", "no", "--dir", self.dir, *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+        _RUNNING.add(self)
         wait_port(self.port)
 
     @property
@@ -84,6 +98,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}"
 
     def stop(self, sig=signal.SIGTERM) -> None:
+        _RUNNING.discard(self)
         if self.process and self.process.poll() is None:
             self.process.send_signal(sig)
             try:
@@ -111,6 +126,7 @@ class ProxyProcess:
             args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, **(env or {})},
         )
+        _RUNNING.add(self)
         self.lines: list[str] = []
         self.port = None
         ready = threading.Event()
@@ -139,6 +155,7 @@ class ProxyProcess:
         return "".join(self.lines)
 
     def stop(self, timeout: float = 15) -> int:
+        _RUNNING.discard(self)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
