@@ -69,8 +69,8 @@ _RUNNING: set = set()
 
 
 @atexit.register
-def _stop_leftovers() -> None:
-    for started in list(_RUNNING):
+def _stop_leftovers(running: set = _RUNNING) -> None:
+    for started in list(running):
         started.stop()
 
 

@@ -8,7 +8,9 @@ def test_a_server_left_running_is_ended_at_exit():
     server = RedisServer()
     try:
         assert server in servers._RUNNING and server.process.poll() is None
-        servers._stop_leftovers()  # what the test run's exit does (atexit)
+        # What the test run's exit does with every one left (atexit); here with this one only,
+        # as the session's own servers are still in use.
+        servers._stop_leftovers({server})
         assert server.process.poll() is not None and server not in servers._RUNNING
     finally:
         server.close()
