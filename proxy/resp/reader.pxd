@@ -1,5 +1,5 @@
 cimport cython
-from proxy.resp._compiled_requests cimport (split_requests, split_keeping_ends, pick_requests, key_owners, key_owner,
+from proxy.resp._compiled_requests cimport (split_requests, split_keeping_ends, pick_requests, key_owners,
                                             owner_parts)
 
 @cython.final

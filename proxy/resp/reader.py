@@ -260,7 +260,6 @@ _key_owners = _compiled.key_owners if _compiled is not None else None
 # functions when compiled (reader.pxd cimports these names), the twins otherwise.
 pick_requests = _pick
 key_owners = _key_owners
-key_owner = _compiled.key_owner if _compiled is not None else None
 # key_owners of a batch's one command `at` as a number, (slot << 8) | owner, without the bytes
 # object: what a cluster route calls for a read of one command (or of one master's), the
 # compiled function when built (route.pxd cimports it under this name), else the twin.

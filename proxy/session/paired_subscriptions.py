@@ -38,8 +38,8 @@ from . import streamend
 from .behaviour import strict_int
 from .states import CLOSED, OPEN, WAITING
 
-__all__ = ["Subscriptions", "SubscriptionReplies", "pairs", "send", "check_hello", "refused_while_subscribed",
-           "refuse", "CLASSIC"]
+__all__ = ["Subscriptions", "SubscriptionReplies", "pairs", "send", "check_hello", "while_subscribed",
+           "refused_while_subscribed", "refuse", "CLASSIC"]
 
 CLASSIC = frozenset((b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"))
 SHARD = frozenset((b"ssubscribe", b"sunsubscribe"))
@@ -222,8 +222,8 @@ def send(session, conn, subscriptions, batch, index: int) -> int:
     return index + 1
 
 
-def refused_while_subscribed(session, batch, index: int, reply: bytes):
-    """commands[index] is refused with `reply` if the client has subscriptions, once the
+def while_subscribed(session, batch, index: int, act):
+    """`act(subscriptions)` handles commands[index] if the client has subscriptions, once the
     confirmations of those in flight are in (it waits for its replies); None: it goes on."""
     subscriptions = session.pubsub
     if subscriptions is None:
@@ -232,7 +232,12 @@ def refused_while_subscribed(session, batch, index: int, reply: bytes):
         return session.wait(batch, index)
     if not subscriptions.active:
         return None
-    return refuse(session, reply, index)
+    return act(subscriptions)
+
+
+def refused_while_subscribed(session, batch, index: int, reply: bytes):
+    """commands[index] is refused with `reply` if the client has subscriptions (`while_subscribed`)."""
+    return while_subscribed(session, batch, index, lambda _subscriptions: refuse(session, reply, index))
 
 
 def refuse(session, reply: bytes, index: int) -> int:
@@ -253,11 +258,8 @@ def check_hello(session, batch, index: int):
         return None
     if len(args) > 2 or subscriptions.aside is not None:
         return refused_while_subscribed(session, batch, index, errors.HELLO2_SUBSCRIBED)
-    if session.inflight:
-        return session.wait(batch, index)
-    if not subscriptions.active:
-        return None
-    return streams_from_hello(session, batch, index, subscriptions)
+    return while_subscribed(session, batch, index,
+                            lambda subscribed: streams_from_hello(session, batch, index, subscribed))
 
 
 def streams_from_hello(session, batch, index: int, subscriptions) -> int:

@@ -35,7 +35,7 @@ def key_owners(request):
 
 @pytest.fixture(params=["pure", "compiled"])
 def key_owner(request):
-    return twin(request, reader.pure_key_owner, reader.key_owner)
+    return twin(request, reader.pure_key_owner, reader._compiled.key_owner if reader._compiled else None)
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_one_command_as_a_number(key_owner, seed):
     assert key_owner(batch.commands, 2, NAMES, TABLE) == int.from_bytes(batch.key_owners(2, 3, NAMES, TABLE), "big")
     assert key_owner([[b"PING"]], 0, NAMES, TABLE) == NO_SLOT << 8
     # What a cluster route calls for a read of one command: the compiled function when built.
-    assert reader.key_owner_of is (reader.key_owner or reader.pure_key_owner)
+    assert reader.key_owner_of is (reader._compiled.key_owner if reader._compiled else reader.pure_key_owner)
 
 
 @pytest.mark.parametrize("at", [-1, 2])
