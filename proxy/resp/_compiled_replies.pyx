@@ -47,6 +47,28 @@ cpdef bint may_hold_error(bytes data) except -1:
 cdef ReplySplitter _interleave_splitter = None  # interleave's scanner, made once (below the class)
 
 
+cdef inline Py_ssize_t _replies_end(ReplySplitter splitter, bytes data, Py_ssize_t start, Py_ssize_t want,
+                                    Py_ssize_t index) except -1:
+    """interleave: where `want` replies of part `index` from `start` end. Short bulks and lines
+    (a stretch's usual replies) are cut here, without a call of the scanner, which (at rest: it
+    is only ever given whole replies) goes on from the first other one."""
+    cdef const unsigned char* p = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t end, done = 0, pushes = 0
+    while want and start < n:
+        end = _simple_end(p, start, n)
+        if not end:
+            break
+        start = end
+        want -= 1
+    if want:
+        end = splitter._scan(data, start, want, &done, &pushes)
+        if done < want:
+            raise ValueError(f"part {index} holds fewer replies than are taken from it")
+        start = end
+    return start
+
+
 cpdef bytes interleave(list parts, order):
     """replies.interleave, in C: each reply cut by the scanner's C method, copied once. (cpdef:
     the compiled Scatter's call is a C call, _compiled_replies.pxd.)"""
@@ -54,7 +76,7 @@ cpdef bytes interleave(list parts, order):
     cdef Py_ssize_t left[256]
     cdef Py_ssize_t positions[256]
     cdef const unsigned char* taken
-    cdef Py_ssize_t count, at, run, start, end, done, pushes, total = 0, written = 0
+    cdef Py_ssize_t count, at, run, start, end, total = 0, written = 0
     cdef unsigned char index
     cdef bytes data, out
     cdef char* into
@@ -90,23 +112,13 @@ cpdef bytes interleave(list parts, order):
         data = <bytes> PyList_GET_ITEM(parts, index)
         start = positions[index]
         left[index] -= run - at
-        if left[index] == 0:
-            end = start
-            if run - at > 1:
-                done = 0
-                pushes = 0
-                end = splitter._scan(data, start, run - at - 1, &done, &pushes)
-                if done < run - at - 1:
-                    raise ValueError(f"part {index} holds fewer replies than are taken from it")
+        if left[index] == 0:  # its last replies: the rest of the part, once it holds one more
+            end = _replies_end(splitter, data, start, run - at - 1, index)
             if end == PyBytes_GET_SIZE(data):
                 raise ValueError(f"part {index} holds fewer replies than are taken from it")
             end = PyBytes_GET_SIZE(data)
         else:
-            done = 0
-            pushes = 0
-            end = splitter._scan(data, start, run - at, &done, &pushes)
-            if done < run - at:
-                raise ValueError(f"part {index} holds fewer replies than are taken from it")
+            end = _replies_end(splitter, data, start, run - at, index)
         memcpy(into + written, PyBytes_AS_STRING(data) + start, end - start)
         written += end - start
         positions[index] = end
@@ -184,6 +196,26 @@ cdef inline Py_ssize_t _short_bulk(const unsigned char* q) noexcept nogil:
             return (a - 48) * 10 + (b - 48) + 7
     elif a == 45 and b == 49 and q[2] == 13 and q[3] == 10:  # "-1\r\n", the null
         return 5
+    return 0
+
+
+cdef inline Py_ssize_t _simple_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t n) noexcept nogil:
+    """Where the reply at p[start] (start < n) ends when it is a whole short bulk or a whole line,
+    exactly as the scanner's loop would cut it from rest; 0 for anything else."""
+    cdef Py_ssize_t end
+    cdef const unsigned char* q
+    cdef unsigned char t = p[start]
+    if t == 36:
+        if start + 5 <= n:
+            end = _short_bulk(p + start + 1)
+            if end:
+                end += start
+                if end <= n and p[end - 1] == 10:
+                    return end
+    elif KIND[t] == LINE:
+        q = <const unsigned char*> memchr(p + start, 10, n - start)
+        if q != NULL:
+            return q - p + 1
     return 0
 
 
@@ -302,20 +334,10 @@ cdef class ReplySplitter:
         if want == 1 and start < n and self._state == 0 and self._top == 0 and not self._attr:
             # One reply at a time (a client's one command): cut a short bulk or a whole line
             # without setting up the loop, exactly as the loop would cut it.
-            t = p[start]
-            if t == 36:
-                if start + 5 <= n:
-                    end = _short_bulk(p + start + 1)
-                    if end:
-                        end += start
-                        if end <= n and p[end - 1] == 10:
-                            done_out[0] = 1
-                            return end
-            elif KIND[t] == LINE:
-                q = <const unsigned char*> memchr(p + start, 10, n - start)
-                if q != NULL:
-                    done_out[0] = 1
-                    return q - p + 1
+            end = _simple_end(p, start, n)
+            if end:
+                done_out[0] = 1
+                return end
         pos = start
 
         # ---- resume what the previous chunk left unfinished (once per call)

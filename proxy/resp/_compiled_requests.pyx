@@ -381,17 +381,29 @@ _make_crc16_tables()
 
 cdef inline unsigned int _crc16(const unsigned char* s, Py_ssize_t n) noexcept nogil:
     cdef unsigned int crc = 0
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:  # the CRC is linear: the register XORed into the first two bytes, then a table a byte
+    cdef Py_ssize_t i = n & 7
+    cdef const unsigned char* head = s + i
+    # The register starts at 0 and zero bytes leave it there: the first n % 8 bytes are the last
+    # ones of a step whose first bytes are zeros, a table a byte with nothing to fold in.
+    if i:
+        crc = _crc16_by[0][head[-1]]
+        if i > 1:
+            crc ^= _crc16_by[1][head[-2]]
+            if i > 2:
+                crc ^= _crc16_by[2][head[-3]]
+                if i > 3:
+                    crc ^= _crc16_by[3][head[-4]]
+                    if i > 4:
+                        crc ^= _crc16_by[4][head[-5]]
+                        if i > 5:
+                            crc ^= _crc16_by[5][head[-6]]
+                            if i > 6:
+                                crc ^= _crc16_by[6][head[-7]]
+    while i < n:  # the CRC is linear: the register XORed into the first two bytes, then a table a byte
         crc = (_crc16_by[7][(crc >> 8) ^ s[i]] ^ _crc16_by[6][(crc & 0xFF) ^ s[i + 1]]
                ^ _crc16_by[5][s[i + 2]] ^ _crc16_by[4][s[i + 3]] ^ _crc16_by[3][s[i + 4]]
                ^ _crc16_by[2][s[i + 5]] ^ _crc16_by[1][s[i + 6]] ^ _crc16_by[0][s[i + 7]])
         i += 8
-    while i + 1 < n:
-        crc = _crc16_by[1][(crc >> 8) ^ s[i]] ^ _crc16_by[0][(crc & 0xFF) ^ s[i + 1]]
-        i += 2
-    if i < n:
-        crc = ((crc << 8) & 0xFF00) ^ _crc16_by[0][(crc >> 8) ^ s[i]]
     return crc
 
 

@@ -1,7 +1,7 @@
 """Batch.key_owners, pure and compiled: for each command whose name is given (a cluster route's
 commands whose one key is argument 1), the hash slot of argument 1, two bytes, and that slot's
 byte in the route's slot table; NO_SLOT and 0 for other commands. The compiled one has its own
-CRC16 (two bytes a step): it must give binascii.crc_hqx's, with Redis's hash-tag rule."""
+CRC16 (a table a byte, eight bytes a step): it must give binascii.crc_hqx's, with Redis's hash-tag rule."""
 
 from __future__ import annotations
 
