@@ -399,7 +399,18 @@ cdef class ReplySplitter:
         # ---- the hot loop: one iteration per value
         top = self._top
         attr = self._attr
-        while pos < n:
+        if not top and not attr:
+            # Top-level short bulks and lines one after another (the usual stream of replies):
+            # cut as the loop below cuts them, without its dispatch; it goes on from the first other.
+            while pos < n:
+                end = _simple_end(p, pos, n)
+                if not end:
+                    break
+                pos = end
+                done += 1
+                if done == want:
+                    break
+        while pos < n and done < want:
             t = p[pos]
             k = KIND[t]
             if k == BULK:  # '$' (the commonest reply), and '=' and '!' like it without the null
