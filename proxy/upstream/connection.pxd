@@ -44,3 +44,7 @@ cdef class UpstreamConnection:
     @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
                    splitter=CompiledSplitter)
     cpdef _deliver(self, bytes data)
+
+
+@cython.locals(conn=UpstreamConnection, at=Py_ssize_t)
+cpdef flush_waiting()

@@ -47,9 +47,26 @@ CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
 SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
-# Connections whose writes wait for the end of this event-loop tick (one process, one loop):
-# while there are any, a write to an idle connection waits too, so writes leave in arrival order.
-FLUSHES = [0]
+# Connections whose writes wait for the end of this event-loop tick, in the order they queued
+# their first: one callback (`flush_waiting`) writes them all out, where a callback each would
+# cost a uvloop handle and a bound method each (a cluster's masters are written to in the same
+# tick). While there are any, a write to an idle connection waits too, so writes leave in
+# arrival order. One process, one loop: WAITING_LOOP is the loop they wait on, so that a loop
+# closed before its tick ended cannot hold another's writes back.
+WAITING = []
+WAITING_LOOP = [None]
+
+
+def flush_waiting() -> None:
+    """The end of the tick: each waiting connection's queued requests leave in one write (one
+    that a write's failure makes wait meanwhile goes in this pass too, after them)."""
+    at = 0
+    while at < len(WAITING):
+        conn = WAITING[at]
+        conn.flush_scheduled = False
+        conn._write_out()
+        at += 1
+    del WAITING[:]
 
 
 class StartupPending(Pending):
@@ -321,7 +338,7 @@ class UpstreamConnection:
     def send(self, data: bytes, pending) -> None:
         """Queue a request; `pending` is None for requests on a raw stream (no reply pairing)."""
         queue = self.pending
-        if not queue and not self.out and self.state is READY and not FLUSHES[0]:
+        if not queue and not self.out and self.state is READY and not WAITING:
             # Nothing in flight: the connection is idle, so there is nothing to batch with and
             # waiting for the end of the tick would only add latency. (Not while another
             # connection's writes wait for the end of this tick: what came first leaves first,
@@ -338,8 +355,12 @@ class UpstreamConnection:
         if not self.flush_scheduled:
             self.stamp = stamp_clock()
             self.flush_scheduled = True
-            FLUSHES[0] += 1
-            self.loop.call_soon(self._flush)
+            if not WAITING or WAITING_LOOP[0] is not self.loop:
+                if WAITING:  # (another loop's, closed before its tick ended)
+                    del WAITING[:]
+                WAITING_LOOP[0] = self.loop
+                self.loop.call_soon(flush_waiting)
+            WAITING.append(self)
 
     def send_all(self, data: bytes, entries) -> None:
         """Queue one request whose replies go to several entries, in their order."""
@@ -362,12 +383,6 @@ class UpstreamConnection:
         self.send(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands),
                   Pending(Question(future), len(commands), self))
         return future
-
-    def _flush(self) -> None:
-        """The end of the tick: what was queued leaves in one write."""
-        self.flush_scheduled = False
-        FLUSHES[0] -= 1
-        self._write_out()
 
     def _write_out(self) -> None:
         out = self.out
