@@ -61,12 +61,16 @@ def flush_waiting() -> None:
     """The end of the tick: each waiting connection's queued requests leave in one write (one
     that a write's failure makes wait meanwhile goes in this pass too, after them)."""
     at = 0
-    while at < len(WAITING):
-        conn = WAITING[at]
-        conn.flush_scheduled = False
-        conn._write_out()
-        at += 1
-    del WAITING[:]
+    try:
+        while at < len(WAITING):
+            conn = WAITING[at]
+            at += 1
+            conn.flush_scheduled = False
+            conn._write_out()
+    finally:
+        del WAITING[:at]
+        if WAITING:  # a write raised (a bug: the loop logs it): the others still leave, next
+            WAITING_LOOP[0].call_soon(flush_waiting)
 
 
 class StartupPending(Pending):

@@ -123,3 +123,24 @@ def test_a_loop_closed_before_its_tick_ended_holds_no_other_loop_back():
     finally:
         end_tick(new)
         new.close()
+
+
+class BrokenTransport(LoggedTransport):
+    def write(self, data):
+        raise RuntimeError("a bug in a write")
+
+
+def test_a_write_that_raises_holds_no_other_connection_back(loop):
+    log, errors = [], []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context["exception"]))
+    a, b = fake_connection(loop, "a", log), fake_connection(loop, "b", log)
+    a.send(request(1), Pending(Receiver(), 1, a))
+    a.transport = BrokenTransport("a", log)
+    a.write = a.transport.write
+    a.send(request(2), Pending(Receiver(), 2, a))
+    b.send(request(3), Pending(Receiver(), 3, b))
+    assert end_tick(loop) == 2  # a's write raised in the first; b's went in a second
+    assert [type(error) for error in errors] == [RuntimeError]
+    assert log == [("a", request(1)), ("b", request(3))] and not connection.WAITING
+    b.send(request(4), Pending(Receiver(), 4, b))
+    assert end_tick(loop) == 1 and log[-1] == ("b", request(4))
