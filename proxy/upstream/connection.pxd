@@ -37,6 +37,7 @@ cdef class UpstreamConnection:
     cdef public object pushes_to
     cdef public object pushes
 
+    @cython.locals(waiting=list)
     cpdef send(self, data, pending)
     cpdef _write_out(self)
     @cython.locals(writer=DirectWriter)
@@ -46,5 +47,5 @@ cdef class UpstreamConnection:
     cpdef _deliver(self, bytes data)
 
 
-@cython.locals(conn=UpstreamConnection, at=Py_ssize_t)
+@cython.locals(conn=UpstreamConnection, at=Py_ssize_t, waiting=list)
 cpdef flush_waiting()

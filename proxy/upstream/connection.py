@@ -3,7 +3,8 @@
 Theory of operation: callers `send(data, pending)` where `pending` is whoever expects the next
 `pending.remaining` replies (a client's run of requests, or the connection's own start-up
 commands). Everything sent in one event-loop tick leaves in one write, because system calls,
-not parsing, decide a Python proxy's speed. Replies come back in the order requests were
+not parsing, decide a Python proxy's speed; one callback at the end of the tick writes every
+connection that has something waiting (`flush_waiting`). Replies come back in the order requests were
 written, so the pending deque's head is always the owner of the next reply bytes; the reply
 splitter only says where replies end, and the bytes go on untouched. A Pending with remaining
 < 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that
@@ -60,16 +61,17 @@ WAITING_LOOP = [None]
 def flush_waiting() -> None:
     """The end of the tick: each waiting connection's queued requests leave in one write (one
     that a write's failure makes wait meanwhile goes in this pass too, after them)."""
+    waiting = WAITING
     at = 0
     try:
-        while at < len(WAITING):
-            conn = WAITING[at]
+        while at < len(waiting):
+            conn = waiting[at]
             at += 1
             conn.flush_scheduled = False
             conn._write_out()
     finally:
-        del WAITING[:at]
-        if WAITING:  # a write raised (a bug: the loop logs it): the others still leave, next
+        del waiting[:at]
+        if waiting:  # a write raised (a bug: the loop logs it): the others still leave, next
             WAITING_LOOP[0].call_soon(flush_waiting)
 
 
@@ -359,12 +361,13 @@ class UpstreamConnection:
         if not self.flush_scheduled:
             self.stamp = stamp_clock()
             self.flush_scheduled = True
-            if not WAITING or WAITING_LOOP[0] is not self.loop:
-                if WAITING:  # (another loop's, closed before its tick ended)
-                    del WAITING[:]
+            waiting = WAITING
+            if not waiting or WAITING_LOOP[0] is not self.loop:
+                if waiting:  # (another loop's, closed before its tick ended)
+                    del waiting[:]
                 WAITING_LOOP[0] = self.loop
                 self.loop.call_soon(flush_waiting)
-            WAITING.append(self)
+            waiting.append(self)
 
     def send_all(self, data: bytes, entries) -> None:
         """Queue one request whose replies go to several entries, in their order."""
