@@ -5,6 +5,17 @@ from proxy._compiled_queues cimport queue_append, queue_head, queue_popleft
 from proxy.monitor.live cimport read_from, written
 from proxy.upstream._compiled_write cimport DirectWriter, stamp_clock
 
+cdef class UpstreamConnection
+
+
+cdef class EndOfTick:
+    cdef public list waiting
+    cdef public object callback
+
+    @cython.locals(conn=UpstreamConnection, at=Py_ssize_t, waiting=list)
+    cpdef flush(self)
+
+
 cdef class UpstreamConnection:
     cdef public object address
     cdef public object label
@@ -17,6 +28,7 @@ cdef class UpstreamConnection:
     cdef public object splitter
     cdef public list out
     cdef public bint flush_scheduled
+    cdef public EndOfTick tick
     cdef public bint write_paused
     cdef public object blocked_sessions
     cdef public object read_paused_by
@@ -37,7 +49,7 @@ cdef class UpstreamConnection:
     cdef public object pushes_to
     cdef public object pushes
 
-    @cython.locals(waiting=list)
+    @cython.locals(tick=EndOfTick)
     cpdef send(self, data, pending)
     cpdef _write_out(self)
     @cython.locals(writer=DirectWriter)
@@ -46,6 +58,3 @@ cdef class UpstreamConnection:
                    splitter=CompiledSplitter)
     cpdef _deliver(self, bytes data)
 
-
-@cython.locals(conn=UpstreamConnection, at=Py_ssize_t, waiting=list)
-cpdef flush_waiting()

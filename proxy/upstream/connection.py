@@ -3,15 +3,15 @@
 Theory of operation: callers `send(data, pending)` where `pending` is whoever expects the next
 `pending.remaining` replies (a client's run of requests, or the connection's own start-up
 commands). Everything sent in one event-loop tick leaves in one write, because system calls,
-not parsing, decide a Python proxy's speed; one callback at the end of the tick writes every
-connection that has something waiting (`flush_waiting`). Replies come back in the order requests were
-written, so the pending deque's head is always the owner of the next reply bytes; the reply
-splitter only says where replies end, and the bytes go on untouched. A Pending with remaining
-< 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT REPLY: streams that
-do not pair replies with requests). Nothing is ever retried: when the connection fails, each
-entry still owed replies is told so (`Pending.fail`). Every write, a request here as much as a
-reply to a client, goes through the connection's writer (`writers`): compiled, one `send` while
-the transport holds nothing, the transport's own `write` otherwise.
+not parsing, decide a Python proxy's speed; one callback at the end of the tick writes out
+every connection of the loop that has requests waiting (`EndOfTick`). Replies come back in the
+order requests were written, so the pending deque's head is always the owner of the next reply
+bytes; the reply splitter only says where replies end, and the bytes go on untouched. A Pending
+with remaining < 0 is raw: from then on every byte belongs to it (pub/sub, MONITOR, CLIENT
+REPLY: streams that do not pair replies with requests). Nothing is ever retried: when the
+connection fails, each entry still owed replies is told so (`Pending.fail`). Every write, a
+request here as much as a reply to a client, goes through the connection's writer (`writers`):
+compiled, one `send` while the transport holds nothing, the transport's own `write` otherwise.
 
 A connection knows its `role` (shared, own, control, spare: who may send on it) and, once
 started, the client id and address Redis knows it by, so that a client's CLIENT KILL can never
@@ -24,6 +24,7 @@ import asyncio
 import collections
 import logging
 import socket
+import weakref
 from time import perf_counter as stamp_clock
 
 import hiredis
@@ -48,31 +49,48 @@ CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
 SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
-# Connections whose writes wait for the end of this event-loop tick, in the order they queued
-# their first: one callback (`flush_waiting`) writes them all out, where a callback each would
-# cost a uvloop handle and a bound method each (a cluster's masters are written to in the same
-# tick). While there are any, a write to an idle connection waits too, so writes leave in
-# arrival order. One process, one loop: WAITING_LOOP is the loop they wait on, so that a loop
-# closed before its tick ended cannot hold another's writes back.
-WAITING = []
-WAITING_LOOP = [None]
+class EndOfTick:
+    """One event loop's end of tick: the connections whose requests wait for it, in the order they
+    queued their first, and the one callback that writes them all out (`flush`), where a callback
+    each would cost a uvloop handle and a bound method each (a cluster's masters are written to in
+    the same tick). While any wait, a write to an idle connection waits too, so writes leave in
+    the order they came."""
+
+    __slots__ = ("waiting", "callback")
+
+    def __init__(self):
+        self.waiting = []
+        self.callback = self.flush  # (made once: scheduling it makes no bound method)
+
+    def flush(self) -> None:
+        """Each waiting connection's queued requests leave in one write (one that a write's
+        failure makes wait meanwhile goes in this pass too, after them)."""
+        waiting = self.waiting
+        at = 0
+        try:
+            while at < len(waiting):
+                conn = waiting[at]
+                at += 1
+                conn.flush_scheduled = False
+                conn._write_out()
+        finally:
+            del waiting[:at]
+            if waiting:  # a write raised (a bug: the loop logs it): the others still leave, next
+                waiting[0].loop.call_soon(self.callback)
 
 
-def flush_waiting() -> None:
-    """The end of the tick: each waiting connection's queued requests leave in one write (one
-    that a write's failure makes wait meanwhile goes in this pass too, after them)."""
-    waiting = WAITING
-    at = 0
-    try:
-        while at < len(waiting):
-            conn = waiting[at]
-            at += 1
-            conn.flush_scheduled = False
-            conn._write_out()
-    finally:
-        del waiting[:at]
-        if waiting:  # a write raised (a bug: the loop logs it): the others still leave, next
-            WAITING_LOOP[0].call_soon(flush_waiting)
+_TICKS = weakref.WeakKeyDictionary()  # an event loop's EndOfTick
+
+
+def end_of_tick(loop) -> EndOfTick:
+    """The EndOfTick of `loop`, shared by its connections (a connection without a loop, a test's,
+    has one of its own)."""
+    if loop is None:
+        return EndOfTick()
+    tick = _TICKS.get(loop)
+    if tick is None:
+        tick = _TICKS[loop] = EndOfTick()
+    return tick
 
 
 class StartupPending(Pending):
@@ -178,7 +196,7 @@ class Question(Receiver):
 class UpstreamConnection:
     __slots__ = (
         "address", "label", "loop", "transport", "write", "writer", "state", "pending", "splitter", "out",
-        "flush_scheduled", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
+        "flush_scheduled", "tick", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
         "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
     )
@@ -194,7 +212,8 @@ class UpstreamConnection:
         self.pending = collections.deque()
         self.splitter = ReplySplitter()
         self.out = []
-        self.flush_scheduled = False
+        self.flush_scheduled = False  # (it waits in its loop's EndOfTick)
+        self.tick = end_of_tick(loop)
         self.write_paused = False
         self.blocked_sessions = set()  # sessions whose reading waits on our write buffer
         self.read_paused_by = set()  # sessions too slow to take our replies (own connections only)
@@ -344,7 +363,7 @@ class UpstreamConnection:
     def send(self, data: bytes, pending) -> None:
         """Queue a request; `pending` is None for requests on a raw stream (no reply pairing)."""
         queue = self.pending
-        if not queue and not self.out and self.state is READY and not WAITING:
+        if not queue and not self.out and self.state is READY and not self.tick.waiting:
             # Nothing in flight: the connection is idle, so there is nothing to batch with and
             # waiting for the end of the tick would only add latency. (Not while another
             # connection's writes wait for the end of this tick: what came first leaves first,
@@ -361,13 +380,10 @@ class UpstreamConnection:
         if not self.flush_scheduled:
             self.stamp = stamp_clock()
             self.flush_scheduled = True
-            waiting = WAITING
-            if not waiting or WAITING_LOOP[0] is not self.loop:
-                if waiting:  # (another loop's, closed before its tick ended)
-                    del waiting[:]
-                WAITING_LOOP[0] = self.loop
-                self.loop.call_soon(flush_waiting)
-            waiting.append(self)
+            tick = self.tick
+            if not tick.waiting:
+                self.loop.call_soon(tick.callback)
+            tick.waiting.append(self)
 
     def send_all(self, data: bytes, entries) -> None:
         """Queue one request whose replies go to several entries, in their order."""

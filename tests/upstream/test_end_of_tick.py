@@ -1,9 +1,9 @@
-"""The end of an event-loop tick: requests queued on upstream connections during a tick leave in
-one write per connection, all from one callback, in the order the connections queued their first;
-a connection with nothing in flight writes at once unless others wait (arrival order across
-connections: another client's PUBLISH must not overtake an earlier UNSUBSCRIBE). Socket-free:
-fake transports that log every write in one list, on a loop that is never run (its ready
-callbacks are run by hand, as the tick's end would)."""
+"""The end of an event-loop tick (`EndOfTick`): requests queued on upstream connections during a
+tick leave in one write per connection, all from one callback, in the order the connections
+queued their first; a connection with nothing in flight writes at once unless others of its loop
+wait (arrival order across connections: another client's PUBLISH must not overtake an earlier
+UNSUBSCRIBE). Socket-free: fake transports that log every write in one list, on a loop that is
+never run (its ready callbacks are run by hand, as the tick's end would)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_a_ticks_requests_leave_in_one_write_each_from_one_callback(loop):
     assert log == [("a", request(1))]
     assert end_tick(loop) == 1
     assert log == [("a", request(1)), ("a", request(2) + request(4)), ("b", request(3)), ("c", request(5))]
-    assert not connection.WAITING
+    assert not a.tick.waiting and a.tick is b.tick is c.tick is connection.end_of_tick(loop)
     assert not any(conn.flush_scheduled or conn.out for conn in (a, b, c))
     b.send(request(1), Pending(Receiver(), 1, b))  # the next tick: again one callback
     c.send(request(1), Pending(Receiver(), 1, c))
@@ -100,10 +100,12 @@ def test_a_connection_that_closed_waits_for_nothing(loop):
     a.state = connection.CLOSED  # (what fail() sets): its requests are not written
     assert end_tick(loop) == 1
     assert log == [("a", request(1)), ("b", request(3))]
-    assert not connection.WAITING and not a.flush_scheduled
+    assert not a.tick.waiting and not a.flush_scheduled
 
 
-def test_a_loop_closed_before_its_tick_ended_holds_no_other_loop_back():
+def test_each_loop_has_its_own_end_of_tick():
+    """A loop's waiting connections hold no other loop's writes back, even one closed before its
+    tick ended (a test's)."""
     log = []
     old = asyncio.new_event_loop()
     stale = fake_connection(old, "old", log)
@@ -113,16 +115,19 @@ def test_a_loop_closed_before_its_tick_ended_holds_no_other_loop_back():
     new = asyncio.new_event_loop()
     try:
         conn = fake_connection(new, "new", log)
-        conn.send(request(3), Pending(Receiver(), 3, conn))  # not at once: something waited
-        assert end_tick(new) == 1
+        assert conn.tick is not stale.tick and stale.tick.waiting == [stale]
+        conn.send(request(3), Pending(Receiver(), 3, conn))  # idle, and nothing of its loop waits
+        conn.send(request(1), Pending(Receiver(), 1, conn))
         assert log == [("old", request(1)), ("new", request(3))]
-        assert connection.WAITING == [] and connection.WAITING_LOOP[0] is new
-        conn.send(request(1), Pending(Receiver(), 1, conn))
-        conn.send(request(1), Pending(Receiver(), 1, conn))
-        assert end_tick(new) == 1 and log[-1] == ("new", request(2))  # (3 still in flight: both waited)
+        assert end_tick(new) == 1 and log[-1] == ("new", request(1))
     finally:
         end_tick(new)
         new.close()
+
+
+def test_a_connection_without_a_loop_has_a_tick_of_its_own():
+    one, other = (UpstreamConnection(None, ("127.0.0.1", 1), []) for _ in range(2))
+    assert one.tick is not other.tick
 
 
 class BrokenTransport(LoggedTransport):
@@ -141,6 +146,6 @@ def test_a_write_that_raises_holds_no_other_connection_back(loop):
     b.send(request(3), Pending(Receiver(), 3, b))
     assert end_tick(loop) == 2  # a's write raised in the first; b's went in a second
     assert [type(error) for error in errors] == [RuntimeError]
-    assert log == [("a", request(1)), ("b", request(3))] and not connection.WAITING
+    assert log == [("a", request(1)), ("b", request(3))] and not a.tick.waiting
     b.send(request(4), Pending(Receiver(), 4, b))
     assert end_tick(loop) == 1 and log[-1] == ("b", request(4))
