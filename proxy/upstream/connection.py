@@ -49,6 +49,8 @@ CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
 SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
+
+
 class EndOfTick:
     """One event loop's end of tick: the connections whose requests wait for it, in the order they
     queued their first, and the one callback that writes them all out (`flush`), where a callback
