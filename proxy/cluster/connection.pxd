@@ -4,6 +4,7 @@ from proxy.upstream.connection cimport UpstreamConnection
 from proxy.session.session cimport Session
 from proxy.resp.reader cimport Batch
 from proxy._compiled_queues cimport queue_popleft
+from proxy.resp._compiled_replies cimport line_dash
 
 cdef class RoutedPending(Pending):
     cdef public object source
@@ -22,7 +23,6 @@ cdef class RoutedPending(Pending):
                bytes sent)
 
 cdef class Part(Pending):
-    cdef public object source
     cdef public Py_ssize_t first
     cdef public bytearray order
     cdef public Py_ssize_t number
@@ -32,9 +32,9 @@ cdef class Part(Pending):
 
     @staticmethod
     @cython.locals(part=Part)
-    cdef Part of_stretch(scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number,
+    cdef Part of_stretch(scatter, Py_ssize_t count, conn, Py_ssize_t first, bytearray order, Py_ssize_t number,
                          bytes sent)
-    cdef _fill_part(self, scatter, Py_ssize_t count, conn, batch, Py_ssize_t first, bytearray order, Py_ssize_t number,
+    cdef _fill_part(self, scatter, Py_ssize_t count, conn, Py_ssize_t first, bytearray order, Py_ssize_t number,
                     bytes sent)
     cpdef bytes replies(self)
     @cython.locals(size=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, count=Py_ssize_t, pieces=list)

@@ -29,6 +29,7 @@ import logging
 
 from ..pending import Pending, keep, queue_append
 from ..resp.order import runs as stretch_runs
+from ..resp.reader import requests_again
 from ..resp.replies import ReplySplitter, interleave
 from ..session.states import CLOSED
 from .connection import Part, RoutedPending, cut_run
@@ -171,16 +172,20 @@ class Scatter(Pending):
         session = self.session
         runs = stretch_runs(parts[0].order, parts[0].first)
         # A run is sent again by its first command's slot (a retry, a wait for a failover), as
-        # a session's runs are: found again as the route found it.
+        # a session's runs are: found again as the route found it. Its commands are its part's,
+        # read again from the part's request (a part holds no reference to the client's batch).
         backend = session.backend
         decide = backend.routes.decide
         master_for_slot = backend.router_of(session).slotmap.master_for_slot
-        commands = parts[0].source.commands
+        sources = [requests_again(part.sent) for part in parts]
+        taken = [0] * len(parts)  # each part's commands given to its runs so far
         made = [[] for _ in parts]
         for number, start, stop in runs:
-            part = parts[number]
-            routed = decide(commands[start], master_for_slot)
-            made[number].append(RoutedPending(self, stop - start, part.conn, part.source, start,
+            source = sources[number]
+            first = taken[number]
+            taken[number] = first + stop - start
+            routed = decide(source.commands[first], master_for_slot)
+            made[number].append(RoutedPending(self, stop - start, parts[number].conn, source, first,
                                               routed if type(routed) is int else None, self))
         for part, entries in zip(parts, made):
             part.entries = entries
@@ -290,8 +295,7 @@ def scatter_stretch(session, batch, first: int, order, conns: list, counts: list
     requests = batch.requests_by_part(first, order, len(conns))
     parts = []
     for number in range(len(conns)):
-        parts.append(Part.of_stretch(scatter, counts[number], conns[number], batch, first, order, number,
-                                     requests[number]))
+        parts.append(Part.of_stretch(scatter, counts[number], conns[number], first, order, number, requests[number]))
     scatter.parts = parts
     scatter.left = len(parts)
     queue_append(session.queue, scatter)

@@ -85,7 +85,7 @@ def setup(table) -> None:
             _known.add(spec.name.upper().encode())
     _namers[Pending] = _sent_command
     _namers[RoutedPending] = _routed_command
-    _namers[Part] = _part_command
+    _namers[Part] = _sent_command  # (a part's request: its commands of the stretch, in order)
     keys.setup(table)
 
 
@@ -299,7 +299,8 @@ def fold(names: dict) -> None:
 
 
 def _sent_command(slot, k: int):
-    """The k-th command of a standalone slot, from the request bytes it was sent with."""
+    """The k-th command of a standalone slot or a stretch's part, from the request bytes it was
+    sent with."""
     sent = slot.sent
     if sent is None:
         return None
@@ -316,11 +317,6 @@ def _routed_command(slot, k: int):
     at = slot.first + k
     commands = source.commands
     return commands[at] if at < len(commands) else None
-
-
-def _part_command(slot, k: int):
-    """The k-th command of a Scatter's part: its commands of the stretch, in order."""
-    return slot.command(k)
 
 
 def command_of(slot, k: int = 0):

@@ -44,6 +44,30 @@ cpdef bint may_hold_error(bytes data) except -1:
     return False
 
 
+
+cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
+    """replies.pure_line_dash, in C: a memchr for each `-` from pos + 1 and a look at the byte
+    before it, where `bytes.find` tries every position (about 1 ns a byte: a read with a nil
+    reply, `$-1`, and no error was searched to its end). (cpdef: the compiled cluster
+    connection's call, once per read that holds a `-`, is a C call.)"""
+    cdef const char* s
+    cdef const char* p
+    cdef Py_ssize_t n
+    if data is None:
+        raise TypeError("line_dash() needs bytes, not None")
+    n = PyBytes_GET_SIZE(data)
+    if pos < 0:
+        pos = 0
+    if pos + 1 >= n:
+        return -1
+    s = PyBytes_AS_STRING(data)
+    p = <const char*> memchr(s + pos + 1, 45, n - pos - 1)
+    while p != NULL:
+        if p[-1] == 10:
+            return p - 1 - s
+        p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
+    return -1
+
 cdef ReplySplitter _interleave_splitter = None  # interleave's scanner, made once (below the class)
 
 

@@ -26,7 +26,7 @@ from ..routing.slots import SLOT_COUNT, hash_slot
 from .exact import ParseLimits, ProtocolError, parse_request
 from .order import runs
 
-__all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError"]
+__all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError", "requests_again"]
 
 _STAR = 42  # b'*'
 _DOLLAR = 36  # b'$'
@@ -145,6 +145,21 @@ class Batch:
         if _key_owners is not None:
             return owner_parts(self.commands, start, stop, names, owner_of_slot)
         return pure_owner_parts(self.commands, start, stop, names, owner_of_slot)
+
+
+# Requests read again are whole requests the proxy read once already, under the client's limits.
+_READ_AGAIN = ParseLimits(max_bulk_len=1 << 62, max_args=1 << 62, max_request_bytes=1 << 62)
+
+
+def requests_again(raw: bytes) -> Batch:
+    """The commands of `raw`, requests the proxy read once already and cut out of a client's
+    batch (a stretch's part, its runs to be sent again one by one): a Batch of their own, read
+    without the limits they were held to. ValueError if `raw` is not whole requests."""
+    reader = RequestReader(_READ_AGAIN)
+    batch = reader.feed_read(raw)
+    if batch is None or batch.error is not None or reader.buffered or batch.span(0, len(batch.commands)) != raw:
+        raise ValueError("requests read again are not the whole requests they were")
+    return batch
 
 
 def request_ends(raw: bytes) -> list:

@@ -430,11 +430,19 @@ def pure_may_hold_error(data: bytes) -> bool:
     return data[:1] == b"-" or data.find(b"\r\n-") >= 0
 
 
+def pure_line_dash(data: bytes, pos: int) -> int:
+    """Where the first line feed followed by a `-` is, from `pos` (0 or more; -1: none): the place an
+    error reply may start in a read of an upstream stream (`data.find(b"\\n-", pos)`)."""
+    return data.find(b"\n-", pos) if 45 in data else -1
+
+
 PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
 pure_interleave = interleave
 may_hold_error = pure_may_hold_error
+line_dash = pure_line_dash
 _compiled = compiled.load("proxy.resp._compiled_replies")
 if _compiled is not None:
     ReplySplitter = _compiled.ReplySplitter
     interleave = _compiled.interleave
     may_hold_error = _compiled.may_hold_error
+    line_dash = _compiled.line_dash

@@ -4,6 +4,7 @@ cutting the bytes, MOVED/ASK, failures and parking can be checked byte for byte.
 
 import asyncio
 import collections
+import gc
 import itertools
 
 import hiredis
@@ -16,6 +17,7 @@ from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Upstream
 from proxy.monitor import live
 from proxy.pending import HIDDEN
+from proxy.resp.reader import Batch
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
 from proxy.server import Proxy
@@ -404,6 +406,42 @@ def test_each_entry_keeps_the_request_it_was_sent_as(rig, commands):
         assert list(live.DURATIONS) == [b"GET"]  # timed under its name, read from `sent`
     finally:
         live.reset()
+
+
+def test_parts_hold_no_reference_to_the_clients_batch(rig):
+    """The client's parsed commands are freed with the read that brought them (while still in
+    the processor's cache), not when the stretch's replies are in: only the parts' requests are
+    kept."""
+    keys = pipeline()
+    data = b"".join(hiredis.pack_command((b"GET", key)) for key in keys)
+    rig.session.data_received(data)
+    assert all(type(rig.conns[node].pending[0]) is Part for node in NODES[:3])
+    assert not [batch for batch in gc.get_objects() if type(batch) is Batch and batch.raw == data]
+
+
+@pytest.mark.parametrize("step", [None, 1], ids=["whole", "byte"])
+def test_runs_of_an_exploded_part_are_its_commands_read_again(rig, step):
+    """When a part turns into run entries, each run's commands are read again from the part's
+    request: the same commands, in the client's order, each run its own bytes to send again."""
+    keys = pipeline()  # the first master's commands are 0, then 4 and 5 (a run of two), then 9
+    rig.send([(b"GET", key) for key in keys])
+    node = NODES[0]
+    commands = rig.sent(node)
+    conn = rig.conns[node]
+    wrong = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    rig.answer(node, wrong, step)  # an error reply: the part explodes into its runs
+    runs = list(conn.pending)
+    assert [type(entry) for entry in runs] == [RoutedPending, RoutedPending]
+    assert [entry.count for entry in runs] == [2, 1]
+    left = [[b"GET", keys[at]] for at in (4, 5, 9)]
+    live.setup(CommandTable.from_snapshot())  # (the monitor's namers: a run's commands, from its source)
+    assert [list(live.full_command(entry, k)) for entry in runs for k in range(entry.count)] == left
+    assert parse_all(b"".join(entry.requests() for entry in runs)) == left
+    assert [parse_all(runs[0].request(k)) for k in range(2)] == [left[:1], left[1:2]]
+    rig.answer(node, replies_for(commands[1:]))
+    for other in (NODES[1], NODES[2]):
+        rig.answer(other, replies_for(rig.sent(other)))
+    assert rig.client.taken() == wrong + b"".join(bulk(b"value of " + key) for key in keys[1:])
 
 
 @pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])

@@ -241,8 +241,9 @@ def test_errors_across_slots_and_routed_slots():
 def test_errors_and_timing_of_a_stretchs_part_go_by_its_runs_commands():
     """A Scatter's part holds runs that are not next to each other in the client's batch: its
     k-th reply is the k-th command of its runs, in order."""
-    batch = batch_of(("GET", "a"), ("SET", "x", "1"), ("INCR", "a"), ("SET", "y", "2"), ("LPUSH", "a", "v"))
-    part = Part(None, 3, None, batch, 0, bytearray([0, 1, 0, 1, 0]), 0)  # GET, INCR, LPUSH
+    # Of GET a, SET x 1, INCR a, SET y 2, LPUSH a v: the part holds GET, INCR and LPUSH.
+    sent = b"".join(hiredis.pack_command(cmd) for cmd in (("GET", "a"), ("INCR", "a"), ("LPUSH", "a", "v")))
+    part = Part(None, 3, None, sent, 0, bytearray([0, 1, 0, 1, 0]), 0)
     conn = Conn(part, ago=0.002)
     live.upstream_read(conn, b"$-1\r\n-ERR value is not an integer or out of range\r\n"
                              b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n")

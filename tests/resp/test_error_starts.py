@@ -1,7 +1,9 @@
 """replies.may_hold_error, pure and compiled: whether an error reply may start in an upstream
 read (the monitor counts error replies by command only in reads where one may). A `-` at the
 start or after a line end, never one inside a reply; every reply shape of the splitter's table,
-alone and after others; random reads against the pure twin."""
+alone and after others; random reads against the pure twin. replies.line_dash, pure and
+compiled: where the next line feed followed by a `-` is (a cluster connection's look for
+redirections), as `bytes.find` finds it, from every position."""
 
 from __future__ import annotations
 
@@ -59,3 +61,32 @@ def test_needs_bytes(may_hold_error) -> None:
     for bad in (None, "-ERR"):
         with pytest.raises(TypeError):
             may_hold_error(bad)
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def line_dash(request):
+    return replies.pure_line_dash if request.param == "pure" else compiled_replies("line_dash")
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"-", b"\n", b"\n-", b"-\n-", b"$-1\r\n", b"$-1\r\n$-1\r\n", b"$-1\r\n-MOVED 1 h:1\r\n",
+    b"+OK\r\n-ERR x\r\n:-1\r\n-ASK 2 h:2\r\n", b"\n\n--\n-", b"$5\r\n-----\r\n",
+])
+def test_a_line_feed_then_a_dash_from_every_position(line_dash, data: bytes) -> None:
+    for pos in range(len(data) + 2):
+        assert line_dash(data, pos) == data.find(b"\n-", pos), pos
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_line_dash_on_random_reads_as_find(line_dash, seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(2000):
+        data = bytes(rng.choice(b"-\r\n$1x") for _ in range(rng.randrange(0, 40)))
+        pos = rng.randrange(0, len(data) + 2)
+        assert line_dash(data, pos) == data.find(b"\n-", pos)
+
+
+def test_line_dash_needs_bytes(line_dash) -> None:
+    for bad in (None, "\n-"):
+        with pytest.raises(TypeError):
+            line_dash(bad, 0)

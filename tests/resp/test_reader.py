@@ -220,3 +220,22 @@ def test_any_cut_reads_the_same_and_never_hands_hiredis_a_huge_header(monkeypatc
     if payload == LOOKALIKE:
         assert whole[0][-2:] == [(b"SET", b"k", b"*3000000000\r\n"), (b"GET", b"k")] and not whole[2]
 
+
+
+@pytest.mark.parametrize("commands", [
+    [(b"GET", b"k")],
+    [(b"GET", b"a"), (b"SET", b"b", b"x" * 70000), (b"LPUSH", b"c", b"", b"\r\n*1\r\n")],
+    [(b"MSET",) + (b"k", b"v") * 3000],
+])
+def test_requests_read_again_are_the_commands_they_were(commands):
+    raw = b"".join(hiredis.pack_command(command) for command in commands)
+    batch = reader_module.requests_again(raw)
+    assert [tuple(args) for args in batch.commands] == commands
+    assert batch.raw == raw and batch.error is None
+    assert b"".join(batch.span(at, at + 1) for at in range(len(commands))) == raw
+
+
+@pytest.mark.parametrize("raw", [b"*2\r\n$3\r\nGET\r\n", b"*1\r\n$3\r\nGET\r\n*1", b"GET k\r\n", b"*1\r\n$3\r\nGETX\r\n"])
+def test_requests_read_again_must_be_whole_requests(raw):
+    with pytest.raises(ValueError):
+        reader_module.requests_again(raw)
