@@ -44,7 +44,6 @@ cpdef bint may_hold_error(bytes data) except -1:
     return False
 
 
-
 cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
     """replies.pure_line_dash, in C: a memchr for each `-` from pos + 1 and a look at the byte
     before it, where `bytes.find` tries every position (about 1 ns a byte: a read with a nil
@@ -67,6 +66,7 @@ cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
             return p - 1 - s
         p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
     return -1
+
 
 cdef ReplySplitter _interleave_splitter = None  # interleave's scanner, made once (below the class)
 

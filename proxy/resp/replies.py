@@ -431,8 +431,8 @@ def pure_may_hold_error(data: bytes) -> bool:
 
 
 def pure_line_dash(data: bytes, pos: int) -> int:
-    """Where the first line feed followed by a `-` is, from `pos` (0 or more; -1: none): the place an
-    error reply may start in a read of an upstream stream (`data.find(b"\\n-", pos)`)."""
+    """Where the first line feed followed by a `-` is, from `pos` (0 or more; -1: none): the
+    place an error reply may start in a read of an upstream stream (`data.find(b"\\n-", pos)`)."""
     return data.find(b"\n-", pos) if 45 in data else -1
 
 
