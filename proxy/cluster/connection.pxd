@@ -4,7 +4,7 @@ from proxy.upstream.connection cimport UpstreamConnection
 from proxy.session.session cimport Session
 from proxy.resp.reader cimport Batch
 from proxy._compiled_queues cimport queue_popleft
-from proxy.resp._compiled_replies cimport line_dash
+from proxy.resp._compiled_replies cimport error_among, line_dash
 
 cdef class RoutedPending(Pending):
     cdef public object source

@@ -15,7 +15,7 @@ failover rather than failing them: they were never sent.
 from __future__ import annotations
 
 from ..pending import Pending, queue_popleft
-from ..resp.replies import ReplySplitter, ReplyStreamError, line_dash
+from ..resp.replies import ReplySplitter, ReplyStreamError, error_among, line_dash
 from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
@@ -200,7 +200,13 @@ class ClusterConnection(UpstreamConnection):
                 if not pending:
                     raise ReplyStreamError("reply with no request waiting for it")
                 entry = pending[0]
-                if type(entry) is Part:  # a reply of its runs may be a redirection: one entry a run
+                if 0 <= dash < pos:
+                    dash = line_dash(data, pos)
+                # A reply of a part's runs may be a redirection: one entry a run, where an error
+                # reply starts among its replies here (not a value's line that starts with '-',
+                # a PEM block's or a YAML list's), or where that is not told apart here.
+                if type(entry) is Part and (splitter.in_reply or data[pos] == 45 or self.error_partial is not None
+                                            or (dash >= 0 and error_among(data, pos, entry.remaining))):
                     entry.receiver.explode()
                     if pending and pending[0] is entry:  # never left in place: a loop would not end
                         raise ReplyStreamError("a stretch's part was not replaced by its runs")
@@ -209,8 +215,6 @@ class ClusterConnection(UpstreamConnection):
                 if remaining < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
-                if 0 <= dash < pos:
-                    dash = line_dash(data, pos)
                 if type(entry) is not RoutedPending or (
                         self.error_partial is None and data[pos] != 45 and dash < 0):
                     replies = take(data, pos, remaining)  # all the entry's replies, or (some, how many)

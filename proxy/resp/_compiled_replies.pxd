@@ -34,3 +34,4 @@ cdef class ReplySplitter:
 cpdef bytes interleave(list parts, order)
 cpdef bint may_hold_error(bytes data) except -1
 cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2
+cpdef bint error_among(bytes data, Py_ssize_t start, Py_ssize_t count) except -1

@@ -596,3 +596,31 @@ cdef class ReplySplitter:
 
 
 _interleave_splitter = ReplySplitter()
+cdef ReplySplitter _probe_splitter = ReplySplitter()  # error_among's scanner, made once
+
+
+cpdef bint error_among(bytes data, Py_ssize_t start, Py_ssize_t count) except -1:
+    """replies.pure_error_among, in C: each reply cut by the scanner's C method, from a state of
+    its own. (cpdef: the compiled cluster connection's call is a C call.)"""
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end, done = 0, pushes = 0
+    cdef ReplySplitter splitter
+    if data is None:
+        raise TypeError("error_among() needs bytes, not None")
+    n = PyBytes_GET_SIZE(data)
+    if start < 0 or start > n:
+        raise IndexError("start out of range")
+    p = <const unsigned char*> PyBytes_AS_STRING(data)
+    splitter = _probe_splitter
+    splitter._reset()
+    while count > 0 and start < n:
+        if p[start] == 45:
+            return True
+        end = splitter._scan(data, start, 1, &done, &pushes)
+        if pushes:
+            return True
+        if not done:
+            return False
+        start = end
+        count -= 1
+    return False

@@ -436,13 +436,34 @@ def pure_line_dash(data: bytes, pos: int) -> int:
     return data.find(b"\n-", pos) if 45 in data else -1
 
 
+def pure_error_among(data: bytes, start: int, count: int) -> bool:
+    """Whether an error reply starts among the next `count` replies of `data` from `start` (where
+    a reply starts), as far as `data` holds them: a `-` inside a value, after a line feed of
+    its own, is none. True also where a push comes among them (it is not told apart here)."""
+    probe = ReplySplitter()
+    size = len(data)
+    while count > 0 and start < size:
+        if data[start] == 45:
+            return True
+        end, done, pushes = probe.scan(data, start, 1)
+        if pushes:
+            return True
+        if not done:
+            return False
+        start = end
+        count -= 1
+    return False
+
+
 PureReplySplitter = ReplySplitter  # the reference implementation; the compiled one must behave the same
 pure_interleave = interleave
 may_hold_error = pure_may_hold_error
 line_dash = pure_line_dash
+error_among = pure_error_among
 _compiled = compiled.load("proxy.resp._compiled_replies")
 if _compiled is not None:
     ReplySplitter = _compiled.ReplySplitter
     interleave = _compiled.interleave
     may_hold_error = _compiled.may_hold_error
     line_dash = _compiled.line_dash
+    error_among = _compiled.error_among

@@ -444,6 +444,40 @@ def test_runs_of_an_exploded_part_are_its_commands_read_again(rig, step):
     assert rig.client.taken() == wrong + b"".join(bulk(b"value of " + key) for key in keys[1:])
 
 
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("step", [None, 1, 7], ids=["whole", "byte", "7-bytes"])
+def test_values_with_lines_that_start_with_a_dash_come_back_in_order(rig, step):
+    """A '-' after a line feed inside a value is no error reply. Read whole, the stretch stays
+    one part a master until every master has answered; cut anywhere, the replies still come
+    back whole and in order."""
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    values = {key: bulk(PEM + key) for key in keys}
+    for answered, node in enumerate(NODES[:3]):
+        rig.answer(node, b"".join(values[command[1]] for command in rig.sent(node)), step)
+        if step is None and answered < 2:
+            assert [type(entry) for n in NODES[answered + 1:3] for entry in rig.conns[n].pending] == [Part] * (2 - answered)
+    assert rig.client.taken() == b"".join(values[key] for key in keys)
+    assert rig.session.held_bytes == 0 and all(not rig.conns[node].pending for node in NODES[:3])
+
+
+@pytest.mark.parametrize("step", [None, 1, 7], ids=["whole", "byte", "7-bytes"])
+def test_an_error_reply_after_values_with_dashed_lines_is_found(rig, step):
+    keys = pipeline()
+    rig.send([(b"GET", key) for key in keys])
+    node = NODES[1]
+    commands = rig.sent(node)
+    wrong = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    failing = commands[-1][1]
+    rig.answer(node, b"".join(bulk(PEM + c[1]) for c in commands[:-1]) + wrong, step)
+    for other in (NODES[0], NODES[2]):
+        rig.answer(other, b"".join(bulk(PEM + c[1]) for c in rig.sent(other)))
+    assert rig.client.taken() == b"".join(wrong if key == failing else bulk(PEM + key) for key in keys)
+    assert rig.session.held_bytes == 0 and all(not rig.conns[n].pending for n in NODES[:3])
+
+
 @pytest.mark.parametrize("at", [0, 1, 2], ids=["first", "middle", "last"])
 @pytest.mark.parametrize("step", [None, 1], ids=["whole", "byte"])
 def test_an_error_reply_in_a_part_reaches_the_client_in_its_place(rig, at, step):

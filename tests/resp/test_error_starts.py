@@ -90,3 +90,57 @@ def test_line_dash_needs_bytes(line_dash) -> None:
     for bad in (None, "\n-"):
         with pytest.raises(TypeError):
             line_dash(bad, 0)
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def error_among(request):
+    return replies.pure_error_among if request.param == "pure" else compiled_replies("error_among")
+
+
+def bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("data, count, expected", [
+    (b"", 3, False),
+    (b"-ERR x\r\n", 1, True),
+    (b"$-1\r\n-ERR x\r\n", 1, False),  # the error is the second reply
+    (b"$-1\r\n-ERR x\r\n", 2, True),
+    (bulk(PEM) + b"+OK\r\n", 2, False),  # lines of a value that start with '-'
+    (bulk(PEM) + b"-MOVED 1 127.0.0.1:7000\r\n", 2, True),
+    (bulk(PEM) + b"-MOVED 1 127.0.0.1:7000\r\n", 1, False),
+    (bulk(b"a\r\n- b\r\n- c") + b":-1\r\n*2\r\n$1\r\nx\r\n:-2\r\n", 3, False),
+    (b"*2\r\n-ERR inside an array\r\n:1\r\n", 1, False),  # an element, not a reply
+    (bulk(PEM)[:20], 4, False),  # the read ends inside the first reply
+    (b"+OK\r\n" + bulk(PEM)[:30], 4, False),
+    (b">2\r\n$7\r\nmessage\r\n$1\r\nx\r\n+OK\r\n", 1, True),  # a push among them: not told apart
+])
+def test_an_error_reply_among_the_next_replies(error_among, data: bytes, count: int, expected: bool) -> None:
+    assert error_among(data, 0, count) is expected
+    assert error_among(b"+OK\r\n" + data, 5, count) is expected  # from a reply's start inside the read
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_error_among_random_replies(error_among, seed: int) -> None:
+    """Replies of every shape of the splitter's table (no pushes) and values that hold lines
+    starting with '-', against what is known of them: whether one of the first `count` from a
+    random one is an error reply."""
+    rng = random.Random(seed)
+    shapes = [enc for _name, enc, is_push in REPLIES if not is_push and not enc.startswith((b">", b"|"))]
+    shapes += [bulk(PEM), bulk(b"x\n-y"), b"$-1\r\n", b":-5\r\n"]
+    for _ in range(300):
+        chosen = [rng.choice(shapes) for _ in range(rng.randrange(1, 8))]
+        first = rng.randrange(len(chosen))
+        count = rng.randrange(0, len(chosen) - first + 2)
+        data = b"".join(chosen)
+        start = len(b"".join(chosen[:first]))
+        expected = any(enc.startswith(b"-") for enc in chosen[first:first + count])
+        assert error_among(data, start, count) is expected
+
+
+def test_error_among_needs_bytes(error_among) -> None:
+    with pytest.raises(TypeError):
+        error_among(None, 0, 1)
