@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from proxy import compiled
 from proxy.resp import reader, replies
 
@@ -33,6 +35,15 @@ def test_pure_python_on_request():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={**os.environ, "REDIS_GUARD_PURE_PYTHON": "1"}).stdout
     assert out.strip() == "pure Python (REDIS_GUARD_PURE_PYTHON) True True True True"
+
+
+@pytest.mark.parametrize("name", [*compiled.PYX, *compiled.CORE])
+def test_each_module_imports_first(name):
+    """Each module, compiled or not, imported first in a fresh interpreter: a compiled module that
+    imports its pure twin midway (replies.py takes the compiled functions from a module only that
+    far initialised) must define what the twin takes before that import."""
+    code = f"import importlib; importlib.import_module({name!r}); from proxy.resp import reader, replies"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
 
 
 def test_no_subclass_lists_a_slot_of_its_bases_again():

@@ -24,8 +24,9 @@ from libc.string cimport memchr, memcpy
 
 from proxy.resp.order cimport order_bytes
 
-# Before the import below: replies.py's last lines take it from this module, which may be only
-# this far initialised when it is imported first (the cdef class it uses exists from the start).
+# may_hold_error, line_dash, error_among and interleave before the import below: replies.py's last
+# lines take them from this module, which may be only this far initialised when it is imported
+# first (the cdef class they use exists from the start; its instances are made at the end).
 cpdef bint may_hold_error(bytes data) except -1:
     """replies.pure_may_hold_error, in C: a memchr for each `-` and a look at the two bytes before
     it. (cpdef: the compiled monitor's call, once per upstream read, is a C call.)"""
@@ -66,6 +67,36 @@ cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
             return p - 1 - s
         p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
     return -1
+
+
+cdef ReplySplitter _probe_splitter = None  # error_among's scanner, made once (below the class)
+
+
+cpdef bint error_among(bytes data, Py_ssize_t start, Py_ssize_t count) except -1:
+    """replies.pure_error_among, in C: each reply cut by the scanner's C method, from a state of
+    its own. (cpdef: the compiled cluster connection's call is a C call.)"""
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end, done = 0, pushes = 0
+    cdef ReplySplitter splitter
+    if data is None:
+        raise TypeError("error_among() needs bytes, not None")
+    n = PyBytes_GET_SIZE(data)
+    if start < 0 or start > n:
+        raise IndexError("start out of range")
+    p = <const unsigned char*> PyBytes_AS_STRING(data)
+    splitter = _probe_splitter
+    splitter._reset()
+    while count > 0 and start < n:
+        if p[start] == 45:
+            return True
+        end = splitter._scan(data, start, 1, &done, &pushes)
+        if pushes:
+            return True
+        if not done:
+            return False
+        start = end
+        count -= 1
+    return False
 
 
 cdef ReplySplitter _interleave_splitter = None  # interleave's scanner, made once (below the class)
@@ -596,31 +627,4 @@ cdef class ReplySplitter:
 
 
 _interleave_splitter = ReplySplitter()
-cdef ReplySplitter _probe_splitter = ReplySplitter()  # error_among's scanner, made once
-
-
-cpdef bint error_among(bytes data, Py_ssize_t start, Py_ssize_t count) except -1:
-    """replies.pure_error_among, in C: each reply cut by the scanner's C method, from a state of
-    its own. (cpdef: the compiled cluster connection's call is a C call.)"""
-    cdef const unsigned char* p
-    cdef Py_ssize_t n, end, done = 0, pushes = 0
-    cdef ReplySplitter splitter
-    if data is None:
-        raise TypeError("error_among() needs bytes, not None")
-    n = PyBytes_GET_SIZE(data)
-    if start < 0 or start > n:
-        raise IndexError("start out of range")
-    p = <const unsigned char*> PyBytes_AS_STRING(data)
-    splitter = _probe_splitter
-    splitter._reset()
-    while count > 0 and start < n:
-        if p[start] == 45:
-            return True
-        end = splitter._scan(data, start, 1, &done, &pushes)
-        if pushes:
-            return True
-        if not done:
-            return False
-        start = end
-        count -= 1
-    return False
+_probe_splitter = ReplySplitter()
