@@ -27,29 +27,34 @@ from proxy.resp.order cimport order_bytes
 # may_hold_error, line_dash, error_among and interleave before the import below: replies.py's last
 # lines take them from this module, which may be only this far initialised when it is imported
 # first (the cdef class they use exists from the start; its instances are made at the end).
+cdef inline const char* _line_dash(const char* s, Py_ssize_t from_, Py_ssize_t n, bint crlf) noexcept nogil:
+    """The first `-` of s[from_:n] (from_ >= 1) right after a line feed (a CR and a line feed
+    with `crlf`), or NULL: a memchr for each `-` and a look at the bytes before it."""
+    cdef const char* p = <const char*> memchr(s + from_, 45, n - from_)
+    while p != NULL:
+        if p[-1] == 10 and (not crlf or (p - s >= 2 and p[-2] == 13)):
+            return p
+        p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
+    return NULL
+
+
 cpdef bint may_hold_error(bytes data) except -1:
-    """replies.pure_may_hold_error, in C: a memchr for each `-` and a look at the two bytes before
-    it. (cpdef: the compiled monitor's call, once per upstream read, is a C call.)"""
+    """replies.pure_may_hold_error, in C (_line_dash after CRLFs). (cpdef: the compiled
+    monitor's call, once per upstream read, is a C call.)"""
     cdef const char* s
-    cdef const char* p
     cdef Py_ssize_t n
     if data is None:
         raise TypeError("may_hold_error() needs bytes, not None")
     n = PyBytes_GET_SIZE(data)
     s = PyBytes_AS_STRING(data)
-    p = <const char*> memchr(s, 45, n)
-    while p != NULL:
-        if p == s or (p - s >= 2 and p[-1] == 10 and p[-2] == 13):
-            return True
-        p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
-    return False
+    return n > 0 and (s[0] == 45 or _line_dash(s, 1, n, True) != NULL)
 
 
 cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
-    """replies.pure_line_dash, in C: a memchr for each `-` from pos + 1 and a look at the byte
-    before it, where `bytes.find` tries every position (about 1 ns a byte: a read with a nil
-    reply, `$-1`, and no error was searched to its end). (cpdef: the compiled cluster
-    connection's call, once per read that holds a `-`, is a C call.)"""
+    """replies.pure_line_dash, in C (_line_dash), where `bytes.find` tries every position
+    (about 1 ns a byte: a read with a nil reply, `$-1`, and no error was searched to its end).
+    (cpdef: the compiled cluster connection's call, once per read that holds a `-`, is a C
+    call.)"""
     cdef const char* s
     cdef const char* p
     cdef Py_ssize_t n
@@ -61,12 +66,8 @@ cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
     if pos + 1 >= n:
         return -1
     s = PyBytes_AS_STRING(data)
-    p = <const char*> memchr(s + pos + 1, 45, n - pos - 1)
-    while p != NULL:
-        if p[-1] == 10:
-            return p - 1 - s
-        p = <const char*> memchr(p + 1, 45, n - (p + 1 - s))
-    return -1
+    p = _line_dash(s, pos + 1, n, False)
+    return -1 if p == NULL else p - 1 - s
 
 
 cdef ReplySplitter _probe_splitter = None  # error_among's scanner, made once (below the class)

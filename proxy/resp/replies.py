@@ -440,7 +440,7 @@ def pure_error_among(data: bytes, start: int, count: int) -> bool:
     """Whether an error reply starts among the next `count` replies of `data` from `start` (where
     a reply starts), as far as `data` holds them: a `-` inside a value, after a line feed of
     its own, is none. True also where a push comes among them (it is not told apart here)."""
-    probe = ReplySplitter()
+    probe = PureReplySplitter()
     size = len(data)
     while count > 0 and start < size:
         if data[start] == 45:
