@@ -81,9 +81,9 @@ HELLO2_SUBSCRIBED = resp_error(
 
 def stream_while_subscribed(args) -> bytes:
     """In front of a cluster: a command that would stream on one master while a RESP3 client's
-    channels and patterns live on a connection of their own."""
+    channels, patterns and shard channels live on connections of their own."""
     name = " ".join(arg.decode("utf-8", "replace").upper() for arg in args[:2 if args[0].lower() == b"client" else 1])
-    return resp_error(f"ERR {name} while subscribed to channels or patterns in RESP3 is not supported through "
+    return resp_error(f"ERR {name} while subscribed in RESP3 is not supported through "
                       "Redis Guard in front of a Redis Cluster: unsubscribe first, send RESET, or use a "
                       "connection of its own for it")
 

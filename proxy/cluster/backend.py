@@ -184,7 +184,8 @@ class ClusterBackend:
         connection lent to it logged in again as the new identity (and the one its RESP3
         subscriptions live on: those it makes next are the new identity's)."""
         if session.pubsub is not None:
-            relogin(session.pubsub.aside, self.identity(session))
+            for conn in session.pubsub.asides():
+                relogin(conn, self.identity(session))
         if not session.state.own:
             if session.state.txn is NONE:
                 session.route = self.shared_route(session)

@@ -8,7 +8,8 @@ refused with a clear error; a transaction runs on a connection lent for it by th
 first key's slot (the node it would have to reach anyway); a blocking command or a script on a
 connection lent by its key's owner, the client's next command waiting until it has answered;
 a subscription on a connection of its own on any master (the cluster bus carries PUBLISH;
-SSUBSCRIBE on its shard channel's owner). Whole-keyspace commands go to every master, replies
+SSUBSCRIBE on its shard channel's owner; a RESP3 client's on connections aside, by master for
+shard channels). Whole-keyspace commands go to every master, replies
 merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
 control connection at once; CLIENT KILL to every master, never reaching the proxy's own
 connections; WAIT to every master on lent connections, after a write that covers the client's.
@@ -472,8 +473,8 @@ def stream(session, batch, index: int) -> int:
     """A subscription (or MONITOR...): a connection of the client's own, for good. SSUBSCRIBE
     on its shard channel's owner; the others on any master (the cluster bus carries PUBLISH).
     The stream ends when nothing more can arrive unasked (session/streamend.py). A RESP3 client's
-    channels and patterns make no stream (`subscribe_aside`); while it has some, what would
-    start a stream elsewhere is refused."""
+    channels, patterns and shard channels make no stream (`subscribe_aside`, `shard_aside`);
+    while it has some, what would start a stream elsewhere is refused."""
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)
@@ -485,6 +486,8 @@ def stream(session, batch, index: int) -> int:
     args = batch.commands[index]
     if paired_subscriptions.pairs(session, args, paired_subscriptions.CLASSIC):
         return subscribe_aside(session, batch, index)
+    if paired_subscriptions.pairs(session, args, paired_subscriptions.SHARD):
+        return shard_aside(session, batch, index)
     if subscriptions is not None:
         refused = paired_subscriptions.refused_while_subscribed(session, batch, index,
                                                                 errors.stream_while_subscribed(args))
@@ -520,10 +523,58 @@ def subscribe_aside(session, batch, index: int) -> int:
         if conn is None:
             session.upstream_unavailable(f"no connection to {node}")
             return index + 1
-        subscriptions = paired_subscriptions.Subscriptions(session, conn)
+        if subscriptions is None:
+            subscriptions = paired_subscriptions.Subscriptions(session, conn)
+        subscriptions.aside = conn  # (beside the shard channels' connections, if any)
         conn.owner = subscriptions  # (told when it fails: the subscriptions are gone with it)
     paired_subscriptions.send(session, subscriptions.aside, subscriptions, batch, index)
     return session.wait(batch, index + 1) if session.state.life is OPEN else index + 1
+
+
+def shard_aside(session, batch, index: int) -> int:
+    """A RESP3 client's shard channels: on a connection of their own on each channel's master,
+    lent for the session (one a master), the client's other commands still routed by slot, as
+    with `subscribe_aside`. SUNSUBSCRIBE without a channel goes to every master where some are,
+    or to one (which answers that none is), its confirmations shown in that order."""
+    if session.inflight:
+        return session.wait(batch, index)
+    args = batch.commands[index]
+    backend = session.backend
+    routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+    if type(routed) is Reject:  # (CROSSSLOT)
+        session._local(routed.reply)
+        return index + 1
+    subscriptions = session.pubsub
+    if subscriptions is None:
+        subscriptions = session.pubsub = paired_subscriptions.Subscriptions(session, cluster=True)
+    nodes = None
+    if len(args) == 1 and args[0].lower() == b"sunsubscribe":
+        nodes = [node for node, shard in subscriptions.shards.items() if shard.count]
+    nodes = nodes or [_node(session, routed if type(routed) is int else None) or backend.seed]
+    shards = []
+    for node in nodes:
+        shard = subscriptions.shards.get(node) or _lend_shard(session, subscriptions, node)
+        if shard is None:
+            return index + 1
+        shards.append(shard)
+    data = batch.span(index, index + 1)
+    for at, shard in enumerate(shards):
+        later = -1 if len(shards) == 1 else sum(after.count for after in shards[at + 1:])
+        paired_subscriptions.send_shard(session, shard, data, args, later)
+    return session.wait(batch, index + 1) if session.state.life is OPEN else index + 1
+
+
+def _lend_shard(session, subscriptions, node):
+    """A connection aside on `node` for the client's shard channels there (None: the client was
+    told there is none)."""
+    conn = session.backend.lease(session, node=node)
+    if conn is None:
+        session.upstream_unavailable(f"no connection to {node}")
+        return None
+    conn.owner = subscriptions  # (told when it fails: the subscriptions are gone with it)
+    shard = subscriptions.shards[node] = paired_subscriptions.ShardAside(subscriptions, conn)
+    conn.take_pushes(shard)
+    return shard
 
 
 # -- every master -------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ replies stay paired, and the policy's own commands (T1's EXPIRE) and checks stil
   ordered with the client's other commands (cluster/handlers.py `subscribe_aside`); a message
   after the replies the client awaits when it comes (a PUBLISH is not ordered with them, and
   the client's own reaches the connection by the cluster bus, after its reply). Shard channels
-  stay a stream on their owner (their counts are per node).
+  live on a connection of their own on each channel's master (`ShardAside`, `shard_aside`):
+  a master counts only its own in its confirmations, so the client is shown its count over
+  every master, as one node would show it.
 
 A subscription command's confirmations are pushes, one per channel or pattern it names (one per
 subscription of its kind, or one, when it names none), unless it fails: then it has one error
@@ -38,8 +40,8 @@ from . import streamend
 from .behaviour import strict_int
 from .states import CLOSED, OPEN, WAITING
 
-__all__ = ["Subscriptions", "SubscriptionReplies", "pairs", "send", "check_hello", "while_subscribed",
-           "refused_while_subscribed", "refuse", "CLASSIC"]
+__all__ = ["Subscriptions", "ShardAside", "SubscriptionReplies", "pairs", "send", "send_shard", "check_hello",
+           "while_subscribed", "refused_while_subscribed", "refuse", "CLASSIC", "SHARD"]
 
 CLASSIC = frozenset((b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"))
 SHARD = frozenset((b"ssubscribe", b"sunsubscribe"))
@@ -54,15 +56,17 @@ class Subscriptions:
     front of a cluster (`aside`) it is the connection they live on. Counted from the first
     subscription of a connection where none was (a subscribed connection is a stream in RESP2)."""
 
-    __slots__ = ("session", "aside", "channels", "patterns", "shard", "detached")
+    __slots__ = ("session", "aside", "channels", "patterns", "shard", "detached", "cluster", "shards")
 
-    def __init__(self, session, aside=None):
+    def __init__(self, session, aside=None, cluster: bool = False):
         self.session = session
         self.aside = aside
         self.channels = 0
         self.patterns = 0
         self.shard = 0
-        self.detached = False  # (a cluster client's RESET: what the connection aside pushes is dropped)
+        self.detached = False  # (a cluster client's RESET: what the connections aside push is dropped)
+        self.cluster = cluster or aside is not None  # (in front of a cluster: they live on connections aside)
+        self.shards = {}  # in front of a cluster, by master: its connection aside for shard channels (ShardAside)
 
     @property
     def active(self) -> bool:
@@ -71,7 +75,17 @@ class Subscriptions:
     @property
     def may_be_active(self) -> bool:
         """Active, or a subscription command aside is still to be answered."""
-        return self.active or (self.aside is not None and bool(self.aside.pending))
+        return self.active or any(conn.pending for conn in self.asides())
+
+    def asides(self) -> list:
+        """The connections aside (in front of a cluster): the channels' and patterns', then each
+        master's for shard channels."""
+        conns = [shard.conn for shard in self.shards.values()]
+        return conns if self.aside is None else [self.aside, *conns]
+
+    def shard_count(self, but=None) -> int:
+        """The shard channels over every master, but `but`'s (a ShardAside)."""
+        return sum(shard.count for shard in self.shards.values() if shard is not but)
 
     def count(self, kind: bytes) -> int:
         return self.channels if kind in CHANNELS else self.patterns if kind in PATTERNS else self.shard
@@ -79,18 +93,11 @@ class Subscriptions:
     def saw(self, push: bytes) -> bytes | None:
         """A confirmation (`>3`, the kind, the channel, the count after it) sets its kind's
         count: its kind, or None for any other push (a message, an invalidation)."""
-        if not push.startswith(b">3\r\n$"):
+        kind, left = confirmation(push)
+        if kind is None:
             return None
-        at = push.find(b"\r\n", 5)
-        kind = push[at + 2:at + 2 + int(push[5:at])]
-        if kind not in CLASSIC and kind not in SHARD:
-            return None
-        count = push.rfind(b"\r\n:", 0, len(push) - 2)
-        if count < 0:
-            return None
-        left = int(push[count + 3:-2])
-        if kind in SHARD:
-            self.shard = left
+        if kind in SHARD:  # (in front of a cluster, their masters' counts: the one shown may be ahead)
+            self.shard = self.shard_count() if self.shards else left
         elif kind in CHANNELS:
             self.channels = left - self.patterns
         else:
@@ -125,7 +132,14 @@ class Subscriptions:
             session.pushed(push)
             if mine:
                 _confirmed(session, own)
-        elif not self.detached and (session.state.life is OPEN or session.state.life is WAITING):
+        else:
+            self.pushed_aside(conn, push)
+
+    def pushed_aside(self, conn, push: bytes) -> None:
+        """A push from a connection aside: a confirmation with its subscription command's entry,
+        anything else after the replies the client awaits."""
+        session = self.session
+        if not self.detached and (session.state.life is OPEN or session.state.life is WAITING):
             # (none after QUIT's +OK, nor after RESET's: published too late)
             if self.saw_own(conn, push):
                 session.deliver(conn.pending[0], push, 0)
@@ -137,29 +151,80 @@ class Subscriptions:
             self.saw(push)
 
     def own_closed(self, conn) -> None:
-        """The connection the subscriptions live on is gone (a cluster's): so are they."""
+        """A connection the subscriptions live on is gone (a cluster's): so are they."""
         session = self.session
-        if conn is self.aside and session.state.life is not CLOSED:
+        if conn in self.asides() and session.state.life is not CLOSED:
             session.input_ended = True
             session._close()
 
     def close(self) -> None:
-        conn, self.aside = self.aside, None
-        if conn is not None:
+        conns = self.asides()
+        self.aside = None
+        self.shards = {}
+        for conn in conns:
             conn.owner = None
             conn.close()
 
     def reset(self, session) -> bool:
-        """The client's RESET in front of a cluster: the connection aside unsubscribes from
-        everything before the client is shown +RESET (True: its reply is awaited first, so that
-        no PUBLISH after RESET finds the client subscribed), then closes."""
+        """The client's RESET in front of a cluster: each connection aside unsubscribes from
+        everything before the client is shown +RESET (True: their replies are awaited first, so
+        that no PUBLISH after RESET finds the client subscribed), then closes."""
         self.detached = True
-        conn = self.aside
-        if conn is None or conn.closed or not self.may_be_active:
+        conns = [conn for conn in self.asides() if not conn.closed]
+        if not conns or not self.may_be_active:
             self.close()
             return False
-        session.send(conn, RESET, 1, ClosedAfterReset(session, self))
+        for conn in conns:
+            session.send(conn, RESET, 1, ClosedAfterReset(session, self))
         return True
+
+
+class ShardAside:
+    """In front of a cluster, the pushes of a RESP3 client's connection aside for the shard
+    channels of one master. That master counts only its own (`count`), so a confirmation is
+    shown with the client's count over every master, as one node would show it: the others'
+    now, or for one SUNSUBSCRIBE sent to several masters, those it reaches after this one
+    (`SubscriptionReplies.base`: they are shown in that order)."""
+
+    __slots__ = ("subscriptions", "conn", "count")
+
+    def __init__(self, subscriptions, conn):
+        self.subscriptions = subscriptions
+        self.conn = conn
+        self.count = 0
+
+    def pushed(self, push: bytes) -> None:
+        kind, count = confirmation(push)
+        if kind in SHARD:
+            self.count = count
+            pending = self.conn.pending
+            replies = pending[0].receiver if pending else None
+            if type(replies) is SubscriptionReplies and replies.kind == kind and replies.base >= 0:
+                count += replies.base
+            else:
+                count += self.subscriptions.shard_count(self)
+            push = recount(push, count)
+        self.subscriptions.pushed_aside(self.conn, push)
+
+
+def confirmation(push: bytes) -> tuple:
+    """A subscription command's confirmation (`>3`, the kind, the channel, the count after it):
+    its kind and count; (None, 0) for any other push (a message, an invalidation)."""
+    if not push.startswith(b">3\r\n$"):
+        return None, 0
+    at = push.find(b"\r\n", 5)
+    kind = push[at + 2:at + 2 + int(push[5:at])]
+    if kind not in CLASSIC and kind not in SHARD:
+        return None, 0
+    count = push.rfind(b"\r\n:", 0, len(push) - 2)
+    if count < 0:
+        return None, 0
+    return kind, int(push[count + 3:-2])
+
+
+def recount(push: bytes, count: int) -> bytes:
+    """A confirmation with `count` for the count after it."""
+    return b"%s\r\n:%d\r\n" % (push[:push.rfind(b"\r\n:", 0, len(push) - 2)], count)
 
 
 def _confirmed(session, conn) -> None:
@@ -173,12 +238,13 @@ class SubscriptionReplies(Receiver):
     """A subscription command's entry: it ends with its last confirmation (a push, `left` more
     to come; -1: not known before the first, for one that names nothing) or its error reply."""
 
-    __slots__ = ("session", "kind", "left")
+    __slots__ = ("session", "kind", "left", "base")
 
     def __init__(self, session, args):
         self.session = session
         self.kind = args[0].lower()
         self.left = len(args) - 1 if len(args) > 1 else -1
+        self.base = -1  # (ShardAside: the other masters' shard channels when shown, -1: as they are then)
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         self.session.deliver(pending, data, done)
@@ -188,7 +254,7 @@ class SubscriptionReplies(Receiver):
 
 
 class ClosedAfterReset(Receiver):
-    """The reply to RESET on the connection aside: not shown (the client's +RESET is the
+    """The reply to RESET on a connection aside: not shown (the client's +RESET is the
     proxy's); the connection closes once it has come."""
 
     __slots__ = ("session", "subscriptions")
@@ -199,8 +265,9 @@ class ClosedAfterReset(Receiver):
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         self.session.deliver(pending, b"", done)
-        if pending.remaining == 0:
-            self.subscriptions.close()
+        if pending.remaining == 0 and pending.conn is not None:
+            pending.conn.owner = None
+            pending.conn.close()
 
     def pending_failed(self, pending, error: bytes, partial: bool) -> None:
         self.session.pending_failed(pending, error, partial)
@@ -220,6 +287,16 @@ def send(session, conn, subscriptions, batch, index: int) -> int:
         conn.take_pushes(subscriptions)
     session.send(conn, batch.span(index, index + 1), 1, SubscriptionReplies(session, batch.commands[index]))
     return index + 1
+
+
+def send_shard(session, shard: ShardAside, data: bytes, args, base: int = -1) -> None:
+    """A shard channels' subscription command on `shard`'s connection (in front of a cluster).
+    One that names none has a confirmation per shard channel of that master, or one."""
+    replies = SubscriptionReplies(session, args)
+    if replies.left < 0:
+        replies.left = max(shard.count, 1)
+    replies.base = base
+    session.send(shard.conn, data, 1, replies)
 
 
 def while_subscribed(session, batch, index: int, act):
@@ -251,12 +328,12 @@ def check_hello(session, batch, index: int):
     HELLO 2 makes a subscriber's stream of the client's own connection, as a RESP2 SUBSCRIBE
     does: once the replies in flight are in, the stream starts with it (`streams_from_hello`).
     Refused with options (a refused SETNAME leaves the protocol as it was, and the proxy would
-    not know which) and in front of a cluster, whose subscriptions live on a connection aside."""
+    not know which) and in front of a cluster, whose subscriptions live on connections aside."""
     args = batch.commands[index]
     subscriptions = session.pubsub
     if subscriptions is None or len(args) < 2 or strict_int(args[1]) != 2:
         return None
-    if len(args) > 2 or subscriptions.aside is not None:
+    if len(args) > 2 or subscriptions.cluster:
         return refused_while_subscribed(session, batch, index, errors.HELLO2_SUBSCRIBED)
     return while_subscribed(session, batch, index,
                             lambda subscribed: streams_from_hello(session, batch, index, subscribed))

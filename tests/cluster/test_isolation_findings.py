@@ -1,8 +1,7 @@
 """Proxy bugs in front of a Redis Cluster found by the randomized isolation test
 (test_isolation_random.py), each replayed by hand: the same requests through the proxy and to a
 one-node cluster owning every slot (what Redis answers in cluster mode). They stay as
-regression tests; the strict xfail is a known limitation (README: differences from Redis),
-and the random test keeps its triggers out of its mix.
+regression tests.
 """
 
 import pytest
@@ -24,19 +23,14 @@ def keys_on_every_master(cluster, name: str = "x") -> list[bytes]:
     raise AssertionError("no key found for some master")
 
 
-SHARD_STREAM = pytest.mark.xfail(strict=True, reason="while a client streams (SSUBSCRIBE in RESP3, CLIENT REPLY "
-                                 "OFF, CLIENT TRACKING, SCRIPT DEBUG), all its commands go to one master: keys of "
-                                 "the others get -MOVED")
-
-
 @pytest.mark.parametrize("streams", [
     b"SUBSCRIBE ch\r\n",
     b"PSUBSCRIBE p*\r\nSUBSCRIBE a b\r\nUNSUBSCRIBE a\r\n",
-    pytest.param(b"SSUBSCRIBE sc\r\n", marks=SHARD_STREAM),
+    b"SSUBSCRIBE sc\r\n",
 ], ids=["resp3-subscribe", "resp3-patterns", "resp3-ssubscribe"])
 def test_streaming_client_keeps_routing_by_slot(redis_cluster, cluster_proxy, one_node_cluster, streams):
-    """A RESP3 client's channels and patterns live on a connection of their own: its other
-    commands are routed by slot, with Redis's replies."""
+    """A RESP3 client's channels, patterns and shard channels live on connections of their own:
+    its other commands are routed by slot, with Redis's replies."""
     keys = keys_on_every_master(redis_cluster)
     batches = [b"HELLO 3\r\n", streams, b"".join(b"GET %s\r\n" % key for key in keys) + b"PING\r\n"]
     got = exchange_batches(cluster_proxy.port, batches)

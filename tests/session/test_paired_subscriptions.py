@@ -171,3 +171,75 @@ def test_which_commands_keep_the_replies_paired(session, args, expected):
 
 def test_shard_channels_can_be_left_out():
     assert not pairs(Session(3), [b"SSUBSCRIBE", b"s"], paired_subscriptions.CLASSIC)
+
+
+@pytest.mark.parametrize("confirmation, kind, count", [
+    (push(b"ssubscribe", b"s", 3), b"ssubscribe", 3),
+    (b">3\r\n$12\r\nsunsubscribe\r\n_\r\n:0\r\n", b"sunsubscribe", 0),
+    (push(b"subscribe", b"a\r\n:5", 1), b"subscribe", 1),  # a channel name that looks like a count
+    (push(b"smessage", b"s", b"x"), None, 0),
+    (b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n", None, 0),
+])
+def test_a_confirmations_kind_and_count(confirmation, kind, count):
+    assert paired_subscriptions.confirmation(confirmation) == (kind, count)
+    if kind is not None:
+        assert paired_subscriptions.confirmation(paired_subscriptions.recount(confirmation, 12)) == (kind, 12)
+        assert paired_subscriptions.recount(confirmation, count) == confirmation
+
+
+def shard_connections(client, masters: int):
+    """In front of a cluster: a client's connection aside for shard channels on each master."""
+    subscriptions = Subscriptions(client, cluster=True)
+    shards = []
+    for port in range(masters):
+        conn = UpstreamConnection(None, ("127.0.0.1", port + 1), [])
+        conn.state = READY
+        shard = subscriptions.shards[port] = paired_subscriptions.ShardAside(subscriptions, conn)
+        conn.take_pushes(shard)
+        shards.append(shard)
+    return subscriptions, shards
+
+
+def shown(client, pending) -> list[int]:
+    """The counts of the confirmations the client was shown with `pending`."""
+    return [paired_subscriptions.confirmation(data)[1] for (_how, to), data in zip(client.how, client.out)
+            if to is pending and data]
+
+
+@pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
+def test_shard_channels_on_two_masters_are_counted_over_both(cuts):
+    """Each master counts its own shard channels: the client is shown its count over both, with
+    each subscription command, and after what it awaits for one that came unasked (a slot that
+    moved away unsubscribes its channels)."""
+    client = Client()
+    subscriptions, (first, second) = shard_connections(client, 2)
+    one = entry(first.conn, SubscriptionReplies(client, [b"SSUBSCRIBE", b"a"]))
+    feed(first.conn, push(b"ssubscribe", b"a", 1), CUTS[cuts](len(push(b"ssubscribe", b"a", 1))))
+    two = entry(second.conn, SubscriptionReplies(client, [b"SSUBSCRIBE", b"b", b"c"]))
+    data = push(b"ssubscribe", b"b", 1) + push(b"smessage", b"a", b"x") + push(b"ssubscribe", b"c", 2)
+    feed(second.conn, data, CUTS[cuts](len(data)))
+    assert shown(client, one) == [1] and shown(client, two) == [2, 3]
+    assert (first.count, second.count, subscriptions.shard) == (1, 2, 3)
+    assert one.remaining == two.remaining == 0 and not first.conn.pending and not second.conn.pending
+    moved = push(b"sunsubscribe", b"a", 0)
+    feed(first.conn, moved, CUTS[cuts](len(moved)))
+    assert client.how[-1] == ("local", None) and paired_subscriptions.confirmation(client.out[-1])[1] == 2
+    assert (first.count, subscriptions.shard, subscriptions.active) == (0, 2, True)
+
+
+def test_one_sunsubscribe_on_two_masters_counts_down_in_the_clients_order():
+    """SUNSUBSCRIBE without a channel, sent to both masters: the client is shown the first's
+    confirmations, then the second's, so each counts the channels of the masters after it,
+    whichever answers first."""
+    client = Client()
+    subscriptions, (first, second) = shard_connections(client, 2)
+    first.count, second.count = 2, 1
+    entries = []
+    for shard, later in ((first, 1), (second, 0)):  # (as cluster/handlers.py shard_aside sends it)
+        replies = SubscriptionReplies(client, [b"SUNSUBSCRIBE"])
+        replies.left, replies.base = shard.count, later
+        entries.append(entry(shard.conn, replies))
+    second.conn._deliver_pushes(push(b"sunsubscribe", b"z", 0))
+    first.conn._deliver_pushes(push(b"sunsubscribe", b"x", 1) + push(b"sunsubscribe", b"y", 0))
+    assert shown(client, entries[0]) + shown(client, entries[1]) == [2, 1, 0]
+    assert [pending.remaining for pending in entries] == [0, 0] and not subscriptions.active
