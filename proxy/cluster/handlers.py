@@ -26,7 +26,7 @@ from ..login import as_upstream, parse_auth, parse_hello
 from ..pending import Pending
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
-from ..routing.redirect import CROSSSLOT
+from ..routing.redirect import CROSSSLOT, parse_redirect
 from ..routing.slots import hash_slot
 from ..session import clientkill, paired_subscriptions, streamend
 from ..session.behaviour import (
@@ -55,7 +55,7 @@ from ..session.behaviour import (
 )
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
-from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
@@ -555,21 +555,44 @@ def shard_aside(session, batch, index: int) -> int:
     for node in nodes:
         shard = subscriptions.shards.get(node) or _lend_shard(session, subscriptions, node)
         if shard is None:
+            session.upstream_unavailable(f"no connection to {node}")
             return index + 1
         shards.append(shard)
     data = batch.span(index, index + 1)
     for at, shard in enumerate(shards):
         later = -1 if len(shards) == 1 else sum(after.count for after in shards[at + 1:])
-        paired_subscriptions.send_shard(session, shard, data, args, later)
+        _send_shard(session, subscriptions, shard, data, args, later, 0)
     return session.wait(batch, index + 1) if session.state.life is OPEN else index + 1
 
 
+def _send_shard(session, subscriptions, shard, data: bytes, args, base: int, redirects: int) -> None:
+    def moved(pending, error: bytes) -> bool:
+        return _moved_shard(session, subscriptions, pending, error, data, args, redirects + 1)
+    paired_subscriptions.send_shard(session, shard, data, args, base, moved)
+
+
+def _moved_shard(session, subscriptions, pending, error: bytes, data: bytes, args, redirects: int) -> bool:
+    """-MOVED for a shard channel's subscription command (its slot moved, and the proxy's map
+    did not know yet): the map learns the new owner, and the command goes there, its entry in
+    place of this one (the client's next commands wait for it). False: the client gets it."""
+    router = session.backend.router_of(session)
+    redirect = parse_redirect(error)
+    if redirect is None or redirects > router.max_redirects or session.state.life is CLOSED:
+        return False
+    node = redirect.address(pending.conn.address)
+    router.moved(redirect.slot, node)
+    shard = subscriptions.shards.get(node) or _lend_shard(session, subscriptions, node)
+    if shard is None:
+        return False
+    _send_shard(session, subscriptions, shard, data, args, -1, redirects)
+    session.deliver(pending, b"", 1)  # (after: the client's next commands go on waiting)
+    return True
+
+
 def _lend_shard(session, subscriptions, node):
-    """A connection aside on `node` for the client's shard channels there (None: the client was
-    told there is none)."""
+    """A connection aside on `node` for the client's shard channels there (None: none to lend)."""
     conn = session.backend.lease(session, node=node)
     if conn is None:
-        session.upstream_unavailable(f"no connection to {node}")
         return None
     conn.owner = subscriptions  # (told when it fails: the subscriptions are gone with it)
     shard = subscriptions.shards[node] = paired_subscriptions.ShardAside(subscriptions, conn)

@@ -324,8 +324,7 @@ class ClusterRouter:
         node = redirect.address(conn.address)
         retry.hash_slot = redirect.slot
         if kind is ClusterError.MOVED:
-            self._use(self.slotmap.with_moved(redirect.slot, node))
-            self.request_refresh()
+            self.moved(redirect.slot, node)
         else:
             retry.asking = True
         target = self.pool(node, conn.protocol).get(conn.index % self.size)
@@ -333,6 +332,11 @@ class ClusterRouter:
             self.park(retry, conn.protocol, conn.index)
             return
         self._send_on(target, retry)
+
+    def moved(self, slot: int, node) -> None:
+        """A node answered -MOVED: `slot` is `node`'s now, and the topology is looked at again."""
+        self._use(self.slotmap.with_moved(slot, node))
+        self.request_refresh()
 
     def _cluster_down(self, conn, retry: RoutedPending, error: bytes) -> None:
         """The cluster refuses every command while a slot has no master (a failover under way),

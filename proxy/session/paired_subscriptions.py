@@ -238,15 +238,27 @@ class SubscriptionReplies(Receiver):
     """A subscription command's entry: it ends with its last confirmation (a push, `left` more
     to come; -1: not known before the first, for one that names nothing) or its error reply."""
 
-    __slots__ = ("session", "kind", "left", "base")
+    __slots__ = ("session", "kind", "left", "base", "redirect", "held")
 
     def __init__(self, session, args):
         self.session = session
         self.kind = args[0].lower()
         self.left = len(args) - 1 if len(args) > 1 else -1
         self.base = -1  # (ShardAside: the other masters' shard channels when shown, -1: as they are then)
+        self.redirect = None  # (in front of a cluster: what a shard channel's -MOVED does, True if it took it)
+        self.held = b""  # (an error reply cut across reads, until it is whole)
 
     def deliver(self, pending, data: bytes, done: int) -> None:
+        """Its error reply (confirmations are pushes, passed on as they come); in front of a
+        cluster, a -MOVED for a shard channel goes to `redirect` once whole."""
+        redirect = self.redirect
+        if redirect is not None and (self.held or data[:1] == b"-"):
+            data = self.held = self.held + data
+            if not done:
+                return
+            self.held = b""
+            if data.startswith(b"-MOVED ") and redirect(pending, data):
+                return
         self.session.deliver(pending, data, done)
 
     def pending_failed(self, pending, error: bytes, partial: bool) -> None:
@@ -289,13 +301,14 @@ def send(session, conn, subscriptions, batch, index: int) -> int:
     return index + 1
 
 
-def send_shard(session, shard: ShardAside, data: bytes, args, base: int = -1) -> None:
+def send_shard(session, shard: ShardAside, data: bytes, args, base: int = -1, redirect=None) -> None:
     """A shard channels' subscription command on `shard`'s connection (in front of a cluster).
     One that names none has a confirmation per shard channel of that master, or one."""
     replies = SubscriptionReplies(session, args)
     if replies.left < 0:
         replies.left = max(shard.count, 1)
     replies.base = base
+    replies.redirect = redirect
     session.send(shard.conn, data, 1, replies)
 
 

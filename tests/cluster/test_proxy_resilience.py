@@ -1,7 +1,9 @@
 """The cluster proxy while the cluster changes under it: a slot migrated while clients write
-(MIGRATING/IMPORTING + MIGRATE: ASK, TRYAGAIN, then MOVED), and a master killed with SIGKILL
-under load (its replica promoted). Each test gets its own cluster; every loop is bounded."""
+(MIGRATING/IMPORTING + MIGRATE: ASK, TRYAGAIN, then MOVED), or while a RESP3 client has shard
+channels there, and a master killed with SIGKILL under load (its replica promoted). Each test
+gets its own cluster; every loop is bounded."""
 
+import socket
 import threading
 import time
 
@@ -14,6 +16,7 @@ from redis.retry import Retry  # noqa: E402
 
 from proxy.routing.slots import hash_slot  # noqa: E402
 from tests.cluster.start import proxy_for  # noqa: E402
+from tests.servers import read_until_quiet  # noqa: E402
 
 
 class Writer(threading.Thread):
@@ -203,4 +206,36 @@ def test_injected_ttls_survive_a_slot_migration(small_cluster, tmp_path):
         without = [key for key, ttl in zip(keys, ttls) if not 0 < ttl <= 100]
         assert without == [], f"{len(without)} of {len(keys)} keys without the injected TTL"
     finally:
+        proxy.stop()
+
+
+def test_shard_channels_across_a_slot_migration(small_cluster):
+    """A RESP3 client's shard channel whose slot moves to another master: the old owner
+    unsubscribes it (shown with the client's count over every master), and SSUBSCRIBE again,
+    answered -MOVED by the old owner while the proxy's map is behind, goes to the new one
+    without the client seeing it; messages come from there."""
+    cluster = small_cluster
+    proxy = proxy_for(cluster)
+    sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    publisher = redis.Redis(port=proxy.port)
+    try:
+        slot = cluster.keyslot("{smig}")
+        src = cluster.owner_of_slot(slot)
+        dst = next(m for m in cluster.masters() if m is not src)
+        other = next(f"{{s{n}}}b" for n in range(100) if cluster.owner_of_slot(cluster.keyslot(f"{{s{n}}}")) is dst)
+        sock.sendall(b"HELLO 3\r\n")
+        read_until_quiet(sock)
+        sock.sendall(b"SSUBSCRIBE {smig}a\r\nSSUBSCRIBE %s\r\n" % other.encode())
+        assert read_until_quiet(sock)[0].endswith(b":2\r\n")
+        cluster.begin_migration(slot, src, dst)
+        cluster.finish_migration(slot, src, dst)
+        assert read_until_quiet(sock, 5, 1.0)[0] == b">3\r\n$12\r\nsunsubscribe\r\n$7\r\n{smig}a\r\n:1\r\n"
+        sock.sendall(b"SSUBSCRIBE {smig}a\r\nPING\r\n")
+        assert read_until_quiet(sock)[0] == b">3\r\n$10\r\nssubscribe\r\n$7\r\n{smig}a\r\n:2\r\n+PONG\r\n"
+        assert publisher.execute_command("SPUBLISH", "{smig}a", "m") == 1
+        assert read_until_quiet(sock)[0] == b">3\r\n$8\r\nsmessage\r\n$7\r\n{smig}a\r\n$1\r\nm\r\n"
+        assert cluster.client(dst).execute_command("PUBSUB", "SHARDNUMSUB", "{smig}a") == [b"{smig}a", 1]
+    finally:
+        sock.close()
+        publisher.close()
         proxy.stop()

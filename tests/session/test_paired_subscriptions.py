@@ -243,3 +243,32 @@ def test_one_sunsubscribe_on_two_masters_counts_down_in_the_clients_order():
     first.conn._deliver_pushes(push(b"sunsubscribe", b"x", 1) + push(b"sunsubscribe", b"y", 0))
     assert shown(client, entries[0]) + shown(client, entries[1]) == [2, 1, 0]
     assert [pending.remaining for pending in entries] == [0, 0] and not subscriptions.active
+
+
+MOVED = b"-MOVED 3999 127.0.0.1:6381\r\n"
+
+
+@pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
+@pytest.mark.parametrize("error, taken", [(MOVED, True), (MOVED, False), (ARITY, True)],
+                         ids=["moved", "moved-not-taken", "other-error"])
+def test_a_shard_channels_moved_goes_to_its_redirect_whole(cuts, error, taken):
+    """In front of a cluster, a -MOVED for a shard channel's subscription command reaches its
+    `redirect` whole, however the reads cut it, and the client sees nothing of it when it is
+    taken; any other error, or one not taken, is the client's."""
+    client = Client()
+    _subscriptions, (shard,) = shard_connections(client, 1)
+    calls = []
+
+    def redirect(pending, data):
+        calls.append(data)
+        if taken:  # (as cluster/handlers.py's: the entry ends unseen, the command sent elsewhere)
+            client.deliver(pending, b"", 1)
+        return taken
+
+    replies = SubscriptionReplies(client, [b"SSUBSCRIBE", b"s"])
+    replies.redirect = redirect
+    pending = entry(shard.conn, replies)
+    feed(shard.conn, error, CUTS[cuts](len(error)))
+    assert calls == ([error] if error == MOVED else [])
+    assert b"".join(client.out) == (b"" if error == MOVED and taken else error)
+    assert not shard.conn.pending and pending.remaining == 0
