@@ -524,7 +524,7 @@ def subscribe_aside(session, batch, index: int) -> int:
             session.upstream_unavailable(f"no connection to {node}")
             return index + 1
         if subscriptions is None:
-            subscriptions = paired_subscriptions.Subscriptions(session, conn)
+            subscriptions = paired_subscriptions.Subscriptions(session, cluster=True)
         subscriptions.aside = conn  # (beside the shard channels' connections, if any)
         conn.owner = subscriptions  # (told when it fails: the subscriptions are gone with it)
     paired_subscriptions.send(session, subscriptions.aside, subscriptions, batch, index)
