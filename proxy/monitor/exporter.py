@@ -129,7 +129,8 @@ def _upstreams(merged: dict):
     failed = CounterMetricFamily("redis_guard_upstream_failed_requests", "Requests answered with an error "
                                  "because their upstream failed or was down", labels=["upstream"])
     for label, state in sorted(merged["upstreams"].items()):
-        up.add_metric([label], 1 if state["up"] else 0)
+        if state["up"] is not None:  # None: seen only by workers that did not answer
+            up.add_metric([label], 1 if state["up"] else 0)
         failed.add_metric([label], state["failed"])
     yield up
     yield failed
