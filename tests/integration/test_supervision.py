@@ -14,6 +14,8 @@ import urllib.request
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.servers import ProxyProcess, RedisServer, free_port, wait_for
 
@@ -85,8 +87,11 @@ class Traffic:
         for thread in self.threads:
             thread.start()
 
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=10, retry=Retry(NoBackoff(), 0))  # each attempt seen
+
     def run(self, limit: int) -> None:
-        client = redis.Redis(port=self.port, socket_timeout=10)
+        client = self.client()
         deadline = time.monotonic() + 120
         for _ in range(limit):
             if self.done.is_set() or time.monotonic() > deadline:
@@ -99,7 +104,7 @@ class Traffic:
                 with self.lock:
                     self.failed += 1
                 client.close()
-                client = redis.Redis(port=self.port, socket_timeout=10)
+                client = self.client()
                 time.sleep(0.01)
         client.close()
 
@@ -142,8 +147,8 @@ def test_a_killed_worker_is_replaced_and_counters_never_go_backwards(redis_serve
         wait_for(lambda: commands(scrape(metrics)) >= 2000, 60, "traffic through both workers")
         victim = workers[0]
         os.kill(victim, signal.SIGKILL)
+        assert get(metrics, "/ready") == (503, "1 of 2 workers answering\n")  # forked again after 1 s
         wait_for(lambda: f"worker {victim} was killed by signal 9 (SIGKILL)" in proxy.log, 10, "the exit logged")
-        assert get(metrics, "/ready") == (503, "1 of 2 workers answering\n")  # restarted after 1 s
         assert "restarting it in 1s" in proxy.log
         replaced = wait_for(lambda: len(now := children(proxy.process.pid)) == 2 and victim not in now and now,
                             20, "a new worker")

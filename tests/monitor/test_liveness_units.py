@@ -9,8 +9,10 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 from proxy.commands.table import CommandTable
-from proxy.config import Address
+from proxy.config import Address, ConfigError, load_config
 from proxy.monitor import keys, live, liveness, snapshot, workers
 from proxy.monitor.http import MonitorServer
 from proxy.monitor.ready import Readiness
@@ -91,6 +93,15 @@ def test_one_policy_info_series_for_workers_that_loaded_the_same_file_at_differe
     other = worker(3, 1, 0, 0, True)
     other["policy"] = {**other["policy"], "sha": "def456"}  # mid-reload: two policies do run
     assert len(snapshot.merge([worker(1, 1, 0, 0, True), other])["policies"]) == 2
+
+
+def test_liveness_timeout_is_a_setting(tmp_path):
+    assert load_config(None).liveness_timeout == 5.0
+    (tmp_path / "config.yaml").write_text("liveness_timeout: 2.5\n")
+    assert load_config(str(tmp_path / "config.yaml")).liveness_timeout == 2.5
+    (tmp_path / "config.yaml").write_text("liveness_timeout: 0\n")
+    with pytest.raises(ConfigError, match="'liveness_timeout' must be a positive number"):
+        load_config(str(tmp_path / "config.yaml"))
 
 
 def test_ready_wants_every_configured_worker():
