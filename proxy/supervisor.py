@@ -70,8 +70,8 @@ def describe(status: int) -> str:
 class Supervisor:
     """`run()` forks `count` workers, each running `work(notify_ready)` (its exit status), and
     keeps them alive (module doc). Hooks, all on the parent's thread: `on_forked()` once the first
-    workers are forked, `on_ready()` once all of them serve, `on_spawn(pid)` and `on_exit(pid)`
-    for every worker, `on_stop()` when a stop begins."""
+    workers are forked, `on_ready()` once all of them serve, `on_spawn(pid)` and `on_exit(pid,
+    unasked)` for every worker (unasked: not while stopping), `on_stop()` when a stop begins."""
 
     def __init__(self, count: int, work, on_forked=None, on_ready=None, on_spawn=None, on_exit=None,
                  on_stop=None, clock=time.monotonic):
@@ -186,7 +186,7 @@ class Supervisor:
             self.pids[slot] = None
             self.ready.discard(pid)
             self.replacing.pop(pid, None)
-            self._hook("exit", pid)
+            self._hook("exit", pid, not self.stopping)
             self._exited(slot, pid, status)
 
     def _exited(self, slot: int, pid: int, status: int) -> None:

@@ -227,7 +227,7 @@ def fold(base: dict | None, snap: dict) -> dict:
 def merge(snapshots: list[dict]) -> dict:
     """One snapshot for all workers: counts added, policies listed, keys re-ranked."""
     merged = {
-        "workers": len(snapshots), "started": bool(snapshots), "draining": False,
+        "workers": len(snapshots), "worker_exits": 0, "started": bool(snapshots), "draining": False,
         "names": {}, "errors": {}, "rejected": {}, "durations": {}, "rtt": _empty_histogram(),
         "totals": {}, "clients": 0, "upstream_connections": {}, "upstreams": {}, "policies": [],
         "registry": {}, "hot": {}, "counts": {}, "big": {}, "slow": [], "slow_by_name": {},

@@ -163,6 +163,7 @@ class Counts:
         self.last: dict[int, dict] = {}
         self.base: dict | None = None
         self.retired: set[int] = set()
+        self.exits = 0  # workers that exited unasked
 
     def __call__(self) -> dict:
         with self.scraping:
@@ -178,6 +179,7 @@ class Counts:
                     silent.append(self.base)
         merged = snapshot.merge(answered + silent)
         merged["workers"] = len(answered)
+        merged["worker_exits"] = self.exits
         merged["started"] = bool(answered) and all(snap["started"] for snap in answered)
         return merged
 
@@ -186,9 +188,10 @@ class Counts:
         with self.lock:
             self.retired.discard(pid)
 
-    def retire(self, pid: int) -> None:
+    def retire(self, pid: int, unasked: bool = True) -> None:
         """Worker `pid` has exited: its last counters become part of the base."""
         with self.lock:
+            self.exits += unasked
             self.retired.add(pid)
             last = self.last.pop(pid, None)
             if last is not None:

@@ -176,6 +176,7 @@ def test_a_killed_worker_is_replaced_and_counters_never_go_backwards(redis_serve
     assert len(policy_info) == 1 and ("policy", "counted") in policy_info[0]
     assert len([name for name, _ in final if name == "redis_guard_build_info"]) == 1
     assert final[("redis_guard_workers", ())] == 2
+    assert final[("redis_guard_worker_exits_total", ())] == 1
 
 
 def test_workers_that_keep_dying_stop_the_proxy_with_a_reason(redis_server, tmp_path):
@@ -217,6 +218,7 @@ def test_a_stopped_worker_fails_healthz_and_ready_until_it_continues(redis_serve
         stopped = scrape(metrics)
         assert commands(stopped) >= before  # its last counts stand in for it
         assert stopped[("redis_guard_workers", ())] == 1
+        assert stopped[("redis_guard_worker_exits_total", ())] == 0
         os.kill(victim, signal.SIGCONT)
         victim = None
         wait_for(lambda: get(metrics, "/healthz") == (200, "ok\n"), 20, "/healthz again")
