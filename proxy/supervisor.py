@@ -204,7 +204,7 @@ class Supervisor:
             self._stop(f"{what}, before every worker was ready")
             return
         delay = self.policy.died(slot, lived, now)
-        fields = {"event": "worker_exit", "pid": pid, "lived_seconds": round(lived, 3),
+        fields = {"event": "worker_exit", "worker": pid, "lived_seconds": round(lived, 3),
                   "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                   "status": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
                   "restart_in": delay}
@@ -221,7 +221,17 @@ class Supervisor:
         now = self.clock()
         for slot, due in enumerate(self.restart_at):
             if due is not None and due <= now and not self.stopping:
-                self._fork(slot)
+                try:
+                    self._fork(slot)
+                except OSError as exc:  # no memory, too many processes: counted as a death
+                    delay = self.policy.died(slot, 0.0, now)
+                    if delay is None:
+                        self.status = 1
+                        self._stop(f"cannot fork a worker: {exc}")
+                        return
+                    log.error("cannot fork a worker: %s; trying again in %gs", exc, delay)
+                    self.restart_at[slot] = now + delay
+                    continue
                 self.replacing[self.pids[slot]] = self.dead[slot]
                 self.dead[slot] = None
 
@@ -236,7 +246,7 @@ class Supervisor:
             old = self.replacing.pop(pid, None)
             if old is not None:
                 log.info("worker %d serves in place of worker %d", pid, old,
-                         extra={"fields": {"event": "worker_restarted", "pid": pid, "replaced": old}})
+                         extra={"fields": {"event": "worker_restarted", "worker": pid, "replaced": old}})
         if not self.all_ready and len(self.ready) == self.count:
             self.all_ready = True
             self._hook("ready")
@@ -257,8 +267,12 @@ class Supervisor:
     def run(self) -> int:
         previous = self._install()
         try:
-            for slot in range(self.count):
-                self._fork(slot)
+            try:
+                for slot in range(self.count):
+                    self._fork(slot)
+            except OSError as exc:
+                self.status = 1
+                self._stop(f"cannot fork a worker: {exc}")
             self._hook("forked")
             while True:
                 self._handle_signals()
