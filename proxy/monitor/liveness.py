@@ -36,4 +36,6 @@ def check(timeout: float) -> tuple[bool, str]:
         return True, "ok"
     if turns(loop, timeout):
         return True, "ok"
+    if loop.is_closed():
+        return False, "event loop closed: shutting down"
     return False, f"event loop stuck: it has not run a callback within {timeout:g}s"

@@ -122,9 +122,10 @@ class LoopThread:
         self.loop.call_soon_threadsafe(time.sleep, seconds)
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
 
 
 def test_loop_probe_sees_a_stuck_loop():
@@ -163,6 +164,8 @@ def test_healthz_of_one_process_answers_503_while_its_loop_is_stuck():
         assert get(port, "/healthz") == (503, "event loop stuck: it has not run a callback within 0.5s\n")
         time.sleep(2.0)
         assert get(port, "/healthz") == (200, "ok\n")
+        runner.close()
+        assert get(port, "/healthz") == (503, "event loop closed: shutting down\n")
     finally:
         liveness.attach(None)
         server.shutdown()
