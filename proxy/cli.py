@@ -130,6 +130,15 @@ def build_engine(path, table):
     return Engine(load_policy(path, table) if path is not None else load_builtin(table), table)
 
 
+def _file_stamp(path):
+    """What tells a changed file: modification time, size, inode (None: unreadable)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
 class PolicyWatcher:
     """Hot reload: on SIGHUP and when the file changes, the new policy applies to the next command
     of every connection; an invalid file is refused with a log line and the running policy stays.
@@ -151,11 +160,7 @@ class PolicyWatcher:
         self.stopped = threading.Event()
 
     def _stamp(self):
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return None
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
+        return _file_stamp(self.path)
 
     def _running(self) -> str:
         if self.shadow:
@@ -214,9 +219,11 @@ class PolicyWatcher:
 
 
 def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=None, engine=None,
-               shadow=None, monitor=(None, None), acl_users=None) -> int:
+               shadow=None, monitor=(None, None), acl_users=None, stamps=None) -> int:
     """One process serving clients; `monitor` is (the HTTP server, the workers' snapshot directory);
-    `acl_users` the policy's users the upstream connections run as (None: not applied upstream)."""
+    `acl_users` the policy's users the upstream connections run as (None: not applied upstream);
+    `stamps` the policy files' stamps when `engine` and `shadow` were loaded: a worker forked
+    again after a file changed loads it before it serves, as the running workers did."""
     from .monitor import service
     from .server import Proxy
 
@@ -225,6 +232,12 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
         proxy.acl_users = acl_users
+        watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
+                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True))
+                    if path not in (None, NO_POLICY)]
+        for watcher in watchers:
+            if stamps and stamps.get(watcher.path, watcher.stamp) != watcher.stamp:
+                watcher.reload("changed since the proxy started")
         try:
             await proxy.start(sock=sock, reuse_port=reuse_port)
         except ConnectionError:  # no cluster node answered: not an address problem
@@ -236,9 +249,6 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         loop.add_signal_handler(signal.SIGUSR1, proxy.log_state)
-        watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
-                    for path, is_shadow in ((config.policy, False), (config.shadow_policy, True))
-                    if path not in (None, NO_POLICY)]
         if watchers:
             loop.add_signal_handler(signal.SIGHUP, lambda: [watcher.reload("SIGHUP") for watcher in watchers])
         for watcher in watchers:
@@ -316,7 +326,10 @@ def _reserve(listen: Address) -> socket.socket:
 
 def _serve_workers(config, table, databases, source, engine=None, shadow=None, monitor=(None, None), acl_users=None,
                    acl=None) -> int:
+    """The parent of `--workers N`: the port reserved (kept for workers forked again), the
+    workers supervised (`supervisor.py`), the monitoring HTTP server run here."""
     from .monitor import service
+    from .supervisor import Supervisor
 
     try:
         reserved = _reserve(config.listen)
@@ -324,52 +337,34 @@ def _serve_workers(config, table, databases, source, engine=None, shadow=None, m
         raise service.BindError(f"cannot listen on {config.listen}: {exc.strerror or exc}") from None
     address = reserved.getsockname()
     config = config.replace(listen=Address(config.listen.host, address[1]))
-    ready_r, ready_w = os.pipe()
-    children = []
-    for _ in range(config.workers):
-        pid = os.fork()
-        if pid == 0:  # worker
-            os.close(ready_r)
-            reserved.close()
-            code = 1
-            try:
-                code = run_worker(
-                    config, table, databases, reuse_port=True, engine=engine, shadow=shadow, acl_users=acl_users,
-                    on_ready=lambda proxy: os.write(ready_w, b"."), monitor=(None, monitor[1]),
-                )
-            finally:
-                os._exit(code)
-        children.append(pid)
-    os.close(ready_w)
-    if monitor[0] is not None:
-        monitor[0].start()  # after the forks: the workers inherit no thread of it
+    stamps = {path: _file_stamp(path) for path in (config.policy, config.shadow_policy)
+              if path not in (None, NO_POLICY)}
+    server, counts = monitor[0], (monitor[0].source if monitor[0] is not None else None)
 
-    def stop(signum, frame) -> None:
-        service.draining(monitor[0])
-        for pid in children:
-            os.kill(pid, signal.SIGTERM)
+    def work(notify_ready) -> int:
+        reserved.close()
+        if server is not None:
+            server.socket.close()  # the parent's: a worker must not keep the metrics port
+        try:
+            return run_worker(
+                config, table, databases, reuse_port=True, engine=engine, shadow=shadow, acl_users=acl_users,
+                on_ready=lambda proxy: notify_ready(), monitor=(None, monitor[1]), stamps=stamps,
+            )
+        except OSError as exc:  # a BindError names its address; a cluster that does not answer says so
+            print(f"redis-guard: {exc.strerror or exc}", file=sys.stderr)
+            return 1
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop)
-    received = b""
-    while len(received) < len(children):
-        chunk = os.read(ready_r, 64)
-        if not chunk:
-            break
-        received += chunk
-    if len(received) == len(children):
-        _log_ready(config, address, source, len(children), engine, shadow, acl)
-    status = 0
-    for pid in children:
-        while True:
-            try:
-                _, code = os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        status = status or os.waitstatus_to_exitcode(code)
-    reserved.close()
-    return status
+    supervisor = Supervisor(
+        config.workers, work,
+        on_forked=server.start if server is not None else None,  # after the forks: no thread of it in a worker
+        on_ready=lambda: _log_ready(config, address, source, config.workers, engine, shadow, acl),
+        on_spawn=getattr(counts, "spawned", None), on_exit=getattr(counts, "retire", None),
+        on_stop=lambda: service.draining(server),
+    )
+    try:
+        return supervisor.run()
+    finally:
+        reserved.close()
 
 
 def cmd_serve(args) -> int:

@@ -27,6 +27,7 @@ EXPORTED = (
     "redis_guard_upstream_connections", "redis_guard_upstream_up", "redis_guard_upstream_failed_requests_total",
     "redis_guard_cluster_redirections_total", "redis_guard_policy_info",
     "redis_guard_policy_last_reload_timestamp_seconds", "redis_guard_workers", "redis_guard_build_info",
+    "redis_guard_worker_exits_total",
     "redis_guard_slow_commands_total", "redis_guard_big_requests_total", "redis_guard_big_replies_total",
     "redis_guard_hot_key_samples_total", "redis_guard_hot_key_top_share",
 )
@@ -121,6 +122,8 @@ def _traffic(merged: dict):
     yield conns
     yield GaugeMetricFamily("redis_guard_workers", "Worker processes that answered this scrape",
                             value=merged["workers"])
+    yield CounterMetricFamily("redis_guard_worker_exits", "Worker processes that exited unasked (a crash, a "
+                              "kill); the parent forks them again", value=merged.get("worker_exits", 0))
 
 
 def _upstreams(merged: dict):
@@ -129,7 +132,8 @@ def _upstreams(merged: dict):
     failed = CounterMetricFamily("redis_guard_upstream_failed_requests", "Requests answered with an error "
                                  "because their upstream failed or was down", labels=["upstream"])
     for label, state in sorted(merged["upstreams"].items()):
-        up.add_metric([label], 1 if state["up"] else 0)
+        if state["up"] is not None:  # None: seen only by workers that did not answer
+            up.add_metric([label], 1 if state["up"] else 0)
         failed.add_metric([label], state["failed"])
     yield up
     yield failed

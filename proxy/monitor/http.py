@@ -3,7 +3,8 @@
 A stdlib `ThreadingHTTPServer` on threads of its own (never the event loop's), bound before
 any worker is forked so that a busy port is reported at start-up with its address. Every
 answer is built when asked: /metrics is prometheus-client's `generate_latest` over a registry
-holding only `exporter.Collector`; /ready is `ready.Readiness`; /debug/hotkeys,
+holding only `exporter.Collector`; /ready is `ready.Readiness`; /healthz asks every event loop
+to run a callback (`liveness`, `workers.liveness`); /debug/hotkeys,
 /debug/bigkeys and /debug/slowlog are JSON. Other paths get 404.
 """
 
@@ -30,10 +31,12 @@ class MonitorServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, source, readiness):
-        """address: config.Address; source(): the merged snapshot (`snapshot.merge`)."""
+    def __init__(self, address, source, readiness, liveness=None):
+        """address: config.Address; source(): the merged snapshot (`snapshot.merge`); liveness():
+        (every event loop turns, the reason), `liveness.check` or `workers.liveness`."""
         self.source = source
         self.readiness = readiness
+        self.liveness = liveness or (lambda: (True, "ok"))
         self.draining = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(Collector(source))
@@ -87,7 +90,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, CONTENT_TYPE_LATEST, generate_latest(self.server.registry))
 
     def healthz(self) -> None:
-        self._send(200, "text/plain; charset=utf-8", b"ok\n")
+        ok, reason = self.server.liveness()
+        self._send(200 if ok else 503, "text/plain; charset=utf-8", reason.encode() + b"\n")
 
     def ready(self) -> None:
         ok, reason = self.server.readiness.check(self.server.state())
@@ -119,6 +123,7 @@ def local_source() -> dict:
 
 
 def workers_source(directory: str):
+    """Every worker's snapshot merged, counters kept across worker deaths (`workers.Counts`)."""
     from . import workers
 
-    return lambda: snapshot.merge(workers.collect(directory))
+    return workers.Counts(directory)

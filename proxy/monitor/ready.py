@@ -1,4 +1,5 @@
-"""Readiness: the proxy takes clients, its policy is loaded, its upstream answers, no drain.
+"""Readiness: the proxy takes clients with every worker configured, its policy is loaded, its
+upstream answers, no drain.
 
 `/ready` asks the upstream itself rather than trusting the last connection's fate: an idle
 proxy has no connection that could have noticed Redis come back. The probe is a blocking
@@ -48,9 +49,10 @@ def ping(upstream, timeout: float = PROBE_TIMEOUT) -> str | None:
 class Readiness:
     """`check(state)` -> (ready, reason); state is the merged snapshot's started/draining."""
 
-    def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic):
+    def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic, workers: int = 1):
         self.upstreams = list(upstreams)
         self.policy_required = policy_required
+        self.workers = workers  # configured: fewer answering (dead, being restarted, stopped) is not ready
         self.probe = probe
         self.clock = clock
         self.lock = threading.Lock()
@@ -74,6 +76,8 @@ class Readiness:
     def check(self, merged: dict) -> tuple[bool, str]:
         if merged.get("draining"):
             return False, "draining: shutting down"
+        if merged.get("workers", 1) < self.workers:
+            return False, f"{merged.get('workers', 1)} of {self.workers} workers answering"
         if not merged.get("started"):
             return False, "starting"
         if self.policy_required and not merged.get("policies"):

@@ -11,7 +11,7 @@ On SIGTERM: `draining` (/ready answers 503 from then on, before the listener clo
 from __future__ import annotations
 
 from ..config import NO_POLICY
-from . import live, snapshot, workers
+from . import live, liveness, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
 from .ready import Readiness
 
@@ -30,9 +30,12 @@ def bind(config) -> tuple[MonitorServer | None, str | None]:
         return None, None
     directory = workers.make_directory() if config.workers > 1 else None
     source = workers_source(directory) if directory else local_source
+    timeout = config.liveness_timeout
+    alive = (lambda: workers.liveness(directory, timeout)) if directory else (lambda: liveness.check(timeout))
     upstreams = config.upstream_cluster or (config.upstream,)
+    readiness = Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers)
     try:
-        server = MonitorServer(config.metrics, source, Readiness(upstreams, config.policy != NO_POLICY))
+        server = MonitorServer(config.metrics, source, readiness, alive)
     except BindError:
         if directory:
             workers.remove_directory(directory)
@@ -42,8 +45,10 @@ def bind(config) -> tuple[MonitorServer | None, str | None]:
 
 def worker_ready(proxy, directory: str | None) -> None:
     snapshot.attach(proxy)
+    liveness.attach(proxy.loop)
     if directory:
-        workers.serve(directory, snapshot.build)
+        timeout = proxy.config.liveness_timeout
+        workers.serve(directory, snapshot.build, lambda: liveness.turns(proxy.loop, timeout))
 
 
 def release(monitor: tuple) -> None:

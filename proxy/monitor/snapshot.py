@@ -5,12 +5,14 @@ tables of `live` and `keys` (each copy one C call under the GIL), folds command 
 the command table's names (lower case; anything else is "unknown"), reads the connection
 counts off the running proxy, and adds the samples of the process's prometheus-client registry
 (`proxy.metrics`: findings, reloads, ...). The result is JSON-safe, so a worker can send it
-to the process that serves HTTP; `merge()` adds up the snapshots of every worker.
+to the process that serves HTTP; `merge()` adds up the snapshots of every worker, and
+`counters_only`/`fold` keep the counters of workers that did not answer or have exited.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 
@@ -168,10 +170,64 @@ def _add_lists(into: dict, other: dict) -> None:
                 mine[index] += value
 
 
+def _add_policy(policies: list, policy: dict) -> None:
+    """One entry per (name, mode, sha): workers that loaded the same file at different times (a
+    reload, a restarted worker) run the same policy; the latest load time stands for them."""
+    for known in policies:
+        if (known["name"], known["mode"], known["sha"]) == (policy["name"], policy["mode"], policy["sha"]):
+            known["loaded_at"] = max(known["loaded_at"], policy["loaded_at"])
+            return
+    policies.append(dict(policy))
+
+
+def counters_only(snap: dict) -> dict:
+    """The counters of a worker that did not answer or has exited, as a snapshot that adds only
+    them: its gauges (connections, upstream up, the policy it ran, gauges of the registry) and
+    its recent lists (big keys, slow log) are left out; hot-key counts stay, as their samples do."""
+    return {
+        **snap, "started": True, "draining": False, "clients": 0, "upstream_connections": {}, "policy": {},
+        "upstreams": {label: {"up": None, "failed": state["failed"]} for label, state in snap["upstreams"].items()},
+        "registry": [family for family in snap["registry"] if family[1] == "counter"],
+        "big": [], "slow": [],
+    }
+
+
+def fold(base: dict | None, snap: dict) -> dict:
+    """`counters_only` snapshots added into one (the dead workers'), as bounded as one of them:
+    the hot-key table keeps its HOT_CAPACITY biggest counts."""
+    if base is None:
+        return json.loads(json.dumps(snap))  # a copy of its own
+    for name in ("names", "errors", "rejected", "totals", "counts", "slow_by_name"):
+        _add(base[name], snap[name])
+    _add_lists(base["durations"], snap["durations"])
+    base["rtt"] = [a + b for a, b in zip(base["rtt"], snap["rtt"])]
+    for label, state in snap["upstreams"].items():
+        base["upstreams"].setdefault(label, {"up": None, "failed": 0})["failed"] += state["failed"]
+    families = {name: [name, kind, doc, {(sample, tuple(sorted(labels.items()))): value
+                                         for sample, labels, value in samples}]
+                for name, kind, doc, samples in base["registry"]}
+    for name, kind, doc, samples in snap["registry"]:
+        family = families.setdefault(name, [name, kind, doc, {}])[3]
+        for sample, labels, value in samples:
+            key = (sample, tuple(sorted(labels.items())))
+            family[key] = family.get(key, 0) + value
+    base["registry"] = [[name, kind, doc, [[sample, dict(labels), value]
+                                           for (sample, labels), value in samples.items()]]
+                        for name, kind, doc, samples in families.values()]
+    for key, (count, error) in snap["hot"].items():
+        mine = base["hot"].setdefault(key, [0, 0])
+        mine[0] += count
+        mine[1] += error
+    if len(base["hot"]) > keys.HOT_CAPACITY:
+        kept = sorted(base["hot"].items(), key=lambda item: item[1][0], reverse=True)[:keys.HOT_CAPACITY]
+        base["hot"] = dict(kept)
+    return base
+
+
 def merge(snapshots: list[dict]) -> dict:
     """One snapshot for all workers: counts added, policies listed, keys re-ranked."""
     merged = {
-        "workers": len(snapshots), "started": bool(snapshots), "draining": False,
+        "workers": len(snapshots), "worker_exits": 0, "started": bool(snapshots), "draining": False,
         "names": {}, "errors": {}, "rejected": {}, "durations": {}, "rtt": _empty_histogram(),
         "totals": {}, "clients": 0, "upstream_connections": {}, "upstreams": {}, "policies": [],
         "registry": {}, "hot": {}, "counts": {}, "big": {}, "slow": [], "slow_by_name": {},
@@ -185,11 +241,12 @@ def merge(snapshots: list[dict]) -> dict:
         merged["rtt"] = [a + b for a, b in zip(merged["rtt"], snap["rtt"])]
         merged["clients"] += snap["clients"]
         for label, state in snap["upstreams"].items():
-            mine = merged["upstreams"].setdefault(label, {"up": True, "failed": 0})
-            mine["up"] = mine["up"] and state["up"]
+            mine = merged["upstreams"].setdefault(label, {"up": None, "failed": 0})
+            if state["up"] is not None:  # None: a worker that did not answer (counters_only)
+                mine["up"] = state["up"] if mine["up"] is None else mine["up"] and state["up"]
             mine["failed"] += state["failed"]
-        if snap["policy"] and snap["policy"] not in merged["policies"]:
-            merged["policies"].append(snap["policy"])
+        if snap["policy"]:
+            _add_policy(merged["policies"], snap["policy"])
         for name, kind, doc, samples in snap["registry"]:
             family = merged["registry"].setdefault(name, (kind, doc, {}))
             for sample_name, labels, value in samples:
