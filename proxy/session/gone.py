@@ -57,7 +57,10 @@ def unanswered(sent, remaining: int) -> list:
     reader.feed(sent)
     requests = []
     while True:
-        request = reader.gets()
+        try:
+            request = reader.gets()
+        except hiredis.ProtocolError:  # (never: a run's bytes are requests the proxy parsed)
+            break
         if request is False:
             break
         requests.append(request)

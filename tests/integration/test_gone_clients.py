@@ -125,6 +125,24 @@ def test_nothing_is_taken_for_a_client_gone_while_it_waits(upstream, gone_proxy,
         direct.close()
 
 
+def test_an_inline_blpop_sent_by_nc_is_cut_too(upstream, gone_proxy):
+    """`printf 'BLPOP q 0\\r\\n' | nc HOST PORT`: an inline command, then EOF."""
+    direct = redis.Redis(port=upstream.port)
+    direct.delete("q")
+    sock = socket.create_connection(("127.0.0.1", gone_proxy.port))
+    try:
+        sock.sendall(b"BLPOP q 0\r\n")
+        wait_for(lambda: blocked_clients(upstream) == 1, 10, "the BLPOP blocked on the server")
+        sock.shutdown(socket.SHUT_WR)
+        wait_for(lambda: blocked_clients(upstream) == 0, 10, "the server freeing the gone client's BLPOP")
+        direct.lpush("q", "x")
+        time.sleep(0.1)
+        assert direct.llen("q") == 1
+    finally:
+        sock.close()
+        direct.close()
+
+
 def test_what_was_popped_before_the_half_close_still_arrives(upstream, gone_proxy):
     """LPUSH then BLPOP pipelined, then EOF: the BLPOP is sent after the LPUSH has answered (a
     lent connection), after the EOF; Redis pops at once, then frees its client: the element reaches
