@@ -14,7 +14,11 @@ are); scripts are not cut (Redis runs a script to its end whoever waits for it).
 
 from __future__ import annotations
 
+import logging
+
 import hiredis
+
+log = logging.getLogger("redis_guard.server")
 
 # What waits besides the commands flagged `blocking` in the command table: WAIT and WAITAOF wait
 # for replicas (no side effect, but WAIT 1 0 without replicas waits forever).
@@ -83,6 +87,8 @@ def cut_waits(session) -> bool:
         if getattr(entry, "conn", None) is not own or remaining <= 0 or sent is None:
             continue
         if any(waits(request, names) for request in unanswered(sent, remaining)):
+            log.debug("client %s gone with a command that waits in flight: its upstream connection "
+                      "half-closed", session.describe())
             own.half_close()
             return True
     return False

@@ -196,6 +196,8 @@ def test_sigterm_does_not_wait_for_a_blpop(own_redis):
         took = time.monotonic() - started
         assert took < 2.5, f"SIGTERM waited {took:.1f}s for a BLPOP 0"
         assert read_to_eof(sock) == b""  # closed, not answered
+        wait_for(lambda: "1 client(s) waiting in a blocking command closed at once" in process.log, 5,
+                 "the shutdown's line about the BLPOP cut")
         direct = redis.Redis(port=own_redis.port)
         assert blocked_clients(own_redis) == 0
         direct.lpush("sigterm:q", "x")
