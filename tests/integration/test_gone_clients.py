@@ -162,6 +162,21 @@ def test_what_was_popped_before_the_half_close_still_arrives(upstream, gone_prox
         direct.close()
 
 
+def test_a_blpop_in_a_transaction_does_not_wait_and_is_answered(upstream, gone_proxy):
+    direct = redis.Redis(port=upstream.port)
+    direct.delete("q")
+    direct.lpush("q", "x")
+    sock = socket.create_connection(("127.0.0.1", gone_proxy.port))
+    try:
+        send(sock, ("MULTI",), ("BLPOP", "q", "0"), ("BLPOP", "q", "0"), ("EXEC",))
+        sock.shutdown(socket.SHUT_WR)
+        assert replies(sock, 4) == [b"OK", b"QUEUED", b"QUEUED", [[b"q", b"x"], None]]
+        assert read_to_eof(sock) == b""
+    finally:
+        sock.close()
+        direct.close()
+
+
 def test_ordinary_replies_still_reach_a_half_closed_client(upstream, gone_proxy):
     sock = socket.create_connection(("127.0.0.1", gone_proxy.port))
     try:
