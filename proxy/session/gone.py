@@ -74,12 +74,19 @@ def unanswered(sent, remaining: int) -> list:
 def cut_waits(session) -> bool:
     """The client is gone (EOF) or the proxy stops: half-close its own upstream connection if a
     request that waits is unanswered there. True when it did."""
+    cut = False
+    for entry in session.queue:  # a cluster's WAIT, on a connection lent by every master
+        lent = getattr(entry, "lent", None)
+        if lent and entry.remaining > 0:
+            for conn in lent:
+                conn.half_close()
+            cut = True
     own = session.own
     if own is None or own.closed:
-        return False
+        return cut
     table = getattr(session.backend.behaviour, "table", None)
     if table is None:
-        return False
+        return cut
     names = waiting_names(table)
     for entry in session.queue:
         remaining = getattr(entry, "remaining", 0)
@@ -91,4 +98,4 @@ def cut_waits(session) -> bool:
                       "half-closed", session.describe())
             own.half_close()
             return True
-    return False
+    return cut

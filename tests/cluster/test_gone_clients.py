@@ -37,3 +37,18 @@ def test_a_blpop_of_a_gone_client_pops_nothing(redis_cluster, cluster_proxy, how
     finally:
         sock.close()
         client.close()
+
+
+def test_a_wait_of_a_gone_client_is_freed_on_every_master(redis_cluster, cluster_proxy):
+    """WAIT goes to every master on lent connections; with one replica each, WAIT 2 0 waits
+    forever: the client gone, every master frees it."""
+    masters = len([node for node in redis_cluster._live() if node.is_master])
+    sock = socket.create_connection(("127.0.0.1", cluster_proxy.port))
+    try:
+        send(sock, ("WAIT", "2", "0"))
+        wait_for(lambda: blocked_clients(redis_cluster) == masters, 10, "WAIT blocked on every master")
+        sock.shutdown(socket.SHUT_WR)
+        wait_for(lambda: blocked_clients(redis_cluster) == 0, 10, "every master freeing the gone client's WAIT")
+        read_to_eof(sock)  # (then the client's connection closes)
+    finally:
+        sock.close()
