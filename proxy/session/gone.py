@@ -4,12 +4,17 @@ Redis frees a client when it reads EOF on its socket (a close, or a half-close: 
 write side), blocked or not; a blocked command leaves nothing behind: no element popped or moved,
 no stream entry added to a group's pending list for nobody. The proxy reads that EOF, not Redis,
 and a command that waits (`waits`) holds the client's own upstream connection (a lease, or its
-pinned connection): `cut_waits` half-closes that connection, so that Redis reads EOF there
-and frees its client exactly as it would have freed the client itself. What Redis had already
-done (a pop just before) is still written back before it closes, and reaches the client if it
-still reads; nothing is done after. The same happens at shutdown, so that SIGTERM does not wait
-for a BLPOP 0. Ordinary commands in flight are answered as before (the session closes once they
-are); scripts are not cut (Redis runs a script to its end whoever waits for it).
+pinned connection; a cluster's WAIT, one lent by every master): `cut_waits` half-closes that
+connection, so that Redis reads EOF there and frees its client exactly as it would have freed
+the client itself. What Redis had already done (a pop just before) is still written back before
+it closes, and reaches the client if it still reads; nothing is done after. The same happens at
+shutdown, so that SIGTERM does not wait for a BLPOP 0. Ordinary commands in flight are answered
+as before (the session closes once they are); scripts are not cut (Redis runs a script to its
+end whoever waits for it). Why not CLIENT UNBLOCK from the control connection: it needs each
+connection's client id and an ACL permission the proxy's user may lack, and it leaves the same
+window as the half-close (a push between the client's EOF and the cut is served to the client
+that is gone, as with Redis directly: a push before Redis reads EOF), wider by a round trip on
+another connection; the half-close is what Redis itself does to a client that leaves.
 """
 
 from __future__ import annotations
