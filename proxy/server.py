@@ -174,6 +174,9 @@ class Proxy:
             self.server.close()
         for session in list(self.sessions):
             session.drain()
+        cut = sum(1 for session in self.sessions if session.own is not None and session.own.close_asked)
+        if cut:  # (session/gone.py: a command that waits is not waited for)
+            log.info("stopping: %d client(s) waiting in a blocking command closed at once", cut)
         deadline = self.loop.time() + timeout
         while self.sessions and self.loop.time() < deadline:
             await asyncio.sleep(0.02)

@@ -261,3 +261,11 @@ def local_ports(pid: int) -> set[int]:
         except OSError:
             continue
     return ports
+
+
+# A script busy for ARGV[1] milliseconds, then 1: a reply in flight that is not a command that waits.
+BUSY_SCRIPT = """
+local t0 = redis.call('TIME')
+repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+return 1
+"""

@@ -633,6 +633,18 @@ def to_each(session, nodes, request: bytes, merge, connection, entry=None, befor
         conn.send(request, Pending(PartSink(collected, part, done), 1, conn))
 
 
+class WaitEntry(Pending):
+    """The client's entry for a WAIT on every master: the connections lent for it, which a
+    client that goes away has half-closed (`session/gone.py`), as Redis frees a client of its
+    own that leaves while WAIT waits."""
+
+    __slots__ = ("lent",)
+
+    def __init__(self, session, lent: list):
+        super().__init__(session, 1)
+        self.lent = lent
+
+
 def wait_(session, batch, index: int) -> int:
     """WAIT counts the replicas that acknowledged the writes of its own connection: on each
     master, a lent connection first makes a write that covers everything written before it (a
@@ -652,9 +664,21 @@ def wait_(session, batch, index: int) -> int:
         key = b"__redis_guard__:wait:{" + tag_for_slot(masters[part][1]) + b"}"
         conn.send_hidden([("MULTI",), ("SET", key, "1"), ("DEL", key), ("EXEC",)])
 
+    lent = []
+
+    def lend(node):
+        conn = backend.lease(session, node=node)
+        if conn is not None:
+            lent.append(conn)
+        return conn
+
+    entry = None
+    if session.stream is None:  # (else a barrier's entry: session.reply_later)
+        entry = WaitEntry(session, lent)
+        session.queue.append(entry)
+        session.inflight += 1
     to_each(session, [node for node, _slot in masters], batch.span(index, index + 1), merge_min,
-            lambda node: backend.lease(session, node=node), before=mark,
-            after=lambda conn: backend.give_back(session, conn))
+            lend, entry=entry, before=mark, after=lambda conn: backend.give_back(session, conn))
     session.state.to("lease")  # no connection of its own: the next command waits (DRAIN)
     session.bind()
     return index + 1

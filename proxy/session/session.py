@@ -39,7 +39,7 @@ from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, que
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
-from . import auth, verdicts
+from . import auth, gone, verdicts
 from .behaviour import PASS, PONG
 from .classes import key_class, same_class
 from .guard import Guard
@@ -210,8 +210,10 @@ class Session(Receiver):
             self.reader.feed(data)
 
     def eof_received(self):
-        # Redis answers what was sent before a half-close; so do we, then close.
+        # Redis answers what was sent before a half-close; so do we, then close. A command that
+        # waits is not answered: Redis frees a client at EOF, its block with it (gone.py).
         self.input_ended = True
+        gone.cut_waits(self)
         if self.state.life is OPEN:
             self._close()
         return True
@@ -235,6 +237,7 @@ class Session(Receiver):
                 break
             self._handle(batch)
         if self.input_ended and self.state.life is OPEN:
+            gone.cut_waits(self)  # EOF or shutdown came while dispatch waited: what it sent since
             self._close()
 
     def _handle(self, batch) -> None:
@@ -748,8 +751,10 @@ class Session(Receiver):
                 self.transport.resume_reading()
 
     def drain(self) -> None:
-        """Shutdown: stop taking requests; close once the replies owed are written."""
+        """Shutdown: stop taking requests; close once the replies owed are written (a command
+        that waits is not waited for: gone.py)."""
         self.input_ended = True
+        gone.cut_waits(self)
         self._pause_reading("shutdown")
         if self.state.life is OPEN:
             self._close()

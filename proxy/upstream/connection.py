@@ -318,6 +318,21 @@ class UpstreamConnection:
     def close(self) -> None:
         self.fail(CLOSED_BY_PROXY)
 
+    def half_close(self) -> None:
+        """No more requests, ever (its client is gone: `session/gone.py`): the requests queued
+        go out, then the write side closes. The server reads EOF and frees its client as it
+        frees a client that half-closes (a blocked command ends with nothing popped); what it
+        wrote before still arrives, then it closes. Never lent again (`idle`)."""
+        if self.state is CLOSED:
+            return
+        self.close_asked = True
+        transport = self.transport
+        if self.state is not READY or transport is None or not transport.can_write_eof():
+            self.close()  # (the client's requests are not out yet: none of them runs)
+            return
+        self._write_out()
+        transport.write_eof()
+
     def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:
         if self.state is CLOSED:
             return
@@ -455,7 +470,8 @@ class UpstreamConnection:
     def idle(self) -> bool:
         """Nothing in flight or queued: the connection may be lent to another client. (An entry
         whose last reply is being handed out is still at the head of `pending`.)"""
-        return not self.out and self.state is not CLOSED and all(entry.remaining == 0 for entry in self.pending)
+        return not self.out and self.state is not CLOSED and not self.close_asked and \
+            all(entry.remaining == 0 for entry in self.pending)
 
     # -- reading ----------------------------------------------------------------------------
 
