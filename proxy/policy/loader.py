@@ -19,6 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from ..yamlcheck import compose as _compose
+from ..yamlcheck import line as _line
+from ..yamlcheck import plain as _plain
 from . import rules as _rules  # noqa: F401  (registers every rule)
 from .applications import Application
 from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
@@ -54,13 +57,6 @@ PASSTHROUGH = Policy("passthrough", ENFORCE, ())
 BUILTIN = Path(__file__).with_name("data") / "baseline.yaml"
 
 
-def _plain(node):
-    """A composed YAML node as plain Python values."""
-    return yaml.safe_load(yaml.serialize(node)) if node is not None else None
-
-
-def _line(node) -> int:
-    return node.start_mark.line + 1
 
 
 TOP_LEVEL = ("name", "description", "seed", "mode", "rules", "auth", "applications", "schema")
@@ -70,7 +66,7 @@ def load_policy_text(text: str, source: str | None = None, table=None) -> Policy
     """The policy in `text`; every mistake is reported at once (`PolicyError.errors`). Command
     names in settings are checked against `table` (default: the snapshot of the package)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text)
     except yaml.YAMLError as exc:
         raise yaml_error(exc, text, source) from None
     if root is None:
