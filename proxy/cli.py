@@ -503,6 +503,7 @@ def cmd_policy_check(args) -> int:
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
+    print(f"  baseline guard: {policy.baseline()}")
     for rule in policy.rules:
         mode = engine.modes.get(rule.id, "off")
         print(f"  {rule.id:<4} {mode:<8} {rule.title}: {rule.describe()}")
