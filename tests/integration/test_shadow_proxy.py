@@ -49,7 +49,8 @@ def _wait(check, what: str, timeout: float = 5.0):
 
 def test_the_candidate_counts_and_logs_and_changes_nothing(setup):
     server, process, _, metrics_port = setup
-    assert "policy 'enforcing' (enforce, 1 rules), shadow policy 'candidate'" in process.log
+    # K2 and C2: a policy that does not name C2 keeps the baseline guard
+    assert "policy 'enforcing' (enforce, 2 rules), shadow policy 'candidate'" in process.log
     client = redis.Redis(port=process.port)
     direct = redis.Redis(port=server.port)
     pipe = client.pipeline(transaction=False)
