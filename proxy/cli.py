@@ -269,8 +269,9 @@ async def _remove_own_users(config, own) -> None:
 
     if not CREATED:
         return
-    try:
-        await asyncio.wait_for(remove_at_exit(config, own, wait=2.0 if config.workers > 1 else 0.0), 10.0)
+    wait = 2.0 if config.workers > 1 else 0.0
+    try:  # bounded: an upstream that does not answer must not hold the exit up
+        await asyncio.wait_for(remove_at_exit(config, own, wait=wait), wait + 2.0)
     except TimeoutError:
         log.warning("upstream ACL users: not removed at exit (the upstream did not answer in time)")
 
