@@ -217,7 +217,7 @@ async def remove(users, upstreams, own=frozenset(), timeout: float = 5.0, wait: 
             deadline = asyncio.get_running_loop().time() + wait
             while True:
                 used = await users_in_use(node, names, own, timeout)
-                if used != set() and asyncio.get_running_loop().time() < deadline and used is not None:
+                if used and asyncio.get_running_loop().time() < deadline:
                     await asyncio.sleep(0.1)
                     continue
                 break
@@ -225,7 +225,7 @@ async def remove(users, upstreams, own=frozenset(), timeout: float = 5.0, wait: 
                 done.append(f"{node.address}: kept (CLIENT LIST refused: whether another proxy uses them is unknown)")
                 continue
             if used:
-                done.append(f"{node.address}: kept, in use by another process ({', '.join(sorted(used))})")
+                done.append(f"{node.address}: kept, in use by another connection ({', '.join(sorted(used))})")
                 continue
             ours = [name for name in sorted(names) if await _still_ours(node, name, timeout)]
             if ours:

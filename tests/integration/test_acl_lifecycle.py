@@ -81,7 +81,7 @@ def test_exit_keeps_the_users_a_second_proxy_uses(server, tmp_path):
         assert "redis-guard:life" in users(server.port)
         assert first.stop() == 0
         assert "redis-guard:life" in users(server.port)  # the second proxy's connections run as it
-        assert "kept, in use by another process (redis-guard:life)" in first.log
+        assert "kept, in use by another connection (redis-guard:life)" in first.log
         client = redis.Redis(port=second.port)
         assert client.set("a:b", "1") is True
         client.close()
@@ -90,6 +90,16 @@ def test_exit_keeps_the_users_a_second_proxy_uses(server, tmp_path):
         assert second.stop() == 0
     assert "redis-guard:life" not in users(server.port)
     assert OPERATORS <= users(server.port)
+
+
+def test_workers_stopping_together_delete_their_users(server, tmp_path):
+    """Each worker sees its siblings' connections until they close: it waits for them (bounded)."""
+    proxy = policy_proxy(tmp_path, POLICY.format(name="life"), server.url, "--workers", "2")
+    try:
+        assert "redis-guard:life" in users(server.port)
+    finally:
+        assert proxy.stop() == 0
+    assert "redis-guard:life" not in users(server.port)
 
 
 def test_a_user_an_operator_changed_is_not_deleted(server, tmp_path):
