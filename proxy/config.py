@@ -246,6 +246,12 @@ def unknown_settings(root, source: str) -> list[str]:
             key = str(key_node.value)
             where = (*path, key)
             names = known.get(path, frozenset())
+            if key == "<<":  # a YAML merge key: the mappings it brings in, checked as if written here
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for each in merged:
+                    if isinstance(each, yaml.MappingNode):
+                        walk(each, path)
+                continue
             if key not in names:
                 inside = f"{'.'.join(path)}: " if path else ""
                 hint = did_you_mean(key, names) or f" (expected one of: {', '.join(sorted(names))})"

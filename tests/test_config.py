@@ -83,3 +83,11 @@ def test_cli_exits_non_zero_with_every_typo(tmp_path):
     assert done.returncode != 0
     for line, word in ((3, "max_args"), (5, "connect_timeout"), (6, "workers"), (10, "password")):
         assert f"{path}:{line}: " in done.stderr and f"did you mean {word}?" in done.stderr
+
+
+def test_a_yaml_merge_key_is_checked_as_if_written_in_place(tmp_path):
+    config = load_config(write(tmp_path, "limits:\n  <<: {max_args: 5}\n  max_request_bytes: 10\n"))
+    assert config.limits.max_args == 5
+    path = write(tmp_path, "limits:\n  <<: {max_arg: 5}\n")
+    with pytest.raises(ConfigError, match=r":2: limits: unknown setting 'max_arg' \(did you mean max_args\?\)"):
+        load_config(path)
