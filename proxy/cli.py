@@ -193,11 +193,13 @@ class PolicyWatcher:
                  len(engine.policy.rules))
 
     async def _apply_acl(self, users) -> None:
-        from .upstream_acl import apply_for
+        from .upstream_acl import apply_for, retire
 
         status = await apply_for(self.proxy.config, users)
         self.proxy.acl_users = users if status.usable else None  # the users upstream connections may log in as
         log.info("policy reloaded: %s", status.line())
+        if status.ok:  # the users of a renamed or replaced policy, where no other proxy uses them
+            await retire(self.proxy.config, self.proxy.backend, users)
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -261,11 +263,27 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         for watcher in watchers:
             watcher.stop()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
+        own = proxy.backend.ours().addrs  # what Redis may still list of them just after they close
         await proxy.shutdown(config.shutdown_timeout)
+        await _remove_own_users(config, own)
         return 0
 
     with asyncio.Runner(loop_factory=_new_loop) as runner:
         return runner.run(main())
+
+
+async def _remove_own_users(config, own) -> None:
+    """At a clean exit: the ACL users this process applied, where no other proxy uses them. A
+    worker of several waits a little for its siblings, which stop with it, to close theirs."""
+    from .upstream_acl import CREATED, remove_at_exit
+
+    if not CREATED:
+        return
+    wait = 2.0 if config.workers > 1 else 0.0
+    try:  # bounded: an upstream that does not answer must not hold the exit up
+        await asyncio.wait_for(remove_at_exit(config, own, wait=wait), wait + 2.0)
+    except TimeoutError:
+        log.warning("upstream ACL users: not removed at exit (the upstream did not answer in time)")
 
 
 def _upstream_text(config) -> str:
@@ -498,6 +516,7 @@ def cmd_policy_check(args) -> int:
     if policy.description:
         print(f"  {policy.description}")
     print(f"  mode: {policy.mode}" + ("  (dry run: every rule only logs and counts)" if policy.mode == "audit" else ""))
+    print(f"  baseline guard: {policy.baseline()}")
     for rule in policy.rules:
         mode = engine.modes.get(rule.id, "off")
         print(f"  {rule.id:<4} {mode:<8} {rule.title}: {rule.describe()}")

@@ -2,7 +2,10 @@
 
 The YAML file gives defaults; command-line flags override single fields. Nothing else in the
 proxy reads YAML or environment variables, so what the proxy runs with is exactly what
-`load_config` returned.
+`load_config` returned. Every setting the file names must be one the loader reads: the known
+settings are those `_build` asks for when it builds the defaults (so a new setting is known as
+soon as it is read), and every unknown one, at any depth, is refused at once with its line and
+the closest known name (`unknown_settings`, with the policy loader's `yamlcheck`).
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 import yaml
+
+from .yamlcheck import compose, did_you_mean, line, yaml_problem
 
 
 class ConfigError(Exception):
@@ -192,7 +198,70 @@ def _section(data: dict, name: str, where: str) -> dict:
     value = data.get(name) or {}
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: '{name}' must be a mapping")
-    return value
+    return _Asked(value, data.asked, (*data.path, name)) if isinstance(data, _Asked) else value
+
+
+class _Asked(dict):
+    """A mapping of the file that notes each setting the loader asks it for (`known_settings`)."""
+
+    def __init__(self, items, asked: dict, path: tuple = ()):
+        super().__init__(items)
+        self.asked = asked
+        self.path = path
+        asked.setdefault(path, set())
+
+    def get(self, key, default=None):
+        self.asked[self.path].add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.asked[self.path].add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.asked[self.path].add(key)
+        return super().__contains__(key)
+
+
+@lru_cache(maxsize=1)
+def known_settings() -> dict[tuple[str, ...], frozenset[str]]:
+    """Section path (() for the top level, ('limits',)...) -> the settings it may hold: what
+    `_build` asks for while building the defaults, the fields of `Limits`, and the mapping form
+    of `upstream_sentinel` (the fields of `Sentinel`)."""
+    asked: dict = {}
+    _build(_Asked({}, asked), "defaults")
+    known = {path: frozenset(keys) for path, keys in asked.items()}
+    known[("limits",)] = known.get(("limits",), frozenset()) | {f.name for f in dataclasses.fields(Limits)}
+    known[("upstream_sentinel",)] = frozenset(f.name for f in dataclasses.fields(Sentinel))
+    return known
+
+
+def unknown_settings(root, source: str) -> list[str]:
+    """'file:line: ...' for every setting of the file's node tree that is no setting, at any depth,
+    each with the closest known name."""
+    known = known_settings()
+    out: list[str] = []
+
+    def walk(node, path):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            where = (*path, key)
+            names = known.get(path, frozenset())
+            if key == "<<":  # a YAML merge key: the mappings it brings in, checked as if written here
+                merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for each in merged:
+                    if isinstance(each, yaml.MappingNode):
+                        walk(each, path)
+                continue
+            if key not in names:
+                inside = f"{'.'.join(path)}: " if path else ""
+                hint = did_you_mean(key, names) or f" (expected one of: {', '.join(sorted(names))})"
+                out.append(f"{source}:{line(key_node)}: {inside}unknown setting '{key}'{hint}")
+            elif where in known and isinstance(value_node, yaml.MappingNode):
+                walk(value_node, where)
+
+    walk(root, ())
+    return out
 
 
 def _number(section: dict, key: str, default, kind, where: str):
@@ -207,11 +276,6 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"{where}: '{key}' must be a whole number, 0 or more, got {value!r}")
     return value
-
-
-_TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options",
-             "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics", "upstream_acl"}
-_TOP_KEYS.add("liveness_timeout")
 
 
 def parse_policy(value, base: str | None = None) -> str | None:
@@ -240,16 +304,25 @@ def load_config(path: str | None) -> Config:
         return Config()
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
+            text = handle.read()
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror}") from None
+    try:
+        root = compose(text)
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+        message, at = yaml_problem(exc, text)
+        raise ConfigError(f"{path}:{at}: {message}" if at else f"{path}: {message}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
-    unknown = set(data) - _TOP_KEYS
+    unknown = unknown_settings(root, path) if isinstance(root, yaml.MappingNode) else []
     if unknown:
-        raise ConfigError(f"{path}: unknown setting(s): {', '.join(sorted(unknown))}")
+        raise ConfigError("\n".join(unknown))
+    return _build(data, path)
+
+
+def _build(data: dict, path: str) -> Config:
+    """The configuration of the file's values (`data`), checked one by one."""
     defaults = Config()
     limits_in = _section(data, "limits", path)
     options = _section(data, "upstream_options", path)

@@ -4,7 +4,8 @@ At start and on every policy reload (`upstream_acl: on`, the default), over a sh
 connection as the proxy's own upstream user: `ACL SETUSER` for every compiled user (each starts
 with `reset`, so a user holds exactly what the policy says, whatever it held before: nothing
 accumulates), then `ACL DELUSER` for the users of the same policy that it no longer compiles (an
-application removed). In front of a Redis Cluster, on every node (ACL is not replicated: masters
+application removed; only a user that still holds the password the proxy derives for it: never one
+an operator made). In front of a Redis Cluster, on every node (ACL is not replicated: masters
 and replicas alike), from `CLUSTER SHARDS`; in front of a Sentinel-managed master, on the master
 and the replicas its `ROLE` lists. When the proxy's user may not run ACL SETUSER (or
 `upstream_acl: off`), the users may still be there, made by operators who manage Redis users
@@ -12,15 +13,27 @@ themselves (`redis-guard policy acl FILE` prints them): each is tried with `AUTH
 and when all log in they are used (`AclStatus.usable`); else the proxy runs without the second
 wall and says so. Nothing here raises: the outcome is an `AclStatus` for the start-up line and
 the log.
+
+Users are removed again (`remove`, `remove_for`) when their policy is renamed or replaced on a
+reload, and at a clean exit: a policy's users go together, on each node, only when no connection
+of another process is authenticated as any of them (CLIENT LIST's `user=`, minus this process's
+own pooled connections by their address, the backend's `ours()`; a running proxy keeps its warm
+spares open as the policy's user, so its users count as used while it runs), and only users that this
+process applied (`CREATED`), whose name starts with `redis-guard:` and that still hold the
+password the proxy derived for them (ACL GETUSER): a user an operator made or changed is never
+deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import hashlib
 import logging
 
 import hiredis
 
+from .policy.acl import USER_PREFIX, password_for
 from .upstream.probe import ask
 
 log = logging.getLogger("redis_guard.acl")
@@ -57,13 +70,20 @@ class AclStatus:
         return self.ok or self.present
 
 
+# policy name -> its AclUsers, for every policy whose users this process applied upstream: the
+# only users it may remove (workers inherit it from the parent that applied them at start).
+CREATED: dict[str, object] = {}
+
+
 async def apply(users, upstreams, timeout: float = 5.0) -> AclStatus:
     """Apply `users` (an AclUsers) on each upstream node (Upstream objects)."""
     status = AclStatus(users=len(users.users), nodes=len(upstreams))
     setusers = [user.setuser() for user in users.users]
     for node in upstreams:
         why = await _apply_one(users, node, setusers, timeout)
-        if why is not None:
+        if why is None:
+            CREATED[users.policy_name] = users
+        else:
             status.refused.append(f"{node.address}: {why}")
     return status
 
@@ -76,7 +96,7 @@ async def _apply_one(users, node, setusers, timeout) -> str | None:
                 text = str(reply)
                 return "not permitted" if text.startswith("NOPERM") else f"refused: {text}"
         existing = [name.decode("utf-8", "replace") for name in replies[-1]] if isinstance(replies[-1], list) else []
-        stale = users.stale(existing)
+        stale = [name for name in users.stale(existing) if await _still_ours(node, name, timeout)]
         if stale:
             (deleted,) = await ask(node, [("ACL", "DELUSER", *stale)], timeout)
             if isinstance(deleted, hiredis.ReplyError):
@@ -139,12 +159,7 @@ async def apply_for(config, users) -> AclStatus:
     if users.audit:
         return AclStatus(off="none (the policy is in audit mode: a dry run enforces nothing)")
     try:
-        if config.upstream_cluster:
-            nodes = await cluster_nodes(config.upstream_cluster[0])
-        elif config.upstream_sentinel is not None:
-            nodes = await server_and_replicas(config.upstream)
-        else:
-            nodes = [config.upstream]
+        nodes = await _nodes(config)
     except (TimeoutError, OSError, ConnectionError, ValueError) as exc:
         return AclStatus(refused=[f"cluster nodes unknown: {exc}"])
     if config.upstream_acl:
@@ -156,3 +171,132 @@ async def apply_for(config, users) -> AclStatus:
         if not status.present and status.refused:
             log.warning("%s", status.line())
     return status
+
+
+def _fields(line: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in line.split(" ") if "=" in part)
+
+
+async def users_in_use(node, names, own, timeout: float = 5.0) -> set[str] | None:
+    """The users of `names` that a connection of another process (its address not in `own`) is
+    authenticated as on `node`, from CLIENT LIST; None when CLIENT LIST is refused."""
+    (listing,) = await ask(node, [("CLIENT", "LIST")], timeout)
+    if isinstance(listing, hiredis.ReplyError) or not isinstance(listing, (bytes, str)):
+        return None
+    text = listing.decode("utf-8", "replace") if isinstance(listing, bytes) else listing
+    used = set()
+    for line in text.splitlines():
+        fields = _fields(line)
+        if fields.get("user") in names and fields.get("addr") not in own:
+            used.add(fields["user"])
+    return used
+
+
+async def _still_ours(node, name: str, timeout: float) -> bool:
+    """Does the user on the server still hold exactly the password the proxy derives for it
+    (`policy.acl.password_for`, ACL GETUSER)?"""
+    (reply,) = await ask(node, [("ACL", "GETUSER", name)], timeout)
+    if not isinstance(reply, list):
+        return False  # gone, or GETUSER refused
+    described = dict(zip(reply[0::2], reply[1::2]))
+    hashes = described.get(b"passwords", described.get("passwords"))
+    wanted = hashlib.sha256(password_for(name, node.password).encode()).hexdigest()
+    return isinstance(hashes, list) and [h.decode() if isinstance(h, bytes) else h for h in hashes] == [wanted]
+
+
+async def remove(users, upstreams, own=frozenset(), timeout: float = 5.0, wait: float = 0.0) -> list[str]:
+    """Delete the users of `users` (an AclUsers this process applied) on each node where no
+    connection of another process is authenticated as any of them, waiting up to `wait` seconds
+    for such connections to go (workers stopping together). What was done, one line a node."""
+    if users.policy_name not in CREATED:
+        return []
+    names = {user.name for user in users.users if user.name.startswith(USER_PREFIX + ":")}
+    done = []
+    for node in upstreams:
+        try:
+            deadline = asyncio.get_running_loop().time() + wait
+            while True:
+                used = await users_in_use(node, names, own, timeout)
+                if used and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.1)
+                    continue
+                break
+            if used is None:
+                done.append(f"{node.address}: kept (CLIENT LIST refused: whether another proxy uses them is unknown)")
+                continue
+            if used:
+                done.append(f"{node.address}: kept, in use by another connection ({', '.join(sorted(used))})")
+                continue
+            ours = [name for name in sorted(names) if await _still_ours(node, name, timeout)]
+            if ours:
+                (deleted,) = await ask(node, [("ACL", "DELUSER", *ours)], timeout)
+                if isinstance(deleted, hiredis.ReplyError):
+                    done.append(f"{node.address}: not removed ({deleted})")
+                    continue
+                done.append(f"{node.address}: removed {', '.join(ours)}")
+        except (TimeoutError, OSError, ConnectionError) as exc:
+            done.append(f"{node.address}: unreachable: {exc}")
+    return done
+
+
+async def _nodes(config) -> list:
+    if config.upstream_cluster:
+        return await cluster_nodes(config.upstream_cluster[0])
+    if config.upstream_sentinel is not None:
+        return await server_and_replicas(config.upstream)
+    return [config.upstream]
+
+
+async def remove_for(config, users, own=frozenset(), wait: float = 0.0) -> list[str]:
+    """`remove` on the configured upstream's nodes, the connections whose address is in `own`
+    (this process's) excepted; the users are forgotten (`CREATED`) once removed everywhere."""
+    if users is None or users.policy_name not in CREATED:
+        return []
+    try:
+        nodes = await _nodes(config)
+    except (TimeoutError, OSError, ConnectionError, ValueError) as exc:
+        return [f"nodes unknown: {exc}"]
+    own = {addr.decode() if isinstance(addr, bytes) else addr for addr in own}
+    done = await remove(users, nodes, own, wait=wait)
+    for line in done:
+        log.info("upstream ACL users of policy '%s': %s", users.policy_name, line)
+    if all(": removed " in line for line in done):
+        CREATED.pop(users.policy_name, None)
+    return done
+
+
+def retarget(backend, old, new) -> bool:
+    """After a reload replaced the policy's users `old` by `new`: the backend's connections for
+    an identity of `old` open from now on as the matching user of `new` (same application, else
+    the user of no application), so that `old` can be deleted under its sessions (a deleted
+    user's connections are closed by Redis and reopen as the new user). False when the backend
+    cannot (a cluster's connections), and `old` then stays until exit."""
+    openers = getattr(backend, "openers", None)
+    if not isinstance(openers, dict):
+        return False
+    apps = {user.name: user.app for user in old.users}
+    for key, opener in openers.items():
+        identity = key[0]
+        if isinstance(identity, tuple) and identity and identity[0] in apps:
+            name, password = new.credentials_for(apps[identity[0]])
+            opener.upstream = dataclasses.replace(opener.upstream, username=name, password=password)
+    return True
+
+
+async def retire(config, backend, current) -> None:
+    """A reload applied `current`: remove the users of the policies this process applied before
+    (a renamed or replaced policy), where no other process uses them."""
+    for users in [users for name, users in CREATED.items() if name != current.policy_name]:
+        if not retarget(backend, users, current):
+            log.info("upstream ACL users of policy '%s' kept until exit (the cluster's connections use them)",
+                     users.policy_name)
+            continue
+        await remove_for(config, users, backend.ours().addrs)
+
+
+async def remove_at_exit(config, own=frozenset(), wait: float = 0.0) -> None:
+    """At a clean exit (the proxy's connections closed; `own` their addresses): remove the users
+    this process applied, waiting up to `wait` seconds for the connections of workers stopping
+    with it to go."""
+    for users in list(CREATED.values()):
+        await remove_for(config, users, own, wait=wait)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from ..yamlcheck import compose as _compose
+from ..yamlcheck import line as _line
+from ..yamlcheck import plain as _plain
 from . import rules as _rules  # noqa: F401  (registers every rule)
 from .applications import Application
 from .base import AUDIT, ENFORCE, OFF, REGISTRY, PolicyError, Rule, Settings
@@ -40,6 +43,21 @@ class Policy:
     auth: str = ""  # required | optional when the policy declares applications
     applications: tuple[Application, ...] = ()
     schema: Schema | None = None  # the declared key patterns (K10), None without a `schema:`
+    baseline_implied: bool = False  # C2 added with its defaults: the file does not name it
+
+    def baseline(self) -> str:
+        """Whether the baseline guard (C2's `baseline`) holds, and why, for `policy check`."""
+        rule = self.rule(BASELINE_RULE)
+        if rule is None:
+            return "off (no policy)"
+        if not rule.baseline:
+            return "off (C2: {baseline: false})"
+        if rule.mode == OFF or self.mode == AUDIT or rule.mode == AUDIT:
+            why = "C2: off" if rule.mode == OFF else "audit mode"
+            return f"not enforced ({why}); C2: {{baseline: false}} states it is meant"
+        if self.baseline_implied:
+            return "on (C2 not named: the baseline applies to every policy; C2: {baseline: false} turns it off)"
+        return "on (C2; C2: {baseline: false} turns it off)"
 
     def rule(self, rule_id: str) -> Rule | None:
         for rule in self.rules:
@@ -49,18 +67,12 @@ class Policy:
 
 
 PASSTHROUGH = Policy("passthrough", ENFORCE, ())
+BASELINE_RULE = "C2"  # the rule that holds the baseline guard
 
 # The policy of a proxy given none (`redis-guard serve` without --policy or `policy:`).
 BUILTIN = Path(__file__).with_name("data") / "baseline.yaml"
 
 
-def _plain(node):
-    """A composed YAML node as plain Python values."""
-    return yaml.safe_load(yaml.serialize(node)) if node is not None else None
-
-
-def _line(node) -> int:
-    return node.start_mark.line + 1
 
 
 TOP_LEVEL = ("name", "description", "seed", "mode", "rules", "auth", "applications", "schema")
@@ -70,7 +82,7 @@ def load_policy_text(text: str, source: str | None = None, table=None) -> Policy
     """The policy in `text`; every mistake is reported at once (`PolicyError.errors`). Command
     names in settings are checked against `table` (default: the snapshot of the package)."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = _compose(text)
     except yaml.YAMLError as exc:
         raise yaml_error(exc, text, source) from None
     if root is None:
@@ -97,6 +109,11 @@ def load_policy_text(text: str, source: str | None = None, table=None) -> Policy
                         top_lines.get("mode"))
         mode = ENFORCE
     raw = _rule_settings(top.get("rules"), "rules", problems)
+    # The baseline guard is not lost by omission: a policy that does not name C2 gets it with its
+    # defaults (the baseline on); only `C2: {baseline: false}` (or `C2: off`) turns it off.
+    baseline_implied = BASELINE_RULE not in raw
+    if baseline_implied:
+        raw[BASELINE_RULE] = ({}, {}, top_lines.get("rules"))
     auth, applications = "", ()
     with problems.collecting():
         auth, applications = _applications(top, top_lines, raw, problems, table)
@@ -116,7 +133,7 @@ def load_policy_text(text: str, source: str | None = None, table=None) -> Policy
     return Policy(
         name=str(name), mode=mode, rules=rules, auth=auth, applications=applications,
         description=str(_plain(top.get("description")) or ""),
-        seed=str(_plain(top.get("seed")) or ""), source=source, schema=schema,
+        seed=str(_plain(top.get("seed")) or ""), source=source, schema=schema, baseline_implied=baseline_implied,
     )
 
 

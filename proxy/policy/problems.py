@@ -5,15 +5,16 @@ application or schema pattern after a mistake and raises them together at the en
 (`PolicyError.several`). `did_you_mean` and `unknown_command` name the nearest real rule id,
 setting or command (a typo in a deny list must not leave the command allowed); `shorthand` words
 the mistakes of `K2: off`-style values; `yaml_error` turns PyYAML's parser messages into advice
-about indentation and quoting, with the line and column. No I/O here.
+about indentation and quoting, with the line and column (`did_you_mean` and the YAML advice live in
+`proxy/yamlcheck.py`, shared with the configuration loader). No I/O here.
 """
 
 from __future__ import annotations
 
-import difflib
 from contextlib import contextmanager
 from functools import lru_cache
 
+from ..yamlcheck import YAML_ADVICE, did_you_mean, yaml_problem  # noqa: F401  (shared with config.py)
 from .base import MODES, PolicyError
 
 
@@ -46,19 +47,6 @@ class Problems:
         """Raise every mistake kept, by line (mistakes without a line first, as found)."""
         if self.errors:
             raise PolicyError.several(sorted(self.errors, key=lambda error: error.line or 0))
-
-
-def did_you_mean(word: str, candidates, n: int = 1) -> str:
-    """' (did you mean X?)' for the closest candidate, and up to n - 1 more about as close; else ''.
-    Case is ignored."""
-    by_lower = {str(c).lower(): str(c) for c in candidates}
-    close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=n, cutoff=0.7)
-    if not close:
-        return ""
-    score = difflib.SequenceMatcher(None, str(word).lower(), close[0]).ratio()
-    close = [by_lower[close[0]]] + [by_lower[c] for c in close[1:]
-                                     if difflib.SequenceMatcher(None, str(word).lower(), c).ratio() >= score - 0.1]
-    return f" (did you mean {' or '.join(filter(None, [', '.join(close[:-1]), close[-1]]))}?)"
 
 
 @lru_cache(maxsize=1)
@@ -99,38 +87,7 @@ def shorthand(rule_id: str, value) -> str | None:
     return f"rule {rule_id}: settings must be a mapping or one of enforce, audit, off, got {value!r}"
 
 
-# PyYAML's problems, as the person who wrote the file can act on them.
-YAML_ADVICE = {
-    "mapping values are not allowed here": "a ':' where YAML expected none: this line is probably indented "
-                                           "more or less than the lines around it, or a value holding ': ' "
-                                           "needs quotes",
-    "could not find expected ':'": "a line without 'key: value' inside a mapping: check the indentation "
-                                   "and that every setting has a ':' after its name",
-    "did not find expected key": "this line's indentation does not match the mapping it belongs to: "
-                                 "settings of one rule line up under each other",
-    "did not find expected '-' indicator": "this line's indentation does not match the list it belongs to",
-    "found character '\\t' that cannot start any token": "a tab: YAML is indented with spaces only",
-    "found undefined alias": "'*' starts an alias in YAML: quote the value ('*')",
-    "found character '@' that cannot start any token": "'@' cannot start a plain YAML value: quote it ('@admin')",
-    "found character '`' that cannot start any token": "'`' cannot start a plain YAML value: quote it",
-    "found unexpected end of stream": "a quote or bracket opened and never closed",
-    "expected ',' or ']', but got": "a list in brackets is not closed, or an item needs quotes",
-    "expected ',' or '}', but got": "a mapping in braces is not closed, or a value needs quotes",
-}
-
-
 def yaml_error(exc, text: str, source: str | None) -> PolicyError:
     """A PyYAML error as a PolicyError: the problem, advice, and the line with a caret."""
-    problem = str(getattr(exc, "problem", None) or exc).strip()
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    advice = next((words for start, words in YAML_ADVICE.items() if problem.startswith(start)), "")
-    if "expected <block end>" in problem:
-        advice = "this line is indented differently from the lines of the block it belongs to"
-    message = f"invalid YAML: {advice} (the parser says: {problem})" if advice else f"invalid YAML: {problem}"
-    if mark is None:
-        return PolicyError(message, None, source)
-    lines = text.splitlines()
-    if 0 <= mark.line < len(lines):
-        shown = lines[mark.line].replace("\t", " ")
-        message += f"\n    {shown}\n    {' ' * mark.column}^ (column {mark.column + 1})"
-    return PolicyError(message, mark.line + 1, source)
+    message, line = yaml_problem(exc, text)
+    return PolicyError(message, line, source)

@@ -15,7 +15,7 @@ import redis
 from tests.integration.test_policy_proxy import start_with
 from tests.servers import RedisServer
 
-ENFORCING = "name: enforcing\nrules:\n  K2: {style: lowercase}\n"
+ENFORCING = "name: enforcing\nrules:\n  K2: {style: lowercase}\n  C2: {baseline: false}\n"  # KEYS passes
 CANDIDATE = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n  T1: {{action: reject}}\n  C4: {{}}\n  C1: {{}}\n"
 
 
@@ -49,7 +49,7 @@ def _wait(check, what: str, timeout: float = 5.0):
 
 def test_the_candidate_counts_and_logs_and_changes_nothing(setup):
     server, process, _, metrics_port = setup
-    assert "policy 'enforcing' (enforce, 1 rules), shadow policy 'candidate'" in process.log
+    assert "policy 'enforcing' (enforce, 2 rules), shadow policy 'candidate'" in process.log
     client = redis.Redis(port=process.port)
     direct = redis.Redis(port=server.port)
     pipe = client.pipeline(transaction=False)
@@ -73,7 +73,8 @@ def test_the_candidate_counts_and_logs_and_changes_nothing(setup):
     shadow_lines = [json.loads(line.split(": ", 1)[1]) for line in process.lines if '"event": "shadow"' in line]
     t1 = [line for line in shadow_lines if line["rule"] == "T1"]
     assert len(t1) == 1 and t1[0]["subject"] == "key 'user:0'" and t1[0]["policy"] == "candidate"  # sampled
-    assert {line["rule"] for line in shadow_lines} == {"T1", "C4", "C1"}
+    # KEYS: the candidate's C1, and its C2 (it keeps the baseline guard, not naming C2)
+    assert {line["rule"] for line in shadow_lines} == {"T1", "C4", "C1", "C2"}
 
 
 def test_the_shadow_policy_hot_reloads_and_refuses_a_broken_file(setup):

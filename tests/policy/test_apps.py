@@ -38,6 +38,7 @@ rules:
   K2: {{style: lowercase}}
   K7: {{anonymous: reject}}
   T3: {{min_ttl: 5, max_ttl: 3600}}
+  C2: off  # else the baseline denies SWAPDB, MOVE, KEYS before K7 is asked
 """
 
 

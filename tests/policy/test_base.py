@@ -46,7 +46,7 @@ def test_a_new_rule_runs_at_the_place_it_declares(registry):
     register(throwaway("X1", 150))  # between the command rules (1xx) and the key rules (2xx)
     assert list(registry) == [*EXPECTED_ORDER[:6], "X1", *EXPECTED_ORDER[6:]]
     policy = load_policy_text("name: t\nrules:\n  K1: {}\n  X1: {}\n  C1: {}\n")
-    assert [rule.id for rule in policy.rules] == ["C1", "X1", "K1"]
+    assert [rule.id for rule in policy.rules] == ["C1", "C2", "X1", "K1"]  # C2: every policy's baseline
 
 
 @pytest.mark.parametrize("rule_id, place, message", [

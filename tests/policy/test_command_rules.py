@@ -12,14 +12,14 @@ from proxy.policy import AUDIT, ENFORCE, Engine, PolicyError, SessionState, load
 from proxy.policy.engine import Call
 from proxy.policy.rules import c3_onread
 from proxy.policy.rules.c3_onread import SCRIPTS, WHOLE
-from tests.policy.helpers import load_error
+from tests.policy.helpers import load_error, no_baseline
 
 TABLE = CommandTable.from_snapshot()
 SPECS = list(TABLE.walk())
 
 
 def engine(rules: str, mode: str = "enforce") -> Engine:
-    return Engine(load_policy_text(f"name: t\nmode: {mode}\nrules:\n{rules}\n"), TABLE)
+    return Engine(load_policy_text(no_baseline(f"name: t\nmode: {mode}\nrules:\n{rules}\n")), TABLE)
 
 
 cached_engine = functools.lru_cache(maxsize=None)(engine)  # for parametrised tests

@@ -16,6 +16,7 @@ from proxy.commands.table import CommandTable
 from proxy.policy import AUDIT, Engine, SessionState, load_policy_text
 from proxy.policy.base import REGISTRY, RewriteRule
 from proxy.policy.shadow import LOG_INTERVAL, ShadowPolicy
+from tests.policy.helpers import no_baseline
 
 TABLE = CommandTable.from_snapshot()
 NAMES = (f"candidate-{n}" for n in itertools.count())  # a policy label of its own per test
@@ -23,7 +24,7 @@ NAMES = (f"candidate-{n}" for n in itertools.count())  # a policy label of its o
 
 def shadow_of(rules: str, mode: str = "enforce", extra: str = "", clock=None) -> ShadowPolicy:
     name = next(NAMES)
-    engine = Engine(load_policy_text(f"name: {name}\nmode: {mode}\nrules:\n{rules}\n{extra}"), TABLE)
+    engine = Engine(load_policy_text(no_baseline(f"name: {name}\nmode: {mode}\nrules:\n{rules}\n{extra}")), TABLE)
     return ShadowPolicy(engine, clock) if clock is not None else ShadowPolicy(engine)
 
 

@@ -18,7 +18,7 @@ from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy_text
 from proxy.policy.rules._durations import duration
 from proxy.policy.rules._ttl import InjectedTtl, creation, may_create, ttl_args
-from tests.policy.helpers import load_error
+from tests.policy.helpers import load_error, no_baseline
 
 
 @cache
@@ -28,7 +28,7 @@ def table() -> CommandTable:
 
 @cache
 def engine(text: str) -> Engine:
-    return Engine(load_policy_text(text), table())
+    return Engine(load_policy_text(no_baseline(text)), table())
 
 
 def words(command) -> list[bytes]:
@@ -586,9 +586,9 @@ def test_settings_errors(text, line, message):
 
 def test_defaults():
     policy = load_policy_text("rules: {T1: {}, T2: {}, T3: {}}")
-    t1, t2, t3 = policy.rules
+    t1, t2, t3 = (rule for rule in policy.rules if rule.id != "C2")  # C2: every policy's baseline
     assert (t1.action, t1.default_ttl, t1.persistent) == ("reject", 3600, ())
     assert (t2.jitter, t2.client_ttls) == (0.1, False)
     assert (t3.min_ttl, t3.max_ttl, t3.persistent) == (1, 2592000, ())
-    inject = load_policy_text("rules: {T1: {action: inject}}").rules[0]
+    inject = load_policy_text("rules: {T1: {action: inject}}").rule("T1")
     assert inject.id == "T1" and inject.action == "inject" and inject.default_ttl == 3600

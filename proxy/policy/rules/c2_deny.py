@@ -12,8 +12,10 @@ commands with which one client hurts every other (`BASELINE_DENY`: KEYS, FLUSHAL
 allowed: SWAPDB and MOVE are not @admin, SCRIPT DEBUG and FUNCTION LOAD only @scripting), except
 the short `BASELINE_ALLOW`. Redis's categories alone are not a safe deny list (SWAPDB is
 @dangerous but not @admin, MOVE neither): a policy that lists its own categories keeps the
-baseline, and turning it off takes `baseline: false`. An operator re-enables one command by
-naming it in `allow` (an application's own `rules:` do this for an admin application).
+baseline, and turning it off takes `baseline: false`. A policy that does not name C2 gets it
+with its defaults (the loader adds it): the baseline is never lost by omission. An operator
+re-enables one command by naming it in `allow` (an application's own `rules:` do this for an
+admin application).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class DeniedCommands(CommandRule):
 
     def __init__(self, settings):
         super().__init__(settings)
-        self.baseline = settings.get("baseline", True, kind=bool)
+        self.baseline = settings.get("baseline", True, kind=bool, schema={
+            "description": "the baseline guard, in every policy whether it names C2 or not; false turns it off"})
         self.deny = CommandMatcher(settings, "deny", () if self.baseline else DEFAULT_DENY,
                                    BASELINE_DENY if self.baseline else ())
         self.allow = CommandMatcher(settings, "allow", (), BASELINE_ALLOW if self.baseline else ())
