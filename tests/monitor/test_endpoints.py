@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.monitor import exporter
 from tests.servers import (
+    BUSY_SCRIPT,
     PASSTHROUGH,
     REPO,
     ProxyProcess,
@@ -171,13 +172,14 @@ def test_ready_says_503_while_draining(redis_server):
     proxy = ProxyProcess(redis_server.url, PASSTHROUGH, "--metrics", str(metrics))
     conn = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
     try:
-        conn.sendall(hiredis.pack_command(("BLPOP", "never", "3")))  # keeps the drain going for 3 s
-        time.sleep(0.3)
+        # a script busy for 3 s keeps the drain going (a command that waits, BLPOP, is not waited for)
         assert get(metrics, "/ready")[0] == 200
+        conn.sendall(hiredis.pack_command(("EVAL", BUSY_SCRIPT, "0", "3000")))
+        time.sleep(0.3)
         proxy.process.send_signal(signal.SIGTERM)
         _, body = wait_for(lambda: draining(metrics), 2, "/ready to say 503")
         assert "draining" in body and proxy.process.poll() is None
-        assert conn.recv(100) == b"*-1\r\n"  # the request in flight was answered before the exit
+        assert conn.recv(100) == b":1\r\n"  # the request in flight was answered before the exit
     finally:
         conn.close()
         assert proxy.stop() == 0
