@@ -217,11 +217,13 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
                shadow=None, monitor=(None, None), acl_users=None) -> int:
     """One process serving clients; `monitor` is (the HTTP server, the workers' snapshot directory);
     `acl_users` the policy's users the upstream connections run as (None: not applied upstream)."""
+    from . import metrics
     from .monitor import service
     from .server import Proxy
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
+        metrics.FINDING_LINES.interval = config.findings_log_interval
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
         proxy.acl_users = acl_users
@@ -252,6 +254,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             watcher.stop()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         await proxy.shutdown(config.shutdown_timeout)
+        metrics.FINDING_LINES.flush()  # the findings the last interval gathered
         return 0
 
     with asyncio.Runner(loop_factory=_new_loop) as runner:

@@ -87,6 +87,7 @@ class Config:
     warm_spares: int = 1  # idle connections kept ready per (database, protocol) for clients that move to their own
     upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
     upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
+    findings_log_interval: float = 10.0  # seconds: the policy's findings gathered per rule, app and command
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -210,6 +211,7 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
 
 _TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options",
              "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics", "upstream_acl"}
+_TOP_KEYS.add("findings_log_interval")
 
 
 def parse_policy(value, base: str | None = None) -> str | None:
@@ -284,6 +286,7 @@ def load_config(path: str | None) -> Config:
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
         shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
+        findings_log_interval=_number(data, "findings_log_interval", 10.0, float, path),
         workers=_number(data, "workers", 1, int, path),
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
     )
