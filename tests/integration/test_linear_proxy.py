@@ -15,7 +15,7 @@ import hiredis
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import PASSTHROUGH, REPO, ProxyProcess, RedisServer, free_port, parse_all
+from tests.servers import PASSTHROUGH, REPO, ProxyProcess, RedisServer, free_port
 
 STRICT = os.path.join(REPO, "configs", "policies", "strict-dotted.yaml")
 
@@ -39,14 +39,17 @@ def findings(metrics_port: int) -> dict:
 
 
 def read_replies(conn: socket.socket, count: int, timeout: float) -> list:
-    data = b""
+    reader = hiredis.Reader()
+    replies = []
     deadline = time.monotonic() + timeout
-    while len(parse_all(data)) < count:
-        assert time.monotonic() < deadline, f"{len(parse_all(data))} of {count} replies"
+    while len(replies) < count:
+        assert time.monotonic() < deadline, f"{len(replies)} of {count} replies"
         chunk = conn.recv(1 << 20)
         assert chunk, "the proxy closed the connection"
-        data += chunk
-    return parse_all(data)
+        reader.feed(chunk)
+        while (reply := reader.gets()) is not False:
+            replies.append(reply)
+    return replies
 
 
 def mget(keys: int) -> bytes:
