@@ -30,6 +30,7 @@ from .applications import Tenants
 from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .keyclass import class_table
 from .loader import PASSTHROUGH, Policy
+from .rules._keyshape import subject as key_subject
 
 
 class Call:
@@ -113,6 +114,32 @@ class Verdict:
         self.more = more
 
 
+class KeyFinding(Finding):
+    """A key rule's finding whose advice is worked out when first asked for: a refused command's
+    reply needs one finding's advice, its logs and metrics the others' rule and key only, and the
+    advice is most of what explaining a bad key costs."""
+
+    __slots__ = ("_key_rule", "_text", "_advice")
+
+    def __init__(self, rule, text: str, mode: str):
+        object.__setattr__(self, "rule", rule.id)
+        object.__setattr__(self, "title", rule.title)
+        object.__setattr__(self, "subject", key_subject(text))
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "_key_rule", rule)
+        object.__setattr__(self, "_text", text)
+        object.__setattr__(self, "_advice", None)
+
+    @property
+    def advice(self) -> str:
+        advice = self._advice
+        if advice is None:
+            found = self._key_rule.check_key(self._text)
+            advice = found.advice if found is not None else self._key_rule.describe()
+            object.__setattr__(self, "_advice", advice)
+        return advice
+
+
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
                  "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check")
@@ -185,6 +212,7 @@ class Engine:
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
         self.good_keys: dict[bytes, bool] = {}  # classes of names that passed every key rule (bounded)
+        self.bad_keys: dict[bytes, tuple] = {}  # classes of names that failed -> the key rules they fail (bounded)
         self.memo_size = 0  # keys in all the plans' memos
         self.subcommand_plans: dict[str, Plan] = {}  # 'xgroup|create' -> its plan, made on first use
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
@@ -374,6 +402,19 @@ class Engine:
     # names must not hold the event loop for half a minute.
     EXPLAINED_KEYS = 100
 
+    def _failing(self, key: bytes) -> tuple:
+        """The key rules whose own match `key` fails, by its class (a lookup for a class seen
+        failing before)."""
+        key_class = key.translate(self.key_classes)
+        bad = self.bad_keys
+        rules = bad.get(key_class)
+        if rules is None:
+            rules = tuple(rule for rule, match in self.rule_matches if match(key) is None)
+            if len(bad) >= self.GOOD_KEYS_MAX:
+                bad.clear()
+            bad[key_class] = rules
+        return rules
+
     def _count_rules(self, counted: dict) -> dict:
         """rule -> [first key, count] for the failing names counted by class (`decide`): each
         class's rules are each rule's own match on its first key, once."""
@@ -399,6 +440,10 @@ class Engine:
 
     def _explain_key(self, key: bytes) -> list[Finding]:
         text = key.decode("utf-8", "surrogateescape")  # rules see the exact bytes
+        rules = self._failing(key)
+        if rules:  # (advice when asked for: KeyFinding)
+            modes = self.modes
+            return [KeyFinding(rule, text, modes.get(rule.id, rule.mode)) for rule in rules]
         found = []
         for rule in self.key_rules:
             finding = rule.check_key(text)
