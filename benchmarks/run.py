@@ -73,9 +73,10 @@ SCENARIOS = (
 )
 TESTS = ("SET", "GET")
 # `--rejected`: a SET that breaks five rules of the strict preset (K1 segments, K2 case, K3
-# characters, K6 type word, T1 TTL), run after the accepted ones; the policy refuses it.
+# characters, K6 type word, T1 TTL), which the policy refuses, against the accepted SET, both sent
+# by `load` (redis-benchmark stops at the first error reply), after the redis-benchmark tests.
 REJECTED = "SET-rejected"
-REJECTED_COMMAND = ["SET", "BadKey__rand_int__", "xxx"]
+ACCEPTED = "SET-accepted"
 GOAL_REJECTED_TO_ACCEPTED = 2.0  # a refusal costs at most twice an accepted SET's CPU
 
 
@@ -410,10 +411,41 @@ def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace) -
         # Built-in tests use keys "key:__rand_int__" and a 3-byte value.
         return [base + ["-t", "set,get"]]
     key = f"{args.key_prefix}__rand_int__{args.key_suffix}"
-    commands = [base + ["SET", key, "xxx", *shlex.split(args.set_args)], base + ["GET", key]]
-    if getattr(args, "rejected", False):
-        commands.append(base + REJECTED_COMMAND)
-    return commands
+    return [base + ["SET", key, "xxx", *shlex.split(args.set_args)], base + ["GET", key]]
+
+
+def load(port: int, clients: int, pipeline: int, n: int, make) -> None:
+    """n commands `make(random int)` over `clients` connections, `pipeline` at a time, each
+    write after the replies to the one before, as redis-benchmark sends them; error replies
+    are replies (redis-benchmark exits at the first)."""
+    import asyncio
+    import random
+
+    import hiredis
+
+    async def client(count: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        replies = hiredis.Reader()
+        rng = random.Random(count)
+        done = 0
+        while done < count:
+            step = min(pipeline, count - done)
+            writer.write(b"".join(hiredis.pack_command(make(rng.randrange(100_000))) for _ in range(step)))
+            got = 0
+            while got < step:
+                data = await reader.read(65536)
+                if not data:
+                    raise BenchError("the target closed a connection of the --rejected load")
+                replies.feed(data)
+                while replies.gets() is not False:
+                    got += 1
+            done += step
+        writer.close()
+
+    async def main() -> None:
+        await asyncio.gather(*(client(max(n // clients, 1)) for _ in range(clients)))
+
+    asyncio.run(main())
 
 
 def parse_csv(out: str) -> dict[str, dict[str, float]]:
@@ -459,8 +491,6 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         if cpu_pid and len(got) == 1:  # one test per redis-benchmark run: its own CPU figure
             for entry in got.values():
                 entry["proxy_cpu_us_per_req"] = (tree_cpu_seconds(cpu_pid) - before) * 1e6 / n
-        if argv[-len(REJECTED_COMMAND):] == REJECTED_COMMAND and "SET" in got:
-            got = {REJECTED: got["SET"]}
         tests.update(got)
     wall = time.monotonic() - wall0
     missing = [t for t in TESTS if t not in tests]
@@ -468,7 +498,7 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         raise BenchError(f"no result for {missing} against {svc.name} ({scn.label})")
     if not svc.alive():
         raise BenchError(f"{svc.name} died during {scn.label}:\n{svc.log_tail()}")
-    total_requests = n * len(argvs) if args.key_prefix is not None else n * len(TESTS)
+    total_requests = n * len(TESTS)
     redis_cpu = tree_cpu_seconds(redis.pid) - redis_cpu0
     result = {
         "tests": tests,
@@ -483,6 +513,14 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         # placement; the user part is the proxy's own code.
         result["proxy_user_us_per_req"] = user * 1e6 / total_requests
         result["proxy_sys_us_per_req"] = system * 1e6 / total_requests
+    if getattr(args, "rejected", False) and cpu_pid:
+        accepted = [*shlex.split(args.set_args)]
+        prefix, suffix = args.key_prefix, args.key_suffix
+        for name, make in ((ACCEPTED, lambda i: ("SET", f"{prefix}{i}{suffix}", "xxx", *accepted)),
+                           (REJECTED, lambda i: ("SET", f"BadKey{i}", "xxx"))):
+            before = tree_cpu_seconds(cpu_pid)
+            load(svc.port, scn.clients, scn.pipeline, n, make)
+            tests[name] = {"proxy_cpu_us_per_req": (tree_cpu_seconds(cpu_pid) - before) * 1e6 / n}
     return result
 
 
@@ -629,7 +667,7 @@ def rejected_ratios(rounds: list[dict], targets: list[str]) -> dict:
             ratios = []
             for r in rounds:
                 tests = r.get(scn.name, {}).get(target, {}).get("tests", {})
-                bad, good = tests.get(REJECTED, {}), tests.get("SET", {})
+                bad, good = tests.get(REJECTED, {}), tests.get(ACCEPTED, {})
                 if "proxy_cpu_us_per_req" in bad and good.get("proxy_cpu_us_per_req"):
                     ratios.append(bad["proxy_cpu_us_per_req"] / good["proxy_cpu_us_per_req"])
             if ratios:
@@ -643,8 +681,8 @@ def rejected_ratios(rounds: list[dict], targets: list[str]) -> dict:
 
 
 def print_rejected(ratios: dict) -> None:
-    print("\nRejected SET (breaks 5 rules) / accepted SET, the proxy's CPU per request "
-          "(per-round ratios: median, lowest-highest)")
+    print("\nRejected SET (breaks 5 rules) / accepted SET, the proxy's CPU per request, both sent by run.py's "
+          "own load (per-round ratios: median, lowest-highest)")
     for scn in SCENARIOS:
         for target, e in ratios.get(scn.name, {}).items():
             print(f"{scn.label:<18} {target:<10} {e['median']:.2f}  ({e['low']:.2f}-{e['high']:.2f})  "
@@ -744,8 +782,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="use explicit 'SET <prefix>__rand_int__ xxx' / 'GET <prefix>__rand_int__' "
                          "instead of redis-benchmark's -t set,get (keys 'key:__rand_int__')")
     ap.add_argument("--rejected", action="store_true",
-                    help="with --key-prefix: also 'SET BadKey__rand_int__ xxx', which breaks five rules of the "
-                         "strict preset, and its CPU per request against the accepted SET's")
+                    help="with --key-prefix: also 'SET BadKey<n> xxx', which breaks five rules of the strict "
+                         "preset, and its CPU per request against the accepted SET's (both sent by run.py itself)")
     ap.add_argument("--keyspace", type=int, default=100000, help="redis-benchmark -r (default 100000)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up run")
     ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
