@@ -72,6 +72,12 @@ SCENARIOS = (
     Scenario("c1", "1 client", 1, 1, 0.2),
 )
 TESTS = ("SET", "GET")
+# `--rejected`: a SET that breaks five rules of the strict preset (K1 segments, K2 case, K3
+# characters, K6 type word, T1 TTL), which the policy refuses, against the accepted SET, both sent
+# by `load` (redis-benchmark stops at the first error reply), after the redis-benchmark tests.
+REJECTED = "SET-rejected"
+ACCEPTED = "SET-accepted"
+GOAL_REJECTED_TO_ACCEPTED = 2.0  # a refusal costs at most twice an accepted SET's CPU
 
 
 class BenchError(RuntimeError):
@@ -408,6 +414,40 @@ def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace) -
     return [base + ["SET", key, "xxx", *shlex.split(args.set_args)], base + ["GET", key]]
 
 
+def load(port: int, clients: int, pipeline: int, n: int, make) -> None:
+    """n commands `make(random int)` over `clients` connections, `pipeline` at a time, each
+    write after the replies to the one before, as redis-benchmark sends them; error replies
+    are replies (redis-benchmark exits at the first)."""
+    import asyncio
+    import random
+
+    import hiredis
+
+    async def client(count: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        replies = hiredis.Reader()
+        rng = random.Random(count)
+        done = 0
+        while done < count:
+            step = min(pipeline, count - done)
+            writer.write(b"".join(hiredis.pack_command(make(rng.randrange(100_000))) for _ in range(step)))
+            got = 0
+            while got < step:
+                data = await reader.read(65536)
+                if not data:
+                    raise BenchError("the target closed a connection of the --rejected load")
+                replies.feed(data)
+                while replies.gets() is not False:
+                    got += 1
+            done += step
+        writer.close()
+
+    async def main() -> None:
+        await asyncio.gather(*(client(max(n // clients, 1)) for _ in range(clients)))
+
+    asyncio.run(main())
+
+
 def parse_csv(out: str) -> dict[str, dict[str, float]]:
     rows: dict[str, dict[str, float]] = {}
     for row in csv.DictReader(io.StringIO(out)):
@@ -432,7 +472,8 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
     redis_cpu0 = tree_cpu_seconds(redis.pid)
     tests: dict[str, dict[str, float]] = {}
     wall0 = time.monotonic()
-    for argv in bench_commands(scn, svc.port, n, args):
+    argvs = bench_commands(scn, svc.port, n, args)
+    for argv in argvs:
         before = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
         timeout = max(120.0, n / 500.0)
         try:
@@ -472,6 +513,14 @@ def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.
         # placement; the user part is the proxy's own code.
         result["proxy_user_us_per_req"] = user * 1e6 / total_requests
         result["proxy_sys_us_per_req"] = system * 1e6 / total_requests
+    if getattr(args, "rejected", False) and cpu_pid:
+        accepted = [*shlex.split(args.set_args)]
+        prefix, suffix = args.key_prefix, args.key_suffix
+        for name, make in ((ACCEPTED, lambda i: ("SET", f"{prefix}{i}{suffix}", "xxx", *accepted)),
+                           (REJECTED, lambda i: ("SET", f"BadKey{i}", "xxx"))):
+            before = tree_cpu_seconds(cpu_pid)
+            load(svc.port, scn.clients, scn.pipeline, n, make)
+            tests[name] = {"proxy_cpu_us_per_req": (tree_cpu_seconds(cpu_pid) - before) * 1e6 / n}
     return result
 
 
@@ -609,8 +658,45 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
                 f"{test} {fmt(tests[test]['cpu_ratio_to_proxy'], '.3f')}" for test in TESTS))
 
 
+def rejected_ratios(rounds: list[dict], targets: list[str]) -> dict:
+    """`--rejected`: per scenario and target, the rejected SET's CPU per request divided by the
+    accepted SET's, per round, then the median (the two ran back to back in each round)."""
+    out: dict = {}
+    for scn in SCENARIOS:
+        for target in targets:
+            ratios = []
+            for r in rounds:
+                tests = r.get(scn.name, {}).get(target, {}).get("tests", {})
+                bad, good = tests.get(REJECTED, {}), tests.get(ACCEPTED, {})
+                if "proxy_cpu_us_per_req" in bad and good.get("proxy_cpu_us_per_req"):
+                    ratios.append(bad["proxy_cpu_us_per_req"] / good["proxy_cpu_us_per_req"])
+            if ratios:
+                out.setdefault(scn.name, {})[target] = {
+                    "median": median(ratios), "low": min(ratios), "high": max(ratios),
+                    "rejected_us": median([r[scn.name][target]["tests"][REJECTED]["proxy_cpu_us_per_req"]
+                                           for r in rounds if REJECTED in r.get(scn.name, {}).get(target, {})
+                                           .get("tests", {})]),
+                }
+    return out
+
+
+def print_rejected(ratios: dict) -> None:
+    print("\nRejected SET (breaks 5 rules) / accepted SET, the proxy's CPU per request, both sent by run.py's "
+          "own load (per-round ratios: median, lowest-highest)")
+    for scn in SCENARIOS:
+        for target, e in ratios.get(scn.name, {}).items():
+            print(f"{scn.label:<18} {target:<10} {e['median']:.2f}  ({e['low']:.2f}-{e['high']:.2f})  "
+                  f"rejected {e['rejected_us']:.2f} µs/req")
+
+
 def goal_checks(summary: dict, targets: list[str], against: dict | None = None) -> list[dict]:
     checks = []
+    for name, by_target in summary.get("rejected_to_accepted", {}).items():
+        if "policy" in by_target:
+            ratio = by_target["policy"]["median"]
+            checks.append({"goal": f"{name} policy: a rejected SET's CPU per request <= "
+                                   f"{GOAL_REJECTED_TO_ACCEPTED:.0f}x an accepted SET's",
+                           "value": ratio, "ok": ratio <= GOAL_REJECTED_TO_ACCEPTED})
     target = efficiency_target(targets)
     if target is not None and against:
         for name, label in (("c50", "50 clients"), ("c50_p16", "50 clients -P 16")):
@@ -695,6 +781,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--key-prefix", default=None,
                     help="use explicit 'SET <prefix>__rand_int__ xxx' / 'GET <prefix>__rand_int__' "
                          "instead of redis-benchmark's -t set,get (keys 'key:__rand_int__')")
+    ap.add_argument("--rejected", action="store_true",
+                    help="with --key-prefix: also 'SET BadKey<n> xxx', which breaks five rules of the strict "
+                         "preset, and its CPU per request against the accepted SET's (both sent by run.py itself)")
     ap.add_argument("--keyspace", type=int, default=100000, help="redis-benchmark -r (default 100000)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up run")
     ap.add_argument("--ready-timeout", type=float, default=20.0, help="seconds to wait for each server")
@@ -733,6 +822,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.config = config.resolve()
     if "proxy" in targets and "{config}" in args.proxy_cmd and not args.config.exists():
         ap.error(f"proxy config not found: {args.config}")
+    if args.rejected and args.key_prefix is None:
+        ap.error("--rejected needs --key-prefix (one redis-benchmark run per test, each with its CPU figure)")
     return args
 
 
@@ -805,6 +896,10 @@ def main(argv: list[str] | None = None) -> int:
         if against:
             summary["cpu_to_twemproxy"] = {"target": target, **against}
             print_against(against, target)
+        rejected = rejected_ratios(rounds, args.targets) if args.rejected else {}
+        if rejected:
+            summary["rejected_to_accepted"] = rejected
+            print_rejected(rejected)
         checks = goal_checks(summary, args.targets, against)
         if checks:
             print("\nGoals:")

@@ -226,11 +226,13 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
     `acl_users` the policy's users the upstream connections run as (None: not applied upstream);
     `stamps` the policy files' stamps when `engine` and `shadow` were loaded: a worker forked
     again after a file changed loads it before it serves, as the running workers did."""
+    from . import metrics
     from .monitor import service
     from .server import Proxy
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
+        metrics.FINDING_LINES.interval = config.findings_log_interval
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
         proxy.acl_users = acl_users
@@ -266,6 +268,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         own = proxy.backend.ours().addrs  # what Redis may still list of them just after they close
         await proxy.shutdown(config.shutdown_timeout)
         await _remove_own_users(config, own)
+        metrics.FINDING_LINES.flush()  # the findings the last interval gathered
         return 0
 
     with asyncio.Runner(loop_factory=_new_loop) as runner:

@@ -94,6 +94,7 @@ class Config:
     upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
     upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
     liveness_timeout: float = 5.0  # /healthz: 503 when an event loop has not run a callback within it
+    findings_log_interval: float = 10.0  # seconds: the policy's findings gathered per rule, app and command
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -359,6 +360,7 @@ def _build(data: dict, path: str) -> Config:
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
         shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
+        findings_log_interval=_number(data, "findings_log_interval", 10.0, float, path),
         workers=_number(data, "workers", 1, int, path),
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
         liveness_timeout=_number(data, "liveness_timeout", 5.0, float, path),

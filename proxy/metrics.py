@@ -3,11 +3,11 @@
 Every policy decision that fires a rule is counted by rule id, mode and outcome (`rejected`,
 `audited`, `rewritten`; a shadow policy's `would-reject`, `would-rewrite`, `would-audit`);
 `monitor/` serves these counters, summed over the workers, with the traffic metrics on the HTTP
-address set in the config (`metrics: 127.0.0.1:9121`). Each finding is also logged as one line
-of fields (rule, mode, outcome, command, key, client address, policy, application) — never
-values; audit findings (which, unlike refusals, a client never sees) at most
-`monitor.logs.FINDINGS_PER_SECOND` lines a second. The application is the one the client
-authenticated to the proxy as (empty / null: none).
+address set in the config (`metrics: 127.0.0.1:9121`). Findings are also logged as lines of
+fields (rule, mode, outcome, command, key, client address, policy, application, count) — never
+values — gathered per interval (`monitor.logs.FindingLog`): the first of each rule, mode,
+outcome, policy, application and command at once, the others as one line with their count and a
+sample. The application is the one the client authenticated to the proxy as (empty / null: none).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from .monitor.logs import Fields, FindingLimiter
+from .monitor.logs import Fields, FindingLog
 
 decision_log = logging.getLogger("redis_guard.decisions")
 
@@ -50,26 +50,43 @@ SLOW_CLIENTS = Counter(
     "Clients disconnected for leaving more unread replies than limits.client_output_buffer",
     registry=REGISTRY,
 )
-FINDING_LINES = FindingLimiter(decision_log)
+FINDING_LINES = FindingLog(decision_log)
+_COUNTERS: dict[tuple, object] = {}  # (rule, mode, outcome, policy, app) -> its child of FINDINGS
+
+
+def count(rule: str, mode: str, outcome: str, policy: str, app: str | None, n: int = 1) -> None:
+    """FINDINGS.labels(...).inc(n), the labelled child looked up once."""
+    key = (rule, mode, outcome, policy, app)
+    child = _COUNTERS.get(key)
+    if child is None:
+        child = _COUNTERS[key] = FINDINGS.labels(rule, mode, outcome, policy, app or "")
+    child.inc(n)
 
 
 def record(finding, outcome: str, args, peer, policy: str, key_index: int | None = None,
-           app: str | None = None, logged: bool = True, event: str = "policy", **extra) -> None:
-    """Count a finding; log it unless `logged` is False (a sampled log decides). `extra` goes into
-    the log line (the shadow policy's `suppressed`)."""
-    FINDINGS.labels(finding.rule, finding.mode, outcome, policy, app or "").inc()
-    if not logged or not decision_log.isEnabledFor(logging.INFO) or (
-            outcome == "audited" and not FINDING_LINES.allow()):
+           app: str | None = None, logged: bool = True, event: str = "policy", n: int = 1, **extra) -> None:
+    """Count `n` findings like `finding`; log them unless `logged` is False (a sampled log decides,
+    and its lines are written as they come). `extra` goes into the log line (the shadow policy's
+    `suppressed`)."""
+    count(finding.rule, finding.mode, outcome, policy, app, n)
+    if not logged or not decision_log.isEnabledFor(logging.INFO):
         return
-    entry = Fields({
-        "event": event, "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
-        "policy": policy, "app": app, "command": args[0].decode("utf-8", "replace").upper(),
-        "subject": finding.subject.encode("utf-8", "backslashreplace").decode("utf-8"),
-        "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
-        **extra,
-    })
-    decision_log.info(entry)
+    name = args[0]
+
+    def fields() -> Fields:  # (holds the command's name, not its arguments)
+        return Fields({
+            "event": event, "rule": finding.rule, "mode": finding.mode, "outcome": outcome,
+            "policy": policy, "app": app, "command": name.decode("utf-8", "replace").upper(),
+            "subject": finding.subject.encode("utf-8", "backslashreplace").decode("utf-8"),
+            "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
+            **extra,
+        })
+
+    if event == "shadow":  # sampled already (policy/shadow.py)
+        decision_log.info(fields())
+        return
+    FINDING_LINES.add((finding.rule, finding.mode, outcome, policy, app, name.upper()), fields, n)
 
 
 def count_rewrite(rule, policy: str, app: str | None = None) -> None:
-    FINDINGS.labels(rule.id, "enforce", "rewritten", policy, app or "").inc()
+    count(rule.id, "enforce", "rewritten", policy, app)

@@ -1,28 +1,30 @@
-"""Log lines: text or JSON, and a rate limit for the policy's finding lines.
+"""Log lines: text or JSON, and the policy's findings gathered into few lines.
 
 Text lines are `TIME LEVEL LOGGER[PID]: MESSAGE`. In JSON every line is one object with
 `time`, `level`, `logger`, `pid` and `message`; a record that carries structured fields
 (`extra={"fields": {...}}`, or a `Fields` message such as a policy finding) has them as keys
-of the object rather than as text in the message. An audit finding (forwarded: no client sees
-it, so a busy client can make thousands a second) is logged only while fewer than
-`FINDINGS_PER_SECOND` were logged in the current second; the others are counted (every finding
-is in `redis_guard_policy_findings_total` anyway) and one line says how many were left out,
-written by the next finding or, when traffic stops, by a short-lived thread (no timer in the
-event loop).
+of the object rather than as text in the message. Findings are logged by `FindingLog`: per
+(rule, mode, outcome, policy, application, command) the first of an interval
+(`FINDINGS_INTERVAL`, 10 s) at once, and the others of the interval as one line at its end with
+their `count` and a sample key and client (every line has a `count`; summed, they are the
+findings, as `redis_guard_policy_findings_total` counts them). A client that breaks a rule
+thousands of times a second costs a dictionary update each, not a line each. The end of an
+interval is one `call_later` on the event loop, armed by the first finding left out, so
+nothing is pending while nothing happens.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
-import threading
 import time
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMATS = ("text", "json")
 TEXT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
-FINDINGS_PER_SECOND = 20
+FINDINGS_INTERVAL = 10.0  # seconds: a finding line per rule, application and command at most twice in each
 READY_LOGGER = "redis_guard.ready"
 
 
@@ -68,54 +70,63 @@ def setup(level: str = "INFO", form: str = "text", stream=None) -> None:
     logging.getLogger(READY_LOGGER).setLevel(min(logging.INFO, root.level))
 
 
-class FindingLimiter:
-    """Lets FINDINGS_PER_SECOND finding lines through per second and counts the rest."""
+class FindingLog:
+    """The findings of an interval by group: the first of a group logged at once, the others
+    counted, and logged together when the interval ends (the module's docstring)."""
 
-    def __init__(self, logger: logging.Logger, per_second: int = FINDINGS_PER_SECOND, clock=time.monotonic):
+    def __init__(self, logger: logging.Logger, interval: float = FINDINGS_INTERVAL, clock=time.monotonic):
         self.logger = logger
-        self.per_second = per_second
+        self.interval = interval
         self.clock = clock
-        self.lock = threading.Lock()
         self.window_end = float("-inf")
-        self.logged = 0
-        self.suppressed = 0
-        self.flusher = None
+        # group -> [findings left out, their sample: (fields of the first one)], this interval
+        self.groups: dict[tuple, list] = {}
+        self.timer = None
 
-    def allow(self) -> bool:
+    def add(self, group: tuple, fields, count: int = 1) -> None:
+        """`count` findings of `group` (a tuple), the first of them described by `fields()`
+        (called only when a line is written: a Fields)."""
         now = self.clock()
-        with self.lock:
-            if now >= self.window_end:
-                self._report()
-                self.window_end = now + 1.0
-                self.logged = 0
-            if self.logged < self.per_second:
-                self.logged += 1
-                return True
-            self.suppressed += 1
-            if self.flusher is None:
-                self.flusher = threading.Thread(target=self._flush_later, name="findings-log", daemon=True)
-                self.flusher.start()
-            return False
+        if now >= self.window_end:
+            if self.groups:
+                self.flush()
+            self.window_end = now + self.interval
+        seen = self.groups.get(group)
+        if seen is None:
+            self.groups[group] = seen = [0, None]
+            entry = fields()
+            entry["count"] = 1
+            self.logger.info(entry)
+            count -= 1
+            if not count:
+                return
+        if seen[1] is None:
+            seen[1] = fields
+            if self.timer is None:
+                self._arm()
+        seen[0] += count
 
-    def _report(self) -> None:
-        if self.suppressed:
-            count, self.suppressed = self.suppressed, 0
-            self.logger.info("%d more policy findings not logged (at most %d lines a second; every finding is "
-                             "counted in redis_guard_policy_findings_total)", count, self.per_second,
-                             extra={"fields": {"event": "findings_suppressed", "suppressed": count}})
+    def _arm(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a tool, a test): the next finding or `flush` writes them
+            return
+        self.timer = loop.call_later(max(self.window_end - self.clock(), 0.0), self._timer_fired)
 
-    def _flush_later(self) -> None:
-        while True:
-            time.sleep(1.0)
-            with self.lock:
-                if not self.suppressed:
-                    self.flusher = None
-                    return
-                if self.clock() >= self.window_end:
-                    self._report()
-                    self.window_end = self.clock() + 1.0
-                    self.logged = 0
+    def _timer_fired(self) -> None:
+        self.timer = None
+        self.flush()
 
     def flush(self) -> None:
-        with self.lock:
-            self._report()
+        """Log what the interval left out, one line per group, and start a new interval."""
+        groups, self.groups = self.groups, {}
+        self.window_end = float("-inf")
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        for count, fields in groups.values():
+            if count:
+                entry = fields()
+                entry["count"] = count
+                entry["seconds"] = self.interval
+                self.logger.info(entry)

@@ -30,6 +30,7 @@ from .applications import Tenants
 from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .keyclass import class_table
 from .loader import PASSTHROUGH, Policy
+from .rules._keyshape import subject as key_subject
 
 
 class Call:
@@ -99,15 +100,44 @@ class SessionState:
 class Verdict:
     """`reject`: the finding to answer with (nothing is forwarded). `commands`: what to send
     instead (the first one's reply is the client's; the others' are hidden). `findings`: every
-    rule that fired, enforced or audited, for logs and metrics."""
+    rule that fired, enforced or audited, for logs and metrics. `more`: (finding, count) pairs,
+    a rule's findings on the keys past the first `Engine.EXPLAINED_KEYS` failing ones of the
+    command, counted rather than explained one by one (the finding is one of them, a sample)."""
 
-    __slots__ = ("reject", "commands", "findings", "rewritten_by")
+    __slots__ = ("reject", "commands", "findings", "rewritten_by", "more")
 
-    def __init__(self, reject=None, commands=None, findings=(), rewritten_by=()):
+    def __init__(self, reject=None, commands=None, findings=(), rewritten_by=(), more=()):
         self.reject = reject
         self.commands = commands
         self.findings = findings
         self.rewritten_by = rewritten_by  # the rewrite rules that changed the command
+        self.more = more
+
+
+class KeyFinding(Finding):
+    """A key rule's finding whose advice is worked out when first asked for: a refused command's
+    reply needs one finding's advice, its logs and metrics the others' rule and key only, and the
+    advice is most of what explaining a bad key costs."""
+
+    __slots__ = ("_key_rule", "_text", "_advice")
+
+    def __init__(self, rule, text: str, mode: str):
+        object.__setattr__(self, "rule", rule.id)
+        object.__setattr__(self, "title", rule.title)
+        object.__setattr__(self, "subject", key_subject(text))
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "_key_rule", rule)
+        object.__setattr__(self, "_text", text)
+        object.__setattr__(self, "_advice", None)
+
+    @property
+    def advice(self) -> str:
+        advice = self._advice
+        if advice is None:
+            found = self._key_rule.check_key(self._text)
+            advice = found.advice if found is not None else self._key_rule.describe()
+            object.__setattr__(self, "_advice", advice)
+        return advice
 
 
 class Plan:
@@ -182,9 +212,13 @@ class Engine:
         self.rewrite_rules = [rule for rule in active if isinstance(rule, RewriteRule)]
         self.key_match = None
         self.good_keys: dict[bytes, bool] = {}  # classes of names that passed every key rule (bounded)
+        self.bad_keys: dict[bytes, tuple] = {}  # classes of names that failed -> the key rules they fail (bounded)
         self.memo_size = 0  # keys in all the plans' memos
         self.subcommand_plans: dict[str, Plan] = {}  # 'xgroup|create' -> its plan, made on first use
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
+        # Each key rule's own match, for the failing keys that are counted rather than explained.
+        self.rule_matches = tuple((rule, re.compile(f"(?:{rule.pattern})\\Z".encode(), re.S).match)
+                                  for rule in self.key_rules if rule.pattern)
         if patterns:
             combined = "".join(f"(?=(?:{pattern})\\Z)" for pattern in patterns)
             self.key_match = re.compile(combined.encode(), re.S).match
@@ -251,15 +285,36 @@ class Engine:
                     self.key_patterns)
         spec = plan.spec
         findings = None
+        more = None
         if plan.check_keys and self.key_match is not None:
             if plan.simple_key:
                 if len(args) > 1 and not self.key_ok(args[1]):
                     findings = self._explain_key(args[1])
             else:
+                failed = 0
+                counted = None  # past the explained keys: class of failing names -> [first key, count]
+                table = self.key_classes
                 for index, _ in find_keys(spec, args):
-                    if not self.key_ok(args[index]):
-                        found = self._explain_key(args[index])
-                        findings = found if findings is None else findings + found
+                    key = args[index]
+                    if counted is not None:
+                        seen = counted.get(key.translate(table))
+                        if seen is not None:
+                            seen[1] += 1
+                            continue
+                    if not self.key_ok(key):
+                        failed += 1
+                        if failed > self.EXPLAINED_KEYS:
+                            if counted is None:
+                                counted = {}
+                            counted[key.translate(table)] = [key, 1]
+                            continue
+                        found = self._explain_key(key)
+                        if findings is None:
+                            findings = found
+                        else:
+                            findings.extend(found)  # (in place: a command of many bad keys stays linear)
+                if counted is not None:
+                    more = self._count_rules(counted)
         call = None
         if plan.command_rules:
             if plan.first_key is not None and len(args) > 1:
@@ -270,7 +325,10 @@ class Engine:
             for rule in plan.command_rules:
                 found = rule.check(call)
                 if found is not None:
-                    findings = [found] if findings is None else findings + [found]
+                    if findings is None:
+                        findings = [found]
+                    else:
+                        findings.append(found)
         commands = None
         rewriters = ()
         if plan.rewrite_rules:
@@ -286,7 +344,10 @@ class Engine:
                         unapplied = rule.rewrite(call)
                         if unapplied is not None:
                             found = rule.would_rewrite(call.name, unapplied)
-                            findings = [found] if findings is None else findings + [found]
+                            if findings is None:
+                                findings = [found]
+                            else:
+                                findings.append(found)
                     continue
                 rewritten = rule.rewrite(call)
                 if rewritten is not None:
@@ -301,7 +362,11 @@ class Engine:
         if findings:
             findings = [self.with_mode(finding) for finding in findings]
             reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
-        return Verdict(reject, None if reject else commands, tuple(findings or ()), rewriters)
+        if more is not None:
+            more = tuple((self._sample(rule, key, findings), count) for rule, (key, count) in more.items())
+            if reject is None:
+                reject = next((finding for finding, _ in more if finding.mode == ENFORCE), None)
+        return Verdict(reject, None if reject else commands, tuple(findings or ()), rewriters, more or ())
 
     def _remember(self, plan: Plan, args, state) -> None:
         if len(args) < 2 or (state is not None and state.in_multi):
@@ -332,8 +397,53 @@ class Engine:
             return finding
         return Finding(finding.rule, finding.title, finding.subject, finding.advice, mode)
 
+    # A command's failing keys explained one by one (a finding each, with its advice), the rest
+    # counted by rule: explaining costs tens of microseconds a key, and one MGET of a million bad
+    # names must not hold the event loop for half a minute.
+    EXPLAINED_KEYS = 100
+
+    def _failing(self, key: bytes) -> tuple:
+        """The key rules whose own match `key` fails, by its class (a lookup for a class seen
+        failing before)."""
+        key_class = key.translate(self.key_classes)
+        bad = self.bad_keys
+        rules = bad.get(key_class)
+        if rules is None:
+            rules = tuple(rule for rule, match in self.rule_matches if match(key) is None)
+            if len(bad) >= self.GOOD_KEYS_MAX:
+                bad.clear()
+            bad[key_class] = rules
+        return rules
+
+    def _count_rules(self, counted: dict) -> dict:
+        """rule -> [first key, count] for the failing names counted by class (`decide`): each
+        class's rules are each rule's own match on its first key, once."""
+        more = {}
+        for key, count in counted.values():
+            for rule, match in self.rule_matches:
+                if match(key) is None:
+                    seen = more.get(rule)
+                    if seen is None:
+                        more[rule] = [key, count]
+                    else:
+                        seen[1] += count
+        return more
+
+    def _sample(self, rule, key: bytes, findings) -> Finding:
+        """A finding of `rule` standing for its counted ones: the first explained, else `key`'s."""
+        for finding in findings or ():
+            if finding.rule == rule.id:
+                return finding
+        text = key.decode("utf-8", "surrogateescape")
+        found = rule.check_key(text) or rule.finding(f"key '{text}'", rule.describe())
+        return self.with_mode(found)
+
     def _explain_key(self, key: bytes) -> list[Finding]:
         text = key.decode("utf-8", "surrogateescape")  # rules see the exact bytes
+        rules = self._failing(key)
+        if rules:  # (advice when asked for: KeyFinding)
+            modes = self.modes
+            return [KeyFinding(rule, text, modes.get(rule.id, rule.mode)) for rule in rules]
         found = []
         for rule in self.key_rules:
             finding = rule.check_key(text)

@@ -126,24 +126,28 @@ class ShadowPolicy:
     def _report(self, verdict, args, app, peer) -> None:
         for finding in verdict.findings:
             self._count(finding, WOULD_AUDIT if finding.mode == AUDIT else WOULD_REJECT, args, app, peer)
+        for finding, count in verdict.more:
+            self._count(finding, WOULD_AUDIT if finding.mode == AUDIT else WOULD_REJECT, args, app, peer, count)
         if verdict.reject is None and verdict.commands is not None:
             name = args[0].decode("utf-8", "replace")
             for rule in verdict.rewritten_by:
                 if not rule.checks_on_server:
                     self._count(rule.would_rewrite(name, verdict.commands, ENFORCE), WOULD_REWRITE, args, app, peer)
 
-    def _count(self, finding, outcome: str, args, app, peer) -> None:
+    def _count(self, finding, outcome: str, args, app, peer, n: int = 1) -> None:
         """Count always; log the first of each rule and outcome in every LOG_INTERVAL."""
         now = self.clock()
         key = (finding.rule, outcome)
         seen = self.sampled.get(key)
         if seen is None or now - seen[0] >= LOG_INTERVAL:
             left_out = seen[1] if seen is not None else 0
-            self.sampled[key] = [now, 0]
+            self.sampled[key] = [now, n - 1]
             metrics.record(finding, outcome, args, peer, self.name, app=app, event="shadow", suppressed=left_out)
+            if n > 1:
+                metrics.record(finding, outcome, args, peer, self.name, app=app, logged=False, n=n - 1)
         else:
-            seen[1] += 1
-            metrics.record(finding, outcome, args, peer, self.name, app=app, logged=False)
+            seen[1] += n
+            metrics.record(finding, outcome, args, peer, self.name, app=app, logged=False, n=n)
 
 
 _UNKNOWN = object()

@@ -10,9 +10,13 @@ mirrors ``processInputBuffer`` / ``processMultibulkBuffer`` /
 header's ``\\r`` is skipped without being checked, a bulk's two trailing bytes
 are skipped without being checked, and an error is raised as soon as the
 offending header line is complete, before the rest of the request arrives.
-The parser is stateless: ``parse_request`` re-reads from ``pos`` each call,
-which is fine for a fallback and makes every answer a pure function of the
-bytes.  The proxy adds two limits of its own (argument count, total declared
+``parse_request`` is stateless: it re-reads from ``pos`` each call, and every
+answer is a pure function of the bytes.  A multibulk request that arrives in
+many reads is read by ``parse_more`` instead, which keeps its progress in an
+``Unfinished`` (the count, the arguments read, where the next header starts)
+and resumes there: reading a request is linear in its bytes however it is cut
+(``_parse_multibulk`` is ``parse_more`` on a fresh ``Unfinished``, so both
+answer alike).  The proxy adds two limits of its own (argument count, total declared
 size) that Redis does not have; they are checked right after Redis's checks
 on the same header, so nothing a client merely claims is waited for.
 """
@@ -27,6 +31,8 @@ __all__ = [
     "INT_MAX",
     "ParseLimits",
     "ProtocolError",
+    "Unfinished",
+    "parse_more",
     "parse_request",
     "string2ll",
     "sdssplitargs",
@@ -122,42 +128,109 @@ def parse_request(
 def _parse_multibulk(
     buf: bytes | bytearray, pos: int, limits: ParseLimits
 ) -> tuple[list[bytes], int, bool] | None:
-    n = len(buf)
-    cr = _strchr(buf, pos, b"\r")
-    if cr < 0:
-        if n - pos > PROTO_INLINE_MAX_SIZE:
-            raise ProtocolError(ERR_TOO_BIG_MBULK)
+    state = Unfinished(pos)
+    end = parse_more(buf, 0, state, limits)
+    if end is None:
         return None
-    # Redis only asks that *some* byte follow the '\r'; it never looks at it.
-    if cr > n - 2:
-        return None
-    count = string2ll(bytes(buf[pos + 1 : cr]))
-    if count is None or count > INT_MAX:
-        raise ProtocolError(ERR_INVALID_MBULK)
-    p = cr + 2
-    if count <= 0:
-        return [], p, False
+    return state.args, end, False
 
+
+class Unfinished:
+    """How far ``parse_more`` read a multibulk request, offsets in the caller's buffer: ``count``
+    (-1 before its header line), ``index`` arguments whose headers were read, ``at`` where the
+    next header starts, or the body of the last one when ``body`` (its length) is not -1,
+    ``budget`` what is left of ``max_request_bytes``. ``args`` are the arguments read, or None
+    when only the check is wanted (the reader's fast path: hiredis makes the arguments)."""
+
+    __slots__ = ("count", "index", "at", "body", "budget", "args")
+
+    def __init__(self, start: int = 0, keep_args: bool = True):
+        self.count = -1
+        self.index = 0
+        self.at = start
+        self.body = -1
+        self.budget = 0
+        self.args: list[bytes] | None = [] if keep_args else None
+
+    def resume_at(self) -> int:
+        """The first offset `parse_more` reads next (past a body it need not copy)."""
+        if self.body >= 0 and self.args is None:
+            return self.at + self.body + 2
+        return self.at
+
+    def needed(self, size: int) -> int:
+        """The buffered size at which `parse_more` can make progress: the end of the body it
+        waits for, else one more byte."""
+        if self.body >= 0:
+            return self.at + self.body + 2
+        return size + 1
+
+    def moved(self, offset: int) -> None:
+        """The caller's buffer now starts `offset` bytes later."""
+        self.at -= offset
+
+
+def parse_more(
+    buf: bytes | bytearray, base: int, state: Unfinished, limits: ParseLimits = DEFAULT_LIMITS
+) -> int | None:
+    """Resume the multibulk request of `state` in `buf`, which holds the caller's bytes from
+    offset `base` on (at most ``state.resume_at()``). The end of the request when it is complete
+    (its arguments in ``state.args``), None when more bytes are needed; ProtocolError as
+    ``parse_request``."""
+    n = base + len(buf)
+    p = state.at
+    count = state.count
+    if count < 0:
+        cr = _strchr(buf, p - base, b"\r")
+        if cr < 0:
+            if n - p > PROTO_INLINE_MAX_SIZE:
+                raise ProtocolError(ERR_TOO_BIG_MBULK)
+            return None
+        cr += base
+        # Redis only asks that *some* byte follow the '\r'; it never looks at it.
+        if cr > n - 2:
+            return None
+        count = string2ll(bytes(buf[p + 1 - base : cr - base]))
+        if count is None or count > INT_MAX:
+            raise ProtocolError(ERR_INVALID_MBULK)
+        p = state.at = cr + 2
+        if count <= 0:
+            state.count = 0
+            return p
+        state.count = count
+        state.budget = limits.max_request_bytes
+    args = state.args
+    ll = state.body
+    if ll >= 0:  # the header of argument `index` was read: its body
+        if n - p < ll + 2:
+            return None
+        if args is not None:
+            args.append(bytes(buf[p - base : p - base + ll]))
+        p += ll + 2
+        state.index += 1
+        state.body = -1
     max_bulk = limits.max_bulk_len
     max_args = limits.max_args
-    budget = limits.max_request_bytes
-    args: list[bytes] = []
-    for index in range(count):
-        cr = _strchr(buf, p, b"\r")
+    budget = state.budget
+    for index in range(state.index, count):
+        cr = _strchr(buf, p - base, b"\r")
         if cr < 0:
             # Measured from this header, as qb_pos has moved past earlier args.
             if n - p > PROTO_INLINE_MAX_SIZE:
                 raise ProtocolError(ERR_TOO_BIG_BULK)
+            state.at, state.index, state.budget = p, index, budget
             return None
+        cr += base
         if cr > n - 2:
+            state.at, state.index, state.budget = p, index, budget
             return None
         if index == max_args:
             # The proxy's own limit, at the line of the argument past it: until then the request
             # fails only where Redis's would (a count of millions, then something not an argument).
             raise ProtocolError(ERR_TOO_MANY_ARGS.format(max_args))
-        if buf[p] != 0x24:  # '$'
-            raise ProtocolError(ERR_EXPECTED_DOLLAR.format(chr(buf[p])))
-        ll = string2ll(bytes(buf[p + 1 : cr]))
+        if buf[p - base] != 0x24:  # '$'
+            raise ProtocolError(ERR_EXPECTED_DOLLAR.format(chr(buf[p - base])))
+        ll = string2ll(bytes(buf[p + 1 - base : cr - base]))
         if ll is None or ll < 0 or ll > max_bulk:
             raise ProtocolError(ERR_INVALID_BULK)
         budget -= ll
@@ -166,10 +239,13 @@ def _parse_multibulk(
         p = cr + 2
         # The two bytes after the body are skipped unchecked, as Redis does.
         if n - p < ll + 2:
+            state.at, state.index, state.budget, state.body = p, index, budget, ll
             return None
-        args.append(bytes(buf[p : p + ll]))
+        if args is not None:
+            args.append(bytes(buf[p - base : p - base + ll]))
         p += ll + 2
-    return args, p, False
+    state.at, state.index, state.budget = p, count, budget
+    return p
 
 
 def _parse_inline(buf: bytes | bytearray, pos: int) -> tuple[list[bytes], int, bool] | None:

@@ -32,6 +32,7 @@ cdef class RequestReader:
     cdef public Py_ssize_t _max_args
     cdef public Py_ssize_t _max_bytes
     cdef public list _ends_out
+    cdef public object _unfinished
 
     @cython.locals(pos=Py_ssize_t, batch=Batch, ends_out=list, packed=bytes)
     cpdef feed_read(self, data)

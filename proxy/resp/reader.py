@@ -10,6 +10,13 @@ does not vouch for (inline commands, malformed input, a request split across rea
 may already be wrong) goes through `exact.parse_request`, which reproduces redis-server's own
 parser and error texts. No I/O here: `feed()` bytes, `read()` batches.
 
+A request that arrives in many reads is read once: hiredis keeps its own progress, and the exact
+parser's check of the unfinished request (or its reading of it, off the fast path) resumes where
+the last read left it (`exact.Unfinished`), from the bytes after that point only; the reads are
+kept as they came (merged as they pile up, each byte copied a logarithmic number of times) and
+joined once, when the request is complete. However the client cuts it, a request costs time
+linear in its bytes.
+
 Compiled, `_compiled_requests.split_requests` takes a read's leading canonical requests in one C
 call before any of this (nothing buffered before: a client's usual read), and hands what it
 cannot vouch for to the Python path at a request boundary.
@@ -23,7 +30,7 @@ import hiredis
 
 from .. import compiled
 from ..routing.slots import SLOT_COUNT, hash_slot
-from .exact import ParseLimits, ProtocolError, parse_request
+from .exact import ParseLimits, ProtocolError, Unfinished, parse_more, parse_request
 from .order import runs
 
 __all__ = ["Batch", "RequestReader", "ParseLimits", "ProtocolError", "requests_again"]
@@ -49,25 +56,6 @@ def _huge(data: bytes) -> bool:
     """Whether a read holds a huge aggregate header where hiredis would read one as a header (or
     inside a value that merely looks like one: the exact parser then decides)."""
     return _HUGE_AFTER_LINE.search(data) is not None or _HUGE_AGGREGATE.match(data) is not None
-
-
-def _bytes_needed(buf: bytes) -> int:
-    """Buffered size at which a partial multibulk request, already found well-formed so far by
-    the exact parser, can make progress: the end of the argument body it is inside."""
-    size = len(buf)
-    if buf[0] != _STAR:
-        return size + 1
-    cr = buf.find(b"\r")
-    p = cr + 2
-    for _ in range(int(buf[1:cr])):
-        cr = buf.find(b"\r", p)
-        if cr < 0 or cr + 1 >= size:
-            break
-        end = cr + 2 + int(buf[p + 1:cr]) + 2
-        if end > size:
-            return end
-        p = end
-    return size + 1
 
 
 class Batch:
@@ -290,7 +278,7 @@ if _compiled is not None:
 
 class RequestReader:
     __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes",
-                 "_ends_out")
+                 "_ends_out", "_unfinished")
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits = limits or ParseLimits()
@@ -303,6 +291,9 @@ class RequestReader:
         self._need = 0  # buffered size at which the partial tail is worth validating again
         self._failed = False
         self._ends_out = None  # where the compiled split puts a read's packed ends (`keep_ends`)
+        # The exact parser's progress through the unfinished multibulk request at the start of the
+        # buffer (offsets from there), or None: checked only on the fast path, read off it.
+        self._unfinished = None
 
     def keep_ends(self) -> None:
         """Batches of the compiled split keep where their commands end (`Batch.packed_ends`):
@@ -320,16 +311,30 @@ class RequestReader:
         chunks = self._chunks
         if self._fast:
             if _huge(data) or (
-                chunks and _HUGE_AGGREGATE.search(chunks[-1][-_OVERLAP:] + data[:_OVERLAP])
+                chunks and _HUGE_AGGREGATE.search(self._last_bytes() + data[:_OVERLAP])
             ):
                 # The exact parser refuses or accepts it by the proxy's limits instead. The
                 # buffered chunks are exactly what hiredis held, so nothing is lost.
                 self._fast = False
                 self._hiredis = None
+                self._unfinished = None  # (the fast path's check: the exact parser reads it again, once)
             else:
                 self._hiredis.feed(data)
         chunks.append(data)
         self._size += len(data)
+        if len(chunks) > 16:
+            # Merged as they pile up (a read of a byte at a time): each chunk more than twice the
+            # next, so they stay few and a byte is copied a logarithmic number of times.
+            while len(chunks) > 1 and len(chunks[-2]) <= 2 * len(chunks[-1]):
+                last = chunks.pop()
+                chunks[-1] += last
+
+    def _last_bytes(self) -> bytes:
+        """The last _OVERLAP bytes buffered (a header cut across reads, maybe across several)."""
+        last = self._chunks[-1]
+        if len(last) >= _OVERLAP or len(self._chunks) == 1:
+            return last[-_OVERLAP:]
+        return self._bytes_from(self._size - _OVERLAP)[0][-_OVERLAP:]
 
     def feed_read(self, data: bytes) -> Batch | None:
         """feed(data) then read(), shortened for the common case: nothing buffered before."""
@@ -390,6 +395,9 @@ class RequestReader:
         if self._failed or not self._size:
             return None
         if not self._fast:
+            state = self._unfinished
+            if state is not None:
+                return self._read_unfinished(state)
             return self._read_exact(self._take_all(), [], [], [], 0)
         gets = self._hiredis.gets
         try:
@@ -406,9 +414,27 @@ class RequestReader:
         self._chunks = [buf]
         return buf
 
+    def _bytes_from(self, offset: int):
+        """(bytes, base): the buffered bytes from `base` on, `base` at most `offset` (the chunks
+        that hold them, the first one cut at `offset`; nothing is joined when one chunk holds them)."""
+        chunks = self._chunks
+        base = self._size
+        i = len(chunks)
+        while i > 0 and base > offset:
+            i -= 1
+            base -= len(chunks[i])
+        if i == len(chunks):
+            return b"", base
+        if i == len(chunks) - 1:
+            return chunks[i], base
+        first = chunks[i]
+        cut = offset - base if offset > base else 0
+        return b"".join([first[cut:] if cut else first, *chunks[i + 1:]]), base + cut
+
     def _keep(self, rest: bytes) -> None:
         self._chunks = [rest] if rest else []
         self._size = len(rest)
+        self._unfinished = None
 
     def _read_fast(self, first, gets) -> Batch | None:
         chunks = self._chunks
@@ -444,6 +470,7 @@ class RequestReader:
                     self._chunks = []
                     self._size = 0
                     self._need = 0
+                    self._unfinished = None
                     return Batch(commands, buf, ends)
                 raw = buf[:pos]
                 self._keep(buf[pos:])
@@ -463,27 +490,62 @@ class RequestReader:
 
     def _check_tail(self) -> Batch | None:
         """Validate a partial request the way Redis would, so a malformed header is answered now
-        rather than after bytes that may never come. Inside a large argument nothing can go wrong
-        until its last byte has arrived, so it is not re-checked before then: a large value
-        arriving in many reads costs linear time."""
+        rather than after bytes that may never come. The check of a multibulk request resumes
+        where the last one stopped, and inside an argument nothing can go wrong until its last
+        byte has arrived, so it is not looked at before then: a request arriving in many reads
+        costs linear time."""
         size = self._size
         if size < self._need:
             return None
-        buf = self._take_all()
+        state = self._unfinished
+        if state is None:
+            if self._chunks[0][0] != _STAR:  # an inline request: at most 64 KiB, read again whole
+                buf = self._take_all()
+                try:
+                    result = parse_request(buf, 0, self._limits)
+                except ProtocolError as exc:
+                    self._fail()
+                    return Batch([], b"", [], exc)
+                if result is not None:
+                    return self._fallback(buf, [], [], 0)
+                self._need = size + 1
+                return None
+            state = self._unfinished = Unfinished(0, keep_args=False)
+        data, base = self._bytes_from(state.resume_at())
         try:
-            result = parse_request(buf, 0, self._limits)
+            end = parse_more(data, base, state, self._limits)
         except ProtocolError as exc:
             self._fail()
             return Batch([], b"", [], exc)
-        if result is not None:  # hiredis and Redis disagree on where a request ends
-            return self._fallback(buf, [], [], 0)
-        self._need = _bytes_needed(buf) if size > 65536 else size + 1
+        if end is not None:  # hiredis and Redis disagree on where a request ends
+            return self._fallback(self._take_all(), [], [], 0)
+        self._need = state.needed(size)
         return None
+
+    def _read_unfinished(self, state) -> Batch | None:
+        """Off the fast path: go on reading the multibulk request begun at the buffer's start."""
+        if state.body >= 0 and self._size < state.at + state.body + 2:
+            return None  # inside an argument's body
+        data, base = self._bytes_from(state.resume_at())
+        try:
+            end = parse_more(data, base, state, self._limits)
+        except ProtocolError as exc:
+            self._fail()
+            return Batch([], b"", [], exc)
+        if end is None:
+            return None
+        self._unfinished = None
+        buf = self._take_all()
+        args = tuple(state.args)  # (as the compiled split makes them)
+        if not args:
+            return self._read_exact(buf, [], [], [], end)
+        return self._read_exact(buf, [args], [end], [buf[:end]], end)
 
     def _fallback(self, buf: bytes, commands: list, ends: list, pos: int) -> Batch | None:
         """Leave the fast path at offset pos (a request boundary)."""
         self._fast = False
         self._hiredis = None
+        self._unfinished = None
         raw_parts = [buf[:pos]] if pos else []
         return self._read_exact(buf, commands, ends, raw_parts, pos)
 
@@ -491,12 +553,21 @@ class RequestReader:
         limits = self._limits
         out_len = ends[-1] if ends else 0
         error = None
+        unfinished = None
         try:
             while pos < len(buf):
-                result = parse_request(buf, pos, limits)
-                if result is None:
-                    break
-                args, end, inline = result
+                if buf[pos] == _STAR:  # (read with its progress kept, should it be unfinished)
+                    unfinished = Unfinished(pos)
+                    end = parse_more(buf, 0, unfinished, limits)
+                    if end is None:
+                        break
+                    args, inline = unfinished.args, False
+                    unfinished = None
+                else:
+                    result = parse_request(buf, pos, limits)
+                    if result is None:
+                        break
+                    args, end, inline = result
                 if args:
                     args = tuple(args)  # (as the compiled split makes them)
                     piece = hiredis.pack_command(args) if inline else buf[pos:end]
@@ -512,6 +583,9 @@ class RequestReader:
         else:
             rest = buf[pos:]
             self._keep(rest)
+            if unfinished is not None:
+                unfinished.moved(pos)
+                self._unfinished = unfinished
             if not rest or (rest[0] == _STAR and _HUGE_AGGREGATE.match(rest) is None):
                 # Back to hiredis at a request boundary where what follows is RESP. The partial
                 # request left over was just validated by the exact parser (its arguments' headers
@@ -519,7 +593,10 @@ class RequestReader:
                 # is huge (hiredis would make the list of that size at once).
                 self._fast = True
                 self._hiredis = hiredis.Reader()
-                self._need = (_bytes_needed(rest) if len(rest) > 65536 else len(rest) + 1) if rest else 0
+                self._need = 0
+                if unfinished is not None:  # its check goes on from where this reading stopped
+                    unfinished.args = None
+                    self._need = unfinished.needed(len(rest))
                 if rest:
                     self._hiredis.feed(rest)
         if not commands and error is None:
@@ -533,6 +610,7 @@ class RequestReader:
         self._chunks = []
         self._size = 0
         self._hiredis = None
+        self._unfinished = None
 
 
 if _split is None:  # pure Python: feed_read is the Python path itself, without the hook's frame

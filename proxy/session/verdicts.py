@@ -40,11 +40,15 @@ def decide(session, plan, commands, index: int):
         return POLICY_FAILED
 
 
-def record(session, findings, args) -> None:
+def record(session, findings, args, more=()) -> None:
+    """Count and log `findings`, and `more`'s (finding, count) pairs (`Verdict.more`)."""
     policy = session.engine.policy.name
     for finding in findings:
         metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, session.peer, policy,
                        app=session.app)
+    for finding, count in more:
+        metrics.record(finding, "audited" if finding.mode == AUDIT else "rejected", args, session.peer, policy,
+                       app=session.app, n=count)
 
 
 def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
@@ -52,7 +56,7 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     Returns where to continue, or None when the command goes on as usual (findings in audit
     mode only)."""
     args = batch.commands[index]
-    record(session, verdict.findings, args)
+    record(session, verdict.findings, args, verdict.more)
     if verdict.reject is None:
         for rule in verdict.rewritten_by:
             metrics.count_rewrite(rule, session.engine.policy.name, session.app)

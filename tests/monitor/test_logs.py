@@ -1,5 +1,6 @@
-"""Log lines: JSON objects with their fields, text as before, and the finding lines' rate limit."""
+"""Log lines: JSON objects with their fields, text as before, and the findings gathered per interval."""
 
+import asyncio
 import io
 import json
 import logging
@@ -7,7 +8,7 @@ import os
 
 import pytest
 
-from proxy.monitor.logs import Fields, FindingLimiter, setup
+from proxy.monitor.logs import Fields, FindingLog, setup
 
 
 @pytest.fixture
@@ -55,23 +56,45 @@ class Clock:
         return self.now
 
 
-@pytest.mark.parametrize("per_second, findings, seconds, logged, suppressed_lines", [
-    (20, 10, 1, 10, []),
-    (20, 100, 1, 20, []),  # the count of the last window is reported by the next finding
-    (20, 120, 3, 60, [20, 20]),
-    (5, 1000, 2, 10, [495]),
-])
-def test_findings_are_limited_per_second(caplog, per_second, findings, seconds, logged, suppressed_lines):
+def _finding(rule, key):
+    return lambda: Fields(event="policy", rule=rule, subject=f"key '{key}'")
+
+
+def test_findings_are_one_line_per_group_and_interval_with_their_count(caplog):
     clock = Clock()
     logger = logging.getLogger("redis_guard.test.findings")
-    limiter = FindingLimiter(logger, per_second, clock)
-    allowed = 0
+    log = FindingLog(logger, 10.0, clock)
     with caplog.at_level(logging.INFO, logger="redis_guard.test.findings"):
-        for second in range(seconds):
-            clock.now = second + 0.5
-            allowed += sum(limiter.allow() for _ in range(findings // seconds))
-    assert allowed == logged
-    assert [record.fields["suppressed"] for record in caplog.records] == suppressed_lines
+        for i in range(20_000):
+            clock.now = i / 1000  # 20 s: two intervals
+            log.add(("K2", "app", b"SET"), _finding("K2", f"Bad:{i}"))
+            log.add(("T1", "app", b"SET"), _finding("T1", f"Bad:{i}"), 2)
+        log.flush()
+    lines = [(record.msg["rule"], record.msg["subject"], record.msg["count"]) for record in caplog.records]
+    # Each interval: the first of each group at once, then one line with the others' count and a sample.
+    assert lines == [
+        ("K2", "key 'Bad:0'", 1), ("T1", "key 'Bad:0'", 1),
+        ("K2", "key 'Bad:1'", 9_999), ("T1", "key 'Bad:0'", 19_999),
+        ("K2", "key 'Bad:10000'", 1), ("T1", "key 'Bad:10000'", 1),
+        ("K2", "key 'Bad:10001'", 9_999), ("T1", "key 'Bad:10000'", 19_999),
+    ]
+    assert sum(count for _, _, count in lines) == 20_000 * 3
+
+
+def test_the_end_of_an_interval_is_one_timer_armed_by_a_finding(caplog):
+    async def scenario():
+        log = FindingLog(logging.getLogger("redis_guard.test.findings"), 0.2)
+        loop = asyncio.get_running_loop()
+        before = len(loop._scheduled)
+        log.add(("K2",), _finding("K2", "A"))
+        assert log.timer is None and len(loop._scheduled) == before  # the first is logged: nothing to wait for
+        for _ in range(3):
+            log.add(("K2",), _finding("K2", "B"))
+        assert log.timer is not None and len(loop._scheduled) == before + 1
+        await asyncio.sleep(0.4)
+        assert log.timer is None and not log.groups  # written, and nothing left pending
+
     with caplog.at_level(logging.INFO, logger="redis_guard.test.findings"):
-        limiter.flush()
-    assert sum(record.fields["suppressed"] for record in caplog.records) == findings - logged
+        asyncio.run(scenario())
+    assert [(record.msg["subject"], record.msg["count"]) for record in caplog.records] == [("key 'A'", 1),
+                                                                                          ("key 'B'", 3)]

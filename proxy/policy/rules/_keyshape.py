@@ -65,6 +65,8 @@ def show(text: str, limit: int = 100) -> str:
     """A key (or part of one) fit for a one-line error reply: control characters escaped, long
     keys cut."""
     text = key_bytes(text).decode("utf-8", "backslashreplace")
+    if len(text) <= limit and text.isprintable():
+        return text  # the usual key, shown as it is (one C pass: a command of many bad keys is explained fast)
     cut = len(text) > limit
     if cut:
         text = text[:limit]

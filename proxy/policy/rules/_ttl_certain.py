@@ -157,22 +157,83 @@ def gives_ttl_certainly(args, key: bytes, wrote_string: bool) -> bool:
     return ttl_outcome(args, key, wrote_string) is not None
 
 
+def _passing_names(table) -> frozenset:
+    """The names, as clients spell them (lower and upper case), of the commands that matter to
+    `later_gives_ttl` only when their argument 1 is the key: neither a STOP, nor blocking, nor a
+    container (whose subcommand may block)."""
+    names = set()
+    for spec in table:
+        if spec.subcommands or "blocking" in spec.flags or spec.name.encode() in STOP:
+            continue
+        names.add(spec.name.encode())
+        names.add(spec.name.upper().encode())
+    return frozenset(names)
+
+
+_PASSING: dict[int, tuple] = {}  # id(table) -> (table, its _passing_names)
+
+
+_PASSING: dict[int, tuple] = {}  # id(table) -> (table, its _passing_names)
+# The scans of the last pipeline looked through (one list of commands): (key, wrote_string,
+# engine) -> (result, the command that decided it or None, scanned through). A pipeline of writes
+# without TTL on one key would otherwise look through `limit` commands each.
+_SCANS: list = [None, 0, {}]  # [commands, their count, scans]
+
+
 def later_gives_ttl(later, key: bytes, wrote_string: bool, engine, limit: int) -> bool:
     """Does a command of `later` (the rest of the pipeline, in order) certainly give `key` a
     TTL, with nothing between that could keep it from applying? `engine` judges whether the
     policy forwards that command (`Engine.passes`) and which commands block (its command table).
-    At most `limit` commands are looked at."""
-    for count, args in enumerate(later):
-        if count >= limit or not args:
-            return False
+    At most `limit` commands are looked at; one on another key is passed over with a set lookup,
+    and a session's pipeline (`pending.LaterCommands`) is looked through once for each key,
+    whatever the number of its writes: each goes on from where the scan before it stopped."""
+    table = engine.table
+    known = _PASSING.get(id(table))
+    if known is None or known[0] is not table:
+        if len(_PASSING) > 16:
+            _PASSING.clear()
+        known = _PASSING[id(table)] = (table, _passing_names(table))
+    passing = known[1]
+    commands = getattr(later, "commands", None)
+    if commands is None:  # a sequence of its own (tools, tests)
+        commands = list(later)
+        return _scan(commands, 0, min(len(commands), limit), key, wrote_string, engine, passing)[0]
+    start = later.start
+    end = min(len(commands), start + limit)
+    if _SCANS[0] is not commands or _SCANS[1] != len(commands):
+        _SCANS[0], _SCANS[1], _SCANS[2] = commands, len(commands), {}
+    scans = _SCANS[2]
+    found = (key, wrote_string, engine)
+    begin = start
+    known = scans.get(found)
+    if known is not None:
+        result, at, through = known
+        if at is not None and at >= start:  # every command between was passed over
+            return result if at < end else False
+        if at is None and through > start:
+            begin = through  # the commands before it were passed over
+    result, at = _scan(commands, begin, end, key, wrote_string, engine, passing)
+    scans[found] = (result, at, end)
+    return result
+
+
+def _scan(commands, begin: int, end: int, key: bytes, wrote_string: bool, engine, passing) -> tuple:
+    """(result, index of the command that decided it) of `later_gives_ttl` over
+    commands[begin:end]; (False, None) when none decided."""
+    for index in range(begin, end):
+        args = commands[index]
+        if not args:
+            return False, index
+        if len(args) > 1 and args[1] != key and args[0] in passing:
+            continue
         if gives_ttl_certainly(args, key, wrote_string):
             if engine.passes(args):
-                return True
+                return True, index
             continue  # refused by the policy: it will not run; a later one may still do
         name = args[0].lower()
         if name in STOP or (name in CARRIERS and len(args) > 1 and args[1] == key):
-            return False
+            return False, index
         spec = engine.table.lookup(args)
         if spec is not None and "blocking" in spec.flags:
-            return False  # the session moves to a connection of its own and waits for it
-    return False
+            return False, index  # the session moves to a connection of its own and waits for it
+    return False, None
