@@ -411,9 +411,21 @@ class UpstreamConnection:
                 elif entry.remaining < 0:
                     entry.receiver.deliver(entry, reply, 0)
                     entry.fail(reply, False)
+        elif self.timeout_error is not None:
+            # request_timeout: the waiting requests are answered with the error that names it (a
+            # client's connection stays usable), but for a reply already cut (part of it is out)
+            # and streams, which end as for a lost connection.
+            error = self.timeout_error
+            partial = self.splitter.in_reply
+            for entry in pending:
+                if partial or entry.remaining < 0:
+                    entry.fail(error, partial)
+                elif entry.remaining > 0:
+                    entry.receiver.deliver(entry, error * entry.remaining, entry.remaining)
+                partial = False
         else:
-            error = self.timeout_error or (errors.upstream_unavailable(self.label, reason) if connecting or refused else
-                                           errors.upstream_lost(self.label, reason))
+            error = errors.upstream_unavailable(self.label, reason) if connecting or refused else \
+                errors.upstream_lost(self.label, reason)
             partial = self.splitter.in_reply
             for entry in pending:
                 entry.fail(error, partial)
