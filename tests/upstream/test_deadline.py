@@ -47,3 +47,20 @@ def test_allowance_counts_the_unanswered_requests_of_a_run():
 
 def test_allowance_of_plain_commands_is_nothing():
     assert allowance(run(("SET", "k", "v"), ("GET", "k")), 2, 2) == 0.0
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", 10.0), ("upstream_options: {request_timeout: 0}", 0.0), ("upstream_options: {request_timeout: 2.5}", 2.5),
+    ("upstream_options: {request_timeout: -1}", None), ("upstream_options: {request_timeout: soon}", None),
+    ("upstream_options: {request_timeout: true}", None),
+])
+def test_request_timeout_setting(tmp_path, text, expected):
+    from proxy.config import ConfigError, load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("upstream: redis://127.0.0.1:7000\n" + text + "\n")
+    if expected is None:
+        with pytest.raises(ConfigError, match="request_timeout"):
+            load_config(str(path))
+    else:
+        assert load_config(str(path)).request_timeout == expected
