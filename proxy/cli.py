@@ -446,7 +446,7 @@ def cmd_serve(args) -> int:
 
         acl_users, acl = _upstream_acl(config, engine)
         service.prepare(table, config.policy, engine)
-        monitor = service.bind(config)
+        monitor = service.bind(config, acl_users)
         if monitor[0] is not None:
             log.info("metrics on http://%s/metrics (also /healthz, /ready, /debug/hotkeys, /debug/bigkeys, "
                      "/debug/slowlog)", config.metrics)

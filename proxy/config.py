@@ -95,6 +95,7 @@ class Config:
     upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
     liveness_timeout: float = 5.0  # /healthz: 503 when an event loop has not run a callback within it
     findings_log_interval: float = 10.0  # seconds: the policy's findings gathered per rule, app and command
+    request_timeout: float = 10.0  # seconds without a reply before waiting clients get an error; 0: none
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -272,6 +273,13 @@ def _number(section: dict, key: str, default, kind, where: str):
     return kind(value)
 
 
+def _seconds_or_none(section: dict, key: str, default: float, where: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value:
+        raise ConfigError(f"{where}: '{key}' must be a number of seconds, 0 or more (0: none), got {value!r}")
+    return float(value)
+
+
 def _count(section: dict, key: str, default: int, where: str) -> int:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -359,6 +367,7 @@ def _build(data: dict, path: str) -> Config:
         limits=limits,
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),
+        request_timeout=_seconds_or_none(options, "request_timeout", 10.0, path),
         shutdown_timeout=_number(data, "shutdown_timeout", 10.0, float, path),
         findings_log_interval=_number(data, "findings_log_interval", 10.0, float, path),
         workers=_number(data, "workers", 1, int, path),

@@ -26,6 +26,11 @@ def upstream_lost(address: str, reason: str) -> bytes:
     )
 
 
+def request_timed_out(seconds: float) -> bytes:
+    return resp_error(f"ERR upstream did not answer within request_timeout {seconds:g}s; "
+                      "the command may or may not have run")
+
+
 def shutting_down() -> bytes:
     return resp_error("ERR upstream proxy is shutting down")
 

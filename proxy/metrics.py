@@ -35,6 +35,11 @@ POLICY_RELOADS = Counter(
 UPSTREAM_ERRORS = Counter(
     "redis_guard_upstream_errors", "Upstream connections failed or refused", registry=REGISTRY,
 )
+UPSTREAM_TIMEOUTS = Counter(
+    "redis_guard_upstream_timeouts",
+    "Upstream connections closed because a request had no reply within upstream_options.request_timeout",
+    registry=REGISTRY,
+)
 AUTH_FAILURES = Counter(
     "redis_guard_auth_failures",
     "AUTH / HELLO AUTH attempts with wrong credentials (each address slows down: proxy/throttle.py)",

@@ -17,6 +17,7 @@ import socket
 from .resp.reader import ParseLimits
 from .session.behaviour import LOCKED, NO_NAMES, counted, counted_unknown, dispatch_table, locked, with_login
 from .session.session import Session
+from .upstream.connection import loop_settings
 
 log = logging.getLogger("redis_guard.server")
 
@@ -46,6 +47,7 @@ class Proxy:
             max_request_bytes=config.limits.max_request_bytes,
         )
         self.command_table = command_table
+        loop_settings(loop).request_timeout = getattr(config, "request_timeout", 0.0)
         self.backend = backend or make_backend(loop, config, command_table, databases)
         self.backend.pauses.on_change = self.rebind
         self.engine = None
@@ -73,7 +75,11 @@ class Proxy:
 
     @acl_users.setter
     def acl_users(self, users) -> None:
+        from .upstream_acl import Keeper
+
         self.backend.acl_users = users
+        # A server restarted without persistence refuses them (WRONGPASS): the keeper applies them again
+        loop_settings(self.loop).keeper = Keeper(self.config, users) if users is not None else None
         for session in self.sessions:
             self.backend.identity_changed(session)
 

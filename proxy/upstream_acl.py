@@ -22,6 +22,13 @@ spares open as the policy's user, so its users count as used while it runs), and
 process applied (`CREATED`), whose name starts with `redis-guard:` and that still hold the
 password the proxy derived for them (ACL GETUSER): a user an operator made or changed is never
 deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted.
+
+ACL users live in the server's memory only (neither RDB nor AOF keeps them): a restarted server
+has lost them and refuses the proxy's start-up AUTH with WRONGPASS. The `Keeper` of a worker
+applies them again then (`UpstreamConnection.users_lost`), once for all the connections refused
+at the same time, and logs it once; the refused connections run their start-up again and the
+requests queued behind them go on. `/ready` checks that the users log in and applies them again
+too (`monitor/ready.py`), so an idle proxy is ready again after a restart.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
+import time
 
 import hiredis
 
@@ -300,3 +308,79 @@ async def remove_at_exit(config, own=frozenset(), wait: float = 0.0) -> None:
     with it to go."""
     for users in list(CREATED.values()):
         await remove_for(config, users, own, wait=wait)
+
+
+class Keeper:
+    """Applies a worker's ACL users again when a server refused them (a restart without them):
+    `reapply(label)` is a future of whether they log in again; the connections refused meanwhile
+    share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds."""
+
+    RETRY_AFTER = 1.0
+
+    def __init__(self, config, users, clock=time.monotonic):
+        self.config = config
+        self.users = users
+        self.clock = clock
+        self.running = None  # the future of the attempt under way
+        self.failed_at = float("-inf")
+        self.applied = 0  # times the users were applied again (for tests and the log)
+
+    def owns(self, name) -> bool:
+        return bool(name) and any(user.name == name for user in self.users.users)
+
+    def reapply(self, label: str) -> asyncio.Future:
+        if self.running is not None and not self.running.done():
+            return self.running
+        loop = asyncio.get_running_loop()
+        if self.clock() - self.failed_at < self.RETRY_AFTER:
+            future = loop.create_future()
+            future.set_result(False)
+            return future
+        self.running = loop.create_task(self._apply(label))
+        return self.running
+
+    async def _apply(self, label: str) -> bool:
+        status = await apply_for(self.config, self.users)
+        if status.ok:
+            self.applied += 1
+            log.warning("upstream %s refused the policy's ACL users (restarted without them): %s again",
+                        label, status.line().removeprefix("upstream ACL users: "),
+                        extra={"fields": {"event": "acl_users_reapplied", "upstream": label}})
+            return True
+        self.failed_at = self.clock()
+        log.error("upstream %s refused the policy's ACL users and they could not be applied again: %s",
+                  label, status.line(), extra={"fields": {"event": "acl_users_lost", "upstream": label}})
+        return False
+
+
+def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> list[str]:
+    """The users that do not log in on `upstream` (blocking, for the readiness probe's thread):
+    their names, or ["?"] with why when the server could not be asked. Without `everyone`, the
+    user of clients of no application only: every version of the policy has it, whereas the
+    users of applications come and go with reloads in the workers, which this process (the
+    monitor's, the parent of workers) does not follow."""
+    import socket
+
+    from .upstream.connection import startup_commands
+
+    setup = startup_commands(upstream, 0, 2)
+    checked = users.users if everyone else [users.by_app[None]]
+    logins = [("AUTH", user.name, user.password) for user in checked]
+    payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, *logins])
+    wanted = len(setup) + len(logins)
+    try:
+        with socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout) as conn:
+            conn.sendall(payload)
+            reader = hiredis.Reader()
+            replies = []
+            while len(replies) < wanted:
+                data = conn.recv(65536)
+                if not data:
+                    return ["? (the connection was closed)"]
+                reader.feed(data)
+                while (reply := reader.gets()) is not False:
+                    replies.append(reply)
+    except OSError as exc:
+        return [f"? ({exc.strerror or exc})"]
+    return [user.name for user, reply in zip(checked, replies[len(setup):], strict=False)
+            if isinstance(reply, hiredis.ReplyError)]

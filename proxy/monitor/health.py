@@ -7,7 +7,10 @@ were answered with an error at once
 because the upstream is known to be down (`requests_failed`). The first failure of an upstream
 that was up logs one warning; while it stays down the failed requests are only counted; the
 next connection that becomes ready logs one line with how long it was down and how many
-requests failed meanwhile. `redis_guard_upstream_up{upstream}` and
+requests failed meanwhile. A request that timed out (`request_timeout`) makes its upstream down
+and hung (`timed_out`): a connection then proves the server answers (a PING in its start-up,
+`connected(proven=True)`) before the upstream is up again; each timeout is counted
+(`redis_guard_upstream_timeouts_total`). `redis_guard_upstream_up{upstream}` and
 `redis_guard_upstream_failed_requests_total{upstream}` come from here.
 """
 
@@ -20,7 +23,7 @@ log = logging.getLogger("redis_guard.upstream")
 
 
 class UpstreamHealth:
-    __slots__ = ("clock", "down_since", "failed_total", "failed_while_down", "label", "reason", "up")
+    __slots__ = ("clock", "down_since", "failed_total", "failed_while_down", "label", "reason", "up", "hung")
 
     def __init__(self, label: str, clock=time.monotonic):
         self.label = label
@@ -30,11 +33,15 @@ class UpstreamHealth:
         self.failed_total = 0
         self.reason = ""
         self.clock = clock
+        self.hung = False  # down because a request timed out: only an answer brings it up
 
-    def connected(self) -> None:
-        if self.up:
+    def connected(self, proven: bool = True) -> None:
+        """A connection became ready; `proven`: the server answered its start-up commands (a
+        connection without any is ready once connected, which a stopped server still accepts)."""
+        if self.up or (self.hung and not proven):
             return
         self.up = True
+        self.hung = False
         log.warning("upstream %s is back up after %.1fs; %d requests failed while it was down",
                     self.label, self.clock() - self.down_since, self.failed_while_down,
                     extra={"fields": {"event": "upstream_up", "upstream": self.label,
@@ -76,6 +83,21 @@ def requests_failed(label: str, count: int) -> None:
     health = UPSTREAMS.get(label)
     if health is not None:
         health.requests_failed(count)
+
+
+def hung(label: str) -> bool:
+    """Is the upstream down because a request timed out (new connections must prove it answers)?"""
+    health = UPSTREAMS.get(label)
+    return health is not None and health.hung
+
+
+def timed_out(label: str, reason: str) -> None:
+    """A connection of the upstream had no reply within request_timeout (it is closed next,
+    `lost` makes the upstream down and logs it once)."""
+    from .. import metrics
+
+    metrics.UPSTREAM_TIMEOUTS.inc()
+    of(label).hung = True
 
 
 def lost(conn, reason: str) -> None:

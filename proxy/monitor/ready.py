@@ -6,6 +6,12 @@ proxy has no connection that could have noticed Redis come back. The probe is a 
 PING on a new connection, after the proxy's own AUTH/HELLO/SELECT (the credentials of the
 upstream URL), from the HTTP server's thread, at most once a second (answers in between reuse
 the last result), never from the event loop. A cluster is ready when any seed answers.
+
+The clients' connections run as the policy's ACL users (`upstream_acl.py`) when they are
+applied: the probe then logs in as each of them too, since a server restarted without them
+answers PING yet refuses every client. Users that do not log in are applied again from here
+(`reapply`), so an idle proxy that no client touched is ready again after the restart; /ready
+says 503, naming them, while they are missing.
 """
 
 from __future__ import annotations
@@ -49,8 +55,12 @@ def ping(upstream, timeout: float = PROBE_TIMEOUT) -> str | None:
 class Readiness:
     """`check(state)` -> (ready, reason); state is the merged snapshot's started/draining."""
 
-    def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic, workers: int = 1):
+    def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic, workers: int = 1,
+                 users=None, missing=None, reapply=None):
         self.upstreams = list(upstreams)
+        self.users = users  # the policy's ACL users the clients' connections run as, or None
+        self.missing = missing  # (users, upstream) -> names of those that do not log in
+        self.reapply = reapply  # () -> None: apply them again (None: upstream_acl off)
         self.policy_required = policy_required
         self.workers = workers  # configured: fewer answering (dead, being restarted, stopped) is not ready
         self.probe = probe
@@ -63,15 +73,29 @@ class Readiness:
         with self.lock:
             if self.clock() - self.checked_at >= PROBE_EVERY:
                 problems = []
+                answered = None
                 for upstream in self.upstreams:
                     problem = self.probe(upstream)
                     if problem is None:
                         problems = []
+                        answered = upstream
                         break
                     problems.append(f"{upstream.address}: {problem}")
                 self.problem = "upstream unreachable (" + "; ".join(problems) + ")" if problems else None
+                if answered is not None and self.users is not None and self.missing is not None:
+                    self.problem = self.users_problem(answered)
                 self.checked_at = self.clock()
             return self.problem
+
+    def users_problem(self, upstream) -> str | None:
+        gone = self.missing(self.users, upstream)
+        if gone and self.reapply is not None:
+            self.reapply()
+            gone = self.missing(self.users, upstream)
+        if not gone:
+            return None
+        return (f"the policy's ACL users do not log in on {upstream.address} ({', '.join(gone)}): "
+                "clients would be refused")
 
     def check(self, merged: dict) -> tuple[bool, str]:
         if merged.get("draining"):

@@ -23,9 +23,10 @@ def prepare(table, policy_path, engine) -> None:
     snapshot.policy_loaded(policy_path, engine)
 
 
-def bind(config) -> tuple[MonitorServer | None, str | None]:
+def bind(config, acl_users=None) -> tuple[MonitorServer | None, str | None]:
     """(the HTTP server, not serving yet, or None without `metrics:`; the workers' snapshot
-    directory, or None with one process). Raises BindError naming the address."""
+    directory, or None with one process). Raises BindError naming the address. `acl_users`: the
+    policy's users the clients' connections run as (the readiness probe logs in as each)."""
     if config.metrics is None:
         return None, None
     directory = workers.make_directory() if config.workers > 1 else None
@@ -33,14 +34,27 @@ def bind(config) -> tuple[MonitorServer | None, str | None]:
     timeout = config.liveness_timeout
     alive = (lambda: workers.liveness(directory, timeout)) if directory else (lambda: liveness.check(timeout))
     upstreams = config.upstream_cluster or (config.upstream,)
-    readiness = Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers)
     try:
-        server = MonitorServer(config.metrics, source, readiness, alive)
+        server = MonitorServer(config.metrics, source, readiness(config, upstreams, acl_users), alive)
     except BindError:
         if directory:
             workers.remove_directory(directory)
         raise
     return server, directory
+
+
+def readiness(config, upstreams, acl_users) -> Readiness:
+    if acl_users is None:
+        return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers)
+    from .. import upstream_acl
+
+    def reapply() -> None:
+        import asyncio
+
+        asyncio.run(upstream_acl.apply_for(config, acl_users))  # (the HTTP server's thread: a loop of its own)
+
+    return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers, users=acl_users,
+                     missing=upstream_acl.missing, reapply=reapply if config.upstream_acl else None)
 
 
 def worker_ready(proxy, directory: str | None) -> None:

@@ -48,6 +48,12 @@ cdef class UpstreamConnection:
     cdef public bint close_asked
     cdef public object pushes_to
     cdef public object pushes
+    cdef public double request_timeout
+    cdef public object deadline_timer
+    cdef public object deadline_mark
+    cdef public double deadline_since
+    cdef public object timeout_error
+    cdef public bint relogged
 
     @cython.locals(tick=EndOfTick)
     cpdef send(self, data, pending)

@@ -35,6 +35,7 @@ from ..monitor.live import read_from, written
 from ..pending import Pending, Receiver, hidden, queue_append, queue_head, queue_popleft
 from ..resp.pushes import PushCutter
 from ..resp.replies import ReplySplitter, ReplyStreamError
+from .deadline import allowance
 
 log = logging.getLogger("redis_guard.upstream")
 
@@ -49,6 +50,31 @@ CONNECTING, READY, CLOSED = "connecting", "ready", "closed"
 CLOSED_BY_PROXY = "closed by the proxy"
 
 SHARED, OWN, CONTROL, SPARE = "shared", "own", "control", "spare"  # roles
+
+
+class LoopSettings:
+    """What every upstream connection of one event loop shares, set by its Proxy: the
+    `request_timeout` (0: none) and the keeper of the policy's ACL users (`upstream_acl.py`), which
+    applies them again when a restarted server lost them (None: connections run as the URL's user)."""
+
+    __slots__ = ("request_timeout", "keeper")
+
+    def __init__(self):
+        self.request_timeout = 0.0
+        self.keeper = None
+
+
+_SETTINGS = weakref.WeakKeyDictionary()  # an event loop's LoopSettings
+_NO_LOOP = LoopSettings()
+
+
+def loop_settings(loop) -> LoopSettings:
+    if loop is None:
+        return _NO_LOOP
+    settings = _SETTINGS.get(loop)
+    if settings is None:
+        settings = _SETTINGS[loop] = LoopSettings()
+    return settings
 
 
 class EndOfTick:
@@ -121,6 +147,8 @@ class StartupPending(Pending):
                 replies.append(reply)
             for reply in replies:
                 if isinstance(reply, hiredis.ReplyError):
+                    if str(reply).startswith("WRONGPASS") and self.connection.users_lost():
+                        return  # the server restarted without the policy's users: they are applied again
                     if str(reply).startswith("BUSY"):
                         # A script is running: SELECT is refused until it ends or is killed.
                         self.connection.restart_later()
@@ -201,6 +229,7 @@ class UpstreamConnection:
         "flush_scheduled", "tick", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
         "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
         "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
+        "request_timeout", "deadline_timer", "deadline_mark", "deadline_since", "timeout_error", "relogged",
     )
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
@@ -240,6 +269,13 @@ class UpstreamConnection:
         # queued, the last pending entry it carries). Timing per write, not per request.
         self.stamps = collections.deque()
         self.stamp = 0.0
+        # request_timeout (`_check_deadline`): one timer while requests are in flight, not one each
+        self.request_timeout = 0.0
+        self.deadline_timer = None
+        self.deadline_mark = None  # (head entry, its replies owed) when progress was last seen
+        self.deadline_since = 0.0
+        self.timeout_error = None  # the reply its waiting clients get when it timed out
+        self.relogged = False  # its start-up was refused once for users a restart lost (`users_lost`)
         if startup:
             # Client requests wait until these succeed: after a failed SELECT they would run in
             # the wrong database.
@@ -274,18 +310,43 @@ class UpstreamConnection:
             host = name[0]
             self.sockname = (f"[{host}]:{name[1]}" if ":" in host else f"{host}:{name[1]}").encode()
         if self.startup:
+            if self.request_timeout and self.deadline_timer is None:
+                self._arm()  # a server that accepts but never answers (stopped) holds requests here
             self.write(self.startup)
         else:
             self.on_ready()
 
     def restart_later(self, delay: float = 0.05) -> None:
         """Run the start-up commands again soon (a busy script refused them); requests wait."""
-        def restart():
-            if self.state is CONNECTING and self.transport is not None:
-                self.pending.appendleft(StartupPending(self, self.startup_count))
-                self.write(self.startup)
+        self.loop.call_later(delay, self._restart)
 
-        self.loop.call_later(delay, restart)
+    def _restart(self) -> None:
+        if self.state is CONNECTING and self.transport is not None:
+            self.pending.appendleft(StartupPending(self, self.startup_count))
+            self.write(self.startup)
+
+    def users_lost(self) -> bool:
+        """The server refused the start-up's AUTH as one of the policy's ACL users (WRONGPASS):
+        a restart without them. True when the keeper applies them again, the start-up then runs
+        again and the requests queued behind it wait (never sent: nothing runs twice); once per
+        connection, so a password that is wrong for good is refused as before."""
+        keeper = loop_settings(self.loop).keeper
+        upstream = self.upstream
+        if keeper is None or self.relogged or upstream is None or not keeper.owns(upstream.username):
+            return False
+        self.relogged = True
+
+        def applied(future) -> None:
+            if self.state is not CONNECTING:
+                return
+            if not future.cancelled() and future.exception() is None and future.result():
+                self._restart()
+            else:
+                self.fail("start-up command refused: the policy's ACL users could not be applied again",
+                          refused=True, reply=errors.WRONGPASS)
+
+        keeper.reapply(self.label).add_done_callback(applied)
+        return True
 
     @property
     def startup_count(self) -> int:
@@ -299,7 +360,7 @@ class UpstreamConnection:
     def on_ready(self) -> None:
         if self.state is CONNECTING:
             self.state = READY
-            health.of(self.label).connected()
+            health.of(self.label).connected(proven=bool(self.startup))
             self._write_out()
 
     def connection_lost(self, exc) -> None:
@@ -342,6 +403,10 @@ class UpstreamConnection:
         self.close_reason = reason
         if self.transport is not None:
             self.transport.abort()
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+            self.deadline_timer = None
+        self.deadline_mark = None
         if reason != CLOSED_BY_PROXY:
             health.lost(self, reason)
         pending, self.pending = self.pending, collections.deque()
@@ -349,7 +414,8 @@ class UpstreamConnection:
         self.stamps.clear()
         if reason != CLOSED_BY_PROXY:
             metrics.UPSTREAM_ERRORS.inc()
-        if pending and reason != CLOSED_BY_PROXY:
+        if pending and reason != CLOSED_BY_PROXY and not refused and self.timeout_error is None:
+            # (a refusal or a timeout is logged once for the upstream, by `health`: not once a connection)
             log.warning("upstream %s: %s (%d request runs in flight)", self.label, reason, len(pending))
         if reply is not None:
             # The server refused the proxy's start-up (NOAUTH...): that is its answer to every
@@ -360,6 +426,18 @@ class UpstreamConnection:
                 elif entry.remaining < 0:
                     entry.receiver.deliver(entry, reply, 0)
                     entry.fail(reply, False)
+        elif self.timeout_error is not None:
+            # request_timeout: the waiting requests are answered with the error that names it (a
+            # client's connection stays usable), but for a reply already cut (part of it is out)
+            # and streams, which end as for a lost connection.
+            error = self.timeout_error
+            partial = self.splitter.in_reply
+            for entry in pending:
+                if partial or entry.remaining < 0:
+                    entry.fail(error, partial)
+                elif entry.remaining > 0:
+                    entry.receiver.deliver(entry, error * entry.remaining, entry.remaining)
+                partial = False
         else:
             error = errors.upstream_unavailable(self.label, reason) if connecting or refused else \
                 errors.upstream_lost(self.label, reason)
@@ -380,6 +458,8 @@ class UpstreamConnection:
     def send(self, data: bytes, pending) -> None:
         """Queue a request; `pending` is None for requests on a raw stream (no reply pairing)."""
         queue = self.pending
+        if self.deadline_timer is None and self.request_timeout:
+            self._arm()  # the first request in flight: the connection's one timer, while it is busy
         if not queue and not self.out and self.state is READY and not self.tick.waiting:
             # Nothing in flight: the connection is idle, so there is nothing to batch with and
             # waiting for the end of the tick would only add latency. (Not while another
@@ -472,6 +552,65 @@ class UpstreamConnection:
         whose last reply is being handed out is still at the head of `pending`.)"""
         return not self.out and self.state is not CLOSED and not self.close_asked and \
             all(entry.remaining == 0 for entry in self.pending)
+
+    # -- request_timeout --------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        """Watch the requests in flight: one check every quarter of `request_timeout` (at most a
+        second) until nothing is in flight."""
+        pending = self.pending
+        head = pending[0] if pending else None
+        self.deadline_mark = (head, head.remaining if head is not None else 0)
+        self.deadline_since = self.loop.time()
+        self.deadline_timer = self.loop.call_later(self._check_every(), self._check_deadline)
+
+    def _check_every(self) -> float:
+        return max(0.05, min(self.request_timeout / 4, 1.0))
+
+    def _check_deadline(self) -> None:
+        """The oldest request in flight has had no reply for `request_timeout` (plus what the
+        blocking commands among its run's unanswered ones may wait by design; forever for a
+        timeout of 0): the connection is closed, its waiting clients told, the upstream marked
+        down. A reply to the head (its entry answered, or one more of its replies) is progress:
+        the wait is counted from the check that saw it."""
+        self.deadline_timer = None
+        if self.state is CLOSED or not self.request_timeout:
+            return
+        pending = self.pending
+        if not pending and not self.out:
+            self.deadline_mark = None
+            return  # idle: the next request arms it again
+        head = pending[0] if pending else None
+        if head is not None and head.remaining < 0:
+            self.deadline_mark = None
+            return  # a stream (pub/sub, MONITOR): nothing is owed
+        now = self.loop.time()
+        mark = (head, head.remaining if head is not None else 0)
+        if self.deadline_mark is None or mark[0] is not self.deadline_mark[0] or mark[1] != self.deadline_mark[1]:
+            self.deadline_mark = mark
+            self.deadline_since = now
+        else:
+            waited = now - self.deadline_since
+            limit = self.request_timeout
+            if waited >= limit and head is not None:
+                extra = allowance(getattr(head, "sent", None), getattr(head, "count", 0), head.remaining)
+                if extra is None:
+                    limit = waited + 3600.0  # it blocks until a value comes: never cut short
+                else:
+                    limit += extra
+            if waited >= limit:
+                self.timed_out(waited)
+                return
+        self.deadline_timer = self.loop.call_later(self._check_every(), self._check_deadline)
+
+    def timed_out(self, waited: float) -> None:
+        """No reply within request_timeout: the waiting clients get an error that says so; the
+        connection closes (its pool opens another at the next request); counted and logged once
+        for the upstream (`health.timed_out`)."""
+        reason = f"no reply within request_timeout {self.request_timeout:g}s"
+        self.timeout_error = errors.request_timed_out(self.request_timeout)
+        health.timed_out(self.label, reason)
+        self.fail(reason)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -609,11 +748,16 @@ def startup_commands(upstream, db: int, protocol: int) -> list[tuple]:
 def open_connection(loop, upstream, db: int, protocol: int, timeout: float, on_close=None,
                     cls=UpstreamConnection, also=(), role: str = SHARED, **extra) -> UpstreamConnection:
     """A connection that runs the proxy's own start-up commands (AUTH, HELLO, SELECT, then
-    `also`) before any client request."""
-    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + list(also), on_close, **extra)
+    `also`) before any client request; a PING too while the upstream is known to hang (it timed
+    out): such a connection is ready, and the upstream up, only once the server answers."""
+    also = list(also)
+    if health.hung(str(upstream.address)):
+        also.append(("PING",))
+    conn = cls(loop, upstream.address, startup_commands(upstream, db, protocol) + also, on_close, **extra)
     conn.role = role
     conn.db = db
     conn.protocol = protocol
     conn.upstream = upstream
+    conn.request_timeout = loop_settings(loop).request_timeout
     conn.connect(timeout)
     return conn

@@ -65,3 +65,24 @@ def test_what_makes_an_upstream_down(conn, down, failed):
     state = health.UPSTREAMS.get(conn.label)
     assert (state is not None and not state.up) is down
     assert (state.failed_total if state else 0) == failed
+
+
+def test_a_timed_out_upstream_is_up_again_only_once_a_server_answered(caplog):
+    """After a request_timeout, a connection that is merely connected (a stopped server still
+    accepts) does not make the upstream up; one whose start-up (a PING among it) was answered does."""
+    label = "127.0.0.1:1-timeout-test"
+    health.UPSTREAMS.pop(label, None)
+    try:
+        state = health.of(label)
+        with caplog.at_level(logging.WARNING, logger="redis_guard.upstream"):
+            health.timed_out(label, "no reply within request_timeout 1s")
+            state.failed("no reply within request_timeout 1s", 3)
+            assert health.hung(label) and not state.up
+            state.connected(proven=False)
+            assert not state.up and health.hung(label)
+            state.connected(proven=True)
+            assert state.up and not health.hung(label)
+        assert sum("is down" in record.getMessage() for record in caplog.records) == 1
+        assert sum("is back up" in record.getMessage() for record in caplog.records) == 1
+    finally:
+        health.UPSTREAMS.pop(label, None)

@@ -40,3 +40,24 @@ def test_ping_a_real_server_with_and_without_its_password():
     finally:
         server.close()
     assert ping(Upstream(Address("127.0.0.1", free_port()))) is not None
+
+
+def test_users_that_do_not_log_in_are_applied_again_or_named():
+    """The probe logs in as the policy's users (upstream_acl.missing): missing ones are applied
+    again when it may (`reapply`), else /ready says 503 naming them."""
+    upstream = [Upstream(Address("127.0.0.1", 1))]
+    gone = {"names": ["redis-guard:p"]}
+    applied = []
+
+    def reapply():
+        applied.append(1)
+        gone["names"] = []
+
+    readiness = Readiness(upstream, False, probe=lambda up: None, users=object(),
+                          missing=lambda users, up: list(gone["names"]), reapply=reapply)
+    assert readiness.check(UP) == (True, "ready") and applied == [1]
+    gone["names"] = ["redis-guard:p"]
+    readiness = Readiness(upstream, False, probe=lambda up: None, users=object(),
+                          missing=lambda users, up: list(gone["names"]))
+    ok, why = readiness.check(UP)
+    assert not ok and "redis-guard:p" in why and "do not log in" in why
