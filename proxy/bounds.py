@@ -49,7 +49,13 @@ def holding(session) -> int:
     unread = 0
     if transport is not None and not transport.is_closing():
         unread = transport.get_write_buffer_size()
-    return unread + session.held_bytes + session.reader._size
+    return unread + session.held_bytes + request_bytes(session.reader)
+
+
+def request_bytes(reader) -> int:
+    """An unfinished request's cost: its bytes, twice where hiredis holds a copy of them too."""
+    size = reader._size
+    return size * 2 if reader._fast else size
 
 
 def plan_memory(holdings, limit: int, paused) -> tuple[list, bool, bool]:
@@ -133,6 +139,7 @@ class Bounds:
         with it, act now rather than at the next sweep."""
         if not self.max_memory:
             return
+        size = request_bytes(session.reader)
         self.unfinished_total += size - self.unfinished.get(session, 0)
         self.unfinished[session] = size
         if self.unfinished_total + self.replies_total > self.max_memory:
@@ -151,10 +158,10 @@ class Bounds:
         self.unfinished.clear()
         for session in self.proxy.sessions:
             size = holding(session)
-            request = session.reader._size
+            request = request_bytes(session.reader)
             unfinished += request
             replies += size - request
-            if request >= BIG_REQUEST:
+            if session.reader._size >= BIG_REQUEST:
                 self.unfinished[session] = request
             holdings.append((size, session))
         self.unfinished_total = unfinished
