@@ -54,12 +54,32 @@ class Upstream:
         return f"redis://{auth}{self.address}/{self.db}"
 
 
+def default_max_memory() -> int:
+    """limits.max_memory's default: half the machine's memory (or of the container's cgroup
+    limit, when lower), 0 (off) where neither can be read."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        if text.isdigit() and (total == 0 or int(text) < total):
+            total = int(text)
+    except OSError:
+        pass
+    return total // 2
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     max_request_bytes: int = 512 * 1024 * 1024
     max_args: int = 1024 * 1024
     client_write_buffer: int = 1024 * 1024  # unread reply bytes before the proxy stops reading the client
-    client_output_buffer: int = 256 * 1024 * 1024  # unread reply bytes past which the client is disconnected
+    client_output_buffer: int = 256 * 1024 * 1024  # hard safety bound on unread replies (pushes...): disconnect
+    max_memory: int = field(default_factory=lambda: default_max_memory())  # all the proxy buffers; 0: off
+    max_clients: int = 10000  # client connections per process, like Redis's maxclients
+    client_idle_timeout: float = 0.0  # seconds without a request before a client is closed; 0: off
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +307,13 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
     return value
 
 
+def _off_or_number(section: dict, key: str, default: float, where: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{where}: '{key}' must be a number, 0 (off) or more, got {value!r}")
+    return float(value)
+
+
 def parse_policy(value, base: str | None = None) -> str | None:
     """`policy:` / `--policy`: a file (relative to `base`), or `none` for no rules at all."""
     if not isinstance(value, str) or not value.strip():
@@ -341,6 +368,9 @@ def _build(data: dict, path: str) -> Config:
         max_args=_number(limits_in, "max_args", base.max_args, int, path),
         client_write_buffer=_number(limits_in, "client_write_buffer", base.client_write_buffer, int, path),
         client_output_buffer=_number(limits_in, "client_output_buffer", base.client_output_buffer, int, path),
+        max_memory=_count(limits_in, "max_memory", base.max_memory, path),
+        max_clients=_number(limits_in, "max_clients", base.max_clients, int, path),
+        client_idle_timeout=_off_or_number(limits_in, "client_idle_timeout", base.client_idle_timeout, path),
     )
     upstream = data.get("upstream")
     if sum(1 for key in ("upstream", "upstream_cluster", "upstream_sentinel") if data.get(key)) > 1:

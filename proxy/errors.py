@@ -226,6 +226,7 @@ def audit_schema_ttl(pattern: str, ttl) -> str:
 
 # Redis's own replies, for the AUTH and HELLO the proxy answers when it authenticates clients.
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
+MAX_CLIENTS = b"-ERR max number of clients reached\r\n"  # as Redis answers past its maxclients
 NOAUTH_HELLO = (b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                 b"HELLO AUTH <user> <pass> option can be used to authenticate the client and select the "
                 b"RESP protocol version at the same time\r\n")

@@ -55,6 +55,24 @@ SLOW_CLIENTS = Counter(
     "Clients disconnected for leaving more unread replies than limits.client_output_buffer",
     registry=REGISTRY,
 )
+MEMORY_DISCONNECTS = Counter(
+    "redis_guard_clients_disconnected_max_memory",
+    "Clients disconnected, the largest holders first, for the proxy's buffers over limits.max_memory",
+    registry=REGISTRY,
+)
+MEMORY_PAUSES = Counter(
+    "redis_guard_clients_paused_max_memory",
+    "Times reading a client was paused, the largest holders first, for buffers over limits.max_memory",
+    registry=REGISTRY,
+)
+REFUSED_CLIENTS = Counter(
+    "redis_guard_clients_refused_max_clients",
+    "Client connections refused with limits.max_clients open", registry=REGISTRY,
+)
+IDLE_CLOSED = Counter(
+    "redis_guard_clients_closed_idle",
+    "Clients closed after limits.client_idle_timeout without a request", registry=REGISTRY,
+)
 FINDING_LINES = FindingLog(decision_log)
 _COUNTERS: dict[tuple, object] = {}  # (rule, mode, outcome, policy, app) -> its child of FINDINGS
 

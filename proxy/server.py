@@ -14,6 +14,7 @@ import asyncio
 import logging
 import socket
 
+from .bounds import Bounds
 from .resp.reader import ParseLimits
 from .session.behaviour import LOCKED, NO_NAMES, counted, counted_unknown, dispatch_table, locked, with_login
 from .session.session import Session
@@ -61,6 +62,7 @@ class Proxy:
         self.server = None
         self.overflows = 0  # clients disconnected for unread replies since the last log line
         self.overflow_logged = float("-inf")
+        self.bounds = Bounds(self, config.limits)  # max_memory, max_clients, client_idle_timeout
         self.set_engine(engine)
 
     @property
@@ -151,6 +153,7 @@ class Proxy:
 
     async def start(self, sock: socket.socket | None = None, reuse_port: bool = False):
         await self.backend.start()
+        self.bounds.start(self.loop)
         listen = self.config.listen
         if sock is not None:
             self.server = await self.loop.create_server(lambda: Session(self), sock=sock)
@@ -178,6 +181,7 @@ class Proxy:
         """Stop accepting, let in-flight replies finish (bounded), then close everything."""
         if self.server is not None:
             self.server.close()
+        self.bounds.stop()
         for session in list(self.sessions):
             session.drain()
         cut = sum(1 for session in self.sessions if session.own is not None and session.own.close_asked)

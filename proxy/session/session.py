@@ -14,10 +14,16 @@ connection answered it. Where the client's commands go and whether it is taking 
 `ConnState` (`states.py`); a handler that needs the client's replies in flight first suspends the
 loop with `_wait` and the loop resumes at the same request.
 
-Flow control and isolation: a client that does not read its replies stops the proxy reading its
-requests; replies for it keep being taken off shared connections at once (other clients must
-not wait) and are buffered up to `limits.client_output_buffer`, past which the client is
-disconnected. Only a connection of the client's own is paused for it. An upstream connection
+Flow control and isolation: a client's requests go upstream only while its unread replies are
+under its window (`limits.client_write_buffer`, `_budget`): replies are taken off shared
+connections at once (other clients must not wait), so what a client does not read is held here,
+and the proxy sends no more of its requests (and reads none) until it catches up. Replies are
+not sized before they arrive: the commands a client may have in flight come from the size of
+its latest replies (`reply_est`), one stretch at a time once they are large, so that a client
+that stops reading costs about the window plus one reply, here and in Redis, and one that reads
+slowly is never disconnected for it. `limits.client_output_buffer` stays a hard safety bound for
+what arrives anyway (pushes, replies far larger than the client's latest). Only a connection of
+the client's own is paused for it. An upstream connection
 that does not take requests pauses the clients writing to it. When an upstream connection fails
 with a client's requests in flight, or none can be had, the client's connection is closed after
 the replies before them: client libraries see a connection error, as when Redis itself goes
@@ -43,13 +49,34 @@ from . import auth, gone, verdicts
 from .behaviour import PASS, PONG
 from .classes import key_class, same_class
 from .guard import Guard
-from .states import CLOSED, CLOSING, HELD, LEASED, NONE, OPEN, REPLIES, STREAM_END, STREAMING, WAITING, ConnState
+from .states import (
+    CLOSED,
+    CLOSING,
+    HELD,
+    LEASED,
+    NONE,
+    OPEN,
+    REPLIES,
+    STREAM_END,
+    STREAMING,
+    WAITING,
+    WINDOW,
+    ConnState,
+)
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
 
 
 PING_TALLY = live.tally(b"ping")  # PING's count where it is passed on with its run (Session._run)
+
+# Commands a client may have in flight: its window over the size of its latest replies. Where
+# that allows this many or more, no limit (a read's worth of small replies); below it, stretches
+# go one at a time. Before its first reply, a client's stretches are of FIRST_STRETCH.
+THROTTLE_AT = 1024
+FIRST_STRETCH = 16
+UNLIMITED = 1 << 62
+BIG_REQUEST = 1024 * 1024  # an unfinished request past this is counted as it grows (proxy/bounds.py)
 
 
 class Route:
@@ -82,7 +109,8 @@ class Session(Receiver):
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
-        "buffer_limit", "output_limit", "policy_state", "after_exec", "engine", "good_keys", "key_classes",
+        "buffer_limit", "output_limit", "reply_est", "reply_acc", "small_reply", "reads",
+        "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
         "verifying", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
     )
@@ -116,6 +144,10 @@ class Session(Receiver):
         limits = proxy.config.limits
         self.buffer_limit = limits.client_write_buffer
         self.output_limit = limits.client_output_buffer
+        self.reply_est = -1  # bytes per reply, the latest (deliver); -1: none yet
+        self.reply_acc = 0  # bytes of the reply being delivered
+        self.small_reply = self.buffer_limit // THROTTLE_AT  # no limit at or below this estimate
+        self.reads = 0  # reads from the client: the proxy's idle sweep compares them (proxy/memory.py)
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
         self.unpaired = False  # the open transaction queued a command whose replies are not paired
@@ -161,9 +193,17 @@ class Session(Receiver):
         self.peer = transport.get_extra_info("peername")
         upstream_connection.no_delay(transport)
         transport.set_write_buffer_limits(high=self.buffer_limit)
-        self.proxy.sessions.add(self)
+        proxy = self.proxy
+        full = len(proxy.sessions) >= proxy.config.limits.max_clients
+        proxy.sessions.add(self)
         self.bind()  # what changed since __init__ (a pause, a reload) reached the sessions listed then
         metrics.CLIENTS.inc()
+        if full:  # as Redis past its maxclients: the error, then close
+            metrics.REFUSED_CLIENTS.inc()
+            proxy.bounds.refused(self.peer)
+            self._local(errors.MAX_CLIENTS)
+            self.input_ended = True
+            self._close()
 
     def connection_lost(self, exc) -> None:
         metrics.CLIENTS.dec()
@@ -181,6 +221,7 @@ class Session(Receiver):
         self.queue.clear()
 
     def data_received(self, data: bytes) -> None:
+        self.reads += 1
         if self.state.life is OPEN:
             batch = self.reader.feed_read(data)
             if batch is not None:
@@ -198,7 +239,8 @@ class Session(Receiver):
                             if (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) or (
                                     guard.memo is not None and guard.memo.passed(args, self.policy_state)):
                                 action = guard.action
-                        if type(action) is Tally:
+                        if type(action) is Tally and not self.write_paused and (
+                                self.inflight == 0 or self.reply_est <= self.small_reply):
                             tally = action  # (compiled: typed, its count a C field)
                             tally.n += 1
                             self.route.forward(self, batch, 0, 1)
@@ -206,6 +248,8 @@ class Session(Receiver):
                     self._run(batch, 0)
                 else:
                     self._handle(batch)
+            elif self.reader._size >= BIG_REQUEST:  # counted against limits.max_memory as it grows
+                self.proxy.bounds.request_growing(self, self.reader._size)
         else:
             self.reader.feed(data)
 
@@ -226,6 +270,28 @@ class Session(Receiver):
         self.write_paused = False
         self._resume_reading("client-slow")
         self._release_upstreams()
+        if self.state.life is WAITING and self.waiting_for is WINDOW:
+            self.loop.call_soon(self._resume)
+
+    def _budget(self) -> int:
+        """How many of the client's commands may go upstream now: none while its unread replies
+        are over the window (the transport's high-water mark: `pause_writing`); one stretch of
+        window / latest reply size at a time where that is under THROTTLE_AT, none while one
+        is in flight; else no limit. Before any reply, FIRST_STRETCH commands a stretch. A
+        stream's replies are unpaired (never all in): only the window counts there."""
+        if self.write_paused:
+            return 0
+        if self.stream is not None:
+            return UNLIMITED
+        est = self.reply_est
+        if est < 0:  # no reply yet: stretches of FIRST_STRETCH until one is sized
+            return FIRST_STRETCH if self.inflight < FIRST_STRETCH else 0
+        if est <= self.small_reply:
+            return UNLIMITED
+        if self.inflight:
+            return 0
+        allowance = self.buffer_limit // est
+        return allowance if allowance > 0 else 1
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -258,6 +324,7 @@ class Session(Receiver):
         dispatch = self.dispatch
         state = self.policy_state
         shadow = self.shadow
+        budget = self._budget()
         while index < count:
             args = commands[index]
             name = args[0]
@@ -286,6 +353,9 @@ class Session(Receiver):
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
                 shadow.observe(commands, index, state, self.app, self.peer)
             if type(action) is Tally:
+                if index - start >= budget:  # the reply window: the rest waits for the replies
+                    self._window_wait(batch, start, index)
+                    return
                 tally = action  # (compiled: typed, its count a C field)
                 tally.n += 1
                 index += 1
@@ -317,6 +387,13 @@ class Session(Receiver):
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
+
+    def _window_wait(self, batch, start: int, index: int) -> None:
+        """Send commands[start:index], wait at commands[index] until the window allows more."""
+        if start < index:
+            self.route.forward(self, batch, start, index)
+        if self.state.life is OPEN:
+            self.wait(batch, index, WINDOW)
 
     def _key_passes(self, key) -> bool:
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
@@ -367,6 +444,8 @@ class Session(Receiver):
     def _resume(self) -> None:
         """Dispatch the request we waited at again."""
         if self.state.life is not WAITING or self.verifying or (self.waiting_for is REPLIES and self.inflight):
+            return
+        if self.waiting_for is WINDOW and self._budget() == 0:
             return
         batch, index = self.resume_at
         self.resume_at = self.waiting_for = None
@@ -508,6 +587,12 @@ class Session(Receiver):
             if done and pending.remaining > 0:
                 pending.remaining -= done
             return
+        acc = self.reply_acc + len(data)  # the size of the client's latest replies (_budget)
+        if done:
+            self.reply_est = acc // done
+            self.reply_acc = 0
+        else:
+            self.reply_acc = acc
         queue = self.queue
         if queue_head(queue) is pending:
             self._to_client(data)
@@ -547,7 +632,9 @@ class Session(Receiver):
             conn.pause_for(self)
 
     def overflow(self) -> None:
-        """More unread replies than `limits.client_output_buffer`: disconnect this client only."""
+        """More unread replies than `limits.client_output_buffer`, a hard safety bound the reply
+        window keeps clients far below (pushes, replies far larger than the client's latest):
+        disconnect this client only."""
         if self.state.life is CLOSED or self.transport.is_closing():
             return
         metrics.SLOW_CLIENTS.inc()
@@ -567,7 +654,7 @@ class Session(Receiver):
         if self.inflight == 0:
             if self.state.lane is LEASED and self.state.txn is NONE:
                 self.release_lease()
-            if self.state.life is WAITING and self.waiting_for is REPLIES:
+            if self.state.life is WAITING and (self.waiting_for is REPLIES or self.waiting_for is WINDOW):
                 self.loop.call_soon(self._resume)
         self._advance()
 
@@ -578,7 +665,8 @@ class Session(Receiver):
 
     def _pending_done(self) -> None:
         self.inflight -= 1
-        if self.inflight == 0 and self.state.life is WAITING and self.waiting_for is REPLIES:
+        if self.inflight == 0 and self.state.life is WAITING and (
+                self.waiting_for is REPLIES or self.waiting_for is WINDOW):
             self.loop.call_soon(self._resume)
 
     def _advance(self) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 HELD = -1  # what a handler returns when dispatch waits (`Session.wait`), instead of an index
 REPLIES, PASSWORD, STREAM_END = "replies", "password", "stream end"  # what a waiting session waits for
+WINDOW = "window"  # a waiting session's unread replies are over its window (Session._budget)
 
 
 class StateError(RuntimeError):

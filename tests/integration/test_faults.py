@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from tests.servers import BUSY_SCRIPT, ProxyProcess, RedisServer, exchange, rss_mb, wait_for
+from tests.servers import BUSY_SCRIPT, ProxyProcess, RedisServer, exchange, rss_mb
 
 
 def test_upstream_down_closes_the_client_promptly_then_recovers(own_redis, own_proxy):
@@ -137,9 +137,10 @@ def test_a_reader_that_stops_holds_up_nobody(own_redis, own_proxy):
     sock.close()
 
 
-def test_a_reader_past_its_output_limit_is_disconnected(own_redis, tmp_path):
-    """The same with 200 MB against a 16 MB client_output_buffer: that client is disconnected,
-    logged and counted; the proxy's memory stays bounded."""
+def test_a_reader_far_behind_stays_under_its_output_limit_and_is_not_disconnected(own_redis, tmp_path):
+    """The same with 200 MB against a 16 MB client_output_buffer: the reply window sends its
+    requests upstream only as it reads, so it never nears the limit: not disconnected, the
+    proxy's memory bounded, all 200 replies intact once it reads. (Before, it was disconnected.)"""
     direct = redis.Redis(port=own_redis.port)
     direct.set("big:v", b"x" * (1024 * 1024))
     process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
@@ -148,22 +149,12 @@ def test_a_reader_past_its_output_limit_is_disconnected(own_redis, tmp_path):
         sock = socket.create_connection(("127.0.0.1", process.port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         sock.sendall(b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n" * 200)
-        wait_for(lambda: "client_output_buffer" in process.log, 20, "the disconnection logged")
+        time.sleep(2)
         grown = rss_mb(process.process.pid) - before
-        assert grown < 80, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
-        sock.settimeout(5)
-        received = 0
-        while True:  # what was written before the disconnection, then the end of the stream
-            try:
-                chunk = sock.recv(1 << 20)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            received += len(chunk)
-        assert received < 200 * len(BIG_REPLY)
+        assert grown < 64, f"proxy grew by {grown:.0f} MB holding replies for a slow reader"
+        assert _read_exactly(sock, 200 * len(BIG_REPLY), 60) == 200 * len(BIG_REPLY)
+        assert "client_output_buffer" not in process.log
         sock.close()
-        assert redis.Redis(port=process.port).ping() is True
     finally:
         process.stop()
 

@@ -1,0 +1,219 @@
+"""The reply window, limits.max_memory, max_clients and client_idle_timeout, with real processes:
+a client that does not read costs about its window, delays nobody and loses nothing; one that
+reads slowly is never disconnected; the proxy's buffers stay under max_memory."""
+
+import socket
+import threading
+import time
+import urllib.request
+
+import redis
+
+from tests.servers import ProxyProcess, free_port, rss_mb, wait_for
+
+VALUE = b"x" * (1024 * 1024)
+BIG_REPLY = b"$1048576\r\n" + VALUE + b"\r\n"
+GET_BIG = b"*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n"
+
+
+def _proxy(tmp_path, upstream_url: str, limits: str, *extra: str) -> ProxyProcess:
+    config = tmp_path / "limits.yaml"
+    config.write_text(f"policy: none\nlimits: {{{limits}}}\n")
+    return ProxyProcess(upstream_url, str(config), *extra)
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def test_a_reading_client_gets_a_pipeline_of_600_one_megabyte_replies(own_redis, own_proxy):
+    """redis-py's pipeline of 600 GETs of a 1 MB value (600 MB of replies, far past the 256 MB
+    client_output_buffer) completes through the proxy, as it does directly."""
+    redis.Redis(port=own_redis.port).set("big:v", VALUE)
+    client = redis.Redis(port=own_proxy.port, socket_timeout=60)
+    pipe = client.pipeline(transaction=False)
+    for _ in range(600):
+        pipe.get("big:v")
+    replies = pipe.execute()
+    assert len(replies) == 600 and all(reply == VALUE for reply in replies)
+    assert client.ping() is True
+
+
+def test_a_slow_reader_is_never_disconnected(own_redis, own_proxy):
+    """A raw client that pipelines 300 GETs of 1 MB and reads them slowly (256 KB every few
+    ms, with a small receive buffer) gets every byte, in order, and stays connected."""
+    redis.Redis(port=own_redis.port).set("big:v", VALUE)
+    sock = socket.create_connection(("127.0.0.1", own_proxy.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.sendall(GET_BIG * 300)
+    sock.settimeout(30)
+    expected = BIG_REPLY * 300
+    received = bytearray()
+    deadline = time.monotonic() + 120
+    while len(received) < len(expected) and time.monotonic() < deadline:
+        chunk = sock.recv(256 * 1024)
+        assert chunk, f"closed after {len(received)} of {len(expected)} bytes"
+        received += chunk
+        time.sleep(0.002)
+    assert bytes(received) == expected
+    sock.sendall(b"PING\r\n")
+    assert sock.recv(7) == b"+PONG\r\n"
+    sock.close()
+
+
+def test_a_client_that_does_not_read_costs_its_window_and_delays_nobody(own_redis, own_proxy):
+    """500 pipelined GETs of 1 MB, not read: the proxy grows by less than 64 MB (its window plus
+    about one reply, not 500 MB), a second client on the same shared connection is answered
+    within 50 ms meanwhile, and every reply arrives intact once the first one reads."""
+    redis.Redis(port=own_redis.port).set("big:v", VALUE)
+    pid = own_proxy.process.pid
+    other = redis.Redis(port=own_proxy.port, socket_timeout=10)
+    other.ping()
+    before = rss_mb(pid)
+    sock = socket.create_connection(("127.0.0.1", own_proxy.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.sendall(GET_BIG * 500)
+    latencies = []
+    peak = before
+    deadline = time.monotonic() + 3
+    n = 0
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        assert other.set(f"other:{n}", n) is True and other.get(f"other:{n}") == str(n).encode()
+        latencies.append((time.monotonic() - started) / 2)
+        peak = max(peak, rss_mb(pid))
+        n += 1
+        time.sleep(0.01)
+    assert peak - before < 64, f"the proxy grew by {peak - before:.0f} MB for a client that does not read"
+    latencies.sort()
+    typical, worst = latencies[len(latencies) * 9 // 10], latencies[-1]
+    # Under 50 ms, nine commands in ten; the worst with a margin for a machine shared by many.
+    assert typical < 0.05 and worst < 0.5, f"another client's commands: {typical * 1000:.0f} ms (90th), " \
+        f"{worst * 1000:.0f} ms (worst)"
+    info = redis.Redis(port=own_redis.port).client_list()
+    assert max(int(entry["omem"]) for entry in info) < 64 * 1024 * 1024  # nor does Redis hold them
+    sock.settimeout(30)
+    expected = BIG_REPLY * 500
+    received = bytearray()
+    while len(received) < len(expected):
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"closed after {len(received)} of {len(expected)} bytes"
+        received += chunk
+    assert bytes(received) == expected
+    sock.close()
+
+
+def test_max_clients_answers_like_redis_then_closes(own_redis, tmp_path):
+    process = _proxy(tmp_path, own_redis.url, "max_clients: 3", "--metrics", f"127.0.0.1:{free_port()}")
+    try:
+        kept = [socket.create_connection(("127.0.0.1", process.port)) for _ in range(3)]
+        for sock in kept:
+            sock.sendall(b"PING\r\n")
+            sock.settimeout(5)
+            assert sock.recv(7) == b"+PONG\r\n"
+        extra = socket.create_connection(("127.0.0.1", process.port))
+        extra.settimeout(5)
+        data = b""
+        while chunk := extra.recv(1024):
+            data += chunk
+        assert data == b"-ERR max number of clients reached\r\n"
+        extra.close()
+        kept.pop().close()
+        wait_for(lambda: _accepts(process.port), 5, "a place freed by a client that left")
+        assert "max_clients" in process.log
+    finally:
+        process.stop()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        return redis.Redis(port=port, socket_timeout=2).ping() is True
+    except redis.ResponseError:
+        return False
+
+
+def test_an_idle_client_is_closed_but_not_a_blocked_or_subscribed_one(own_redis, tmp_path):
+    process = _proxy(tmp_path, own_redis.url, "client_idle_timeout: 1")
+    try:
+        idle = socket.create_connection(("127.0.0.1", process.port))
+        idle.sendall(b"PING\r\n")
+        idle.settimeout(10)
+        assert idle.recv(7) == b"+PONG\r\n"
+        busy = redis.Redis(port=process.port, socket_timeout=10)
+        subscriber = redis.Redis(port=process.port, socket_timeout=10).pubsub()
+        subscriber.subscribe("idle:ch")
+        assert subscriber.get_message(timeout=5)["type"] == "subscribe"
+        result = {}
+        blocked = threading.Thread(target=lambda: result.update(v=busy.blpop(["idle:q"], timeout=4)))
+        blocked.start()
+        started = time.monotonic()
+        assert idle.recv(16) == b""  # closed by the proxy, after about a second
+        assert time.monotonic() - started < 5
+        blocked.join(10)
+        assert result == {"v": None}  # answered by Redis after its 4 s, not cut off at 1 s
+        redis.Redis(port=own_redis.port).publish("idle:ch", "still here")
+        message = subscriber.get_message(timeout=5)
+        assert message is not None and message["data"] == b"still here"
+        subscriber.close()
+        assert "client_idle_timeout" in process.log
+    finally:
+        process.stop()
+
+
+def test_max_memory_pauses_then_disconnects_the_largest_unfinished_request(own_redis, tmp_path):
+    """Three clients send parts of 500 MB arguments they never finish, against a 48 MB
+    max_memory: the proxy stops reading them and disconnects the largest, logged and counted;
+    its memory stays bounded, and other clients are served."""
+    metrics_port = free_port()
+    process = _proxy(tmp_path, own_redis.url, f"max_memory: {48 * 1024 * 1024}",
+                     "--metrics", f"127.0.0.1:{metrics_port}")
+    try:
+        pid = process.process.pid
+        before = rss_mb(pid)
+        senders = []
+        results = {}
+        chunk = b"y" * (256 * 1024)
+
+        def send(name: str, share: int):
+            sock = socket.create_connection(("127.0.0.1", process.port))
+            sock.settimeout(0.5)
+            sent = 0
+            try:
+                sock.sendall(b"*3\r\n$3\r\nSET\r\n$5\r\nbig:%s\r\n$524288000\r\n" % name.encode())
+                deadline = time.monotonic() + 8
+                while sent < share and time.monotonic() < deadline:
+                    try:
+                        sent += sock.send(chunk)
+                    except TimeoutError:
+                        continue
+            except OSError:
+                pass
+            results[name] = sent
+            senders.append(sock)
+
+        threads = [threading.Thread(target=send, args=(name, share))
+                   for name, share in (("a", 200 * 1024 * 1024), ("b", 30 * 1024 * 1024), ("c", 30 * 1024 * 1024))]
+        for thread in threads:
+            thread.start()
+        peak = before
+        deadline = time.monotonic() + 15
+        dropped = "redis_guard_clients_disconnected_max_memory_total"
+        while time.monotonic() < deadline and _metric(metrics_port, dropped) < 1:
+            peak = max(peak, rss_mb(pid))
+            time.sleep(0.05)
+        for thread in threads:
+            thread.join(15)
+        peak = max(peak, rss_mb(pid))
+        assert _metric(metrics_port, dropped) >= 1
+        assert "max_memory" in process.log
+        assert peak - before < 48 + 64, f"the proxy grew by {peak - before:.0f} MB under a 48 MB max_memory"
+        assert results["a"] < 200 * 1024 * 1024  # it was stopped, not read to the end
+        assert redis.Redis(port=process.port, socket_timeout=5).ping() is True
+        for sock in senders:
+            sock.close()
+    finally:
+        process.stop()
