@@ -326,6 +326,11 @@ class Session(Receiver):
         shadow = self.shadow
         budget = self._budget()
         while index < count:
+            # The reply window, checked before the command is decided: a command decided is not
+            # decided again when the loop resumes there (its findings count once).
+            if index - start >= budget:
+                self._window_wait(batch, start, index)
+                return
             args = commands[index]
             name = args[0]
             action = dispatch.get(name)
@@ -353,9 +358,6 @@ class Session(Receiver):
             if shadow is not None:  # the candidate policy decides too, changing nothing (policy/shadow.py)
                 shadow.observe(commands, index, state, self.app, self.peer)
             if type(action) is Tally:
-                if index - start >= budget:  # the reply window: the rest waits for the replies
-                    self._window_wait(batch, start, index)
-                    return
                 tally = action  # (compiled: typed, its count a C field)
                 tally.n += 1
                 index += 1
