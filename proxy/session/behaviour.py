@@ -75,7 +75,7 @@ REFUSE = 24  # not possible through this backend: a clear error
 # Cluster only:
 FANOUT = 25  # every master, replies merged (KEYS, DBSIZE, FLUSHALL...)
 SCAN = 26  # the masters one after another, with cursors that name them
-CLIENT_ID = 27  # answered from the session (the proxy numbers a cluster's clients)
+CLIENT_ID = 27  # standalone: pinned, the id noted (tracking.py); a cluster: the proxy's own number
 CLIENT_GETNAME = 28
 CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
@@ -129,7 +129,7 @@ EXCEPTIONS = {
 
 # CLIENT's subcommands: (standalone, cluster). All are @connection.
 CLIENT = {
-    "id": (PIN, CLIENT_ID),
+    "id": (CLIENT_ID, CLIENT_ID),  # (what a CLIENT TRACKING REDIRECT may name: session/tracking.py)
     "getname": (PIN, CLIENT_GETNAME),
     "setname": (PIN, CLIENT_SETNAME),
     "setinfo": (SETINFO, SETINFO),

@@ -21,8 +21,10 @@ from .. import errors
 from ..pending import Receiver
 from ..policy.engine import SessionState
 from . import clientkill, paired_subscriptions, streamend
+from . import tracking as tracking_ids
 from .behaviour import (
     AUTH,
+    CLIENT_ID,
     CLIENT_KILL,
     CONTROL,
     DISCARD,
@@ -289,7 +291,11 @@ def tracking(session, batch, index: int) -> int:
     """CLIENT TRACKING: invalidation messages arrive unasked, as RESP3 pushes on the client's own
     connection (in RESP2, on the REDIRECT connection, a subscriber's stream). That connection is
     the client's for good, and its pushes go to the client apart from its replies, which stay
-    paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply."""
+    paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply.
+    A REDIRECT names a connection of the same client only (`tracking.py`)."""
+    refused = tracking_ids.check_redirect(session, batch.commands[index])
+    if refused is not None:
+        return paired_subscriptions.refuse(session, refused, index)  # (in MULTI, EXEC aborts)
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
@@ -298,6 +304,22 @@ def tracking(session, batch, index: int) -> int:
     if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
         session.own.take_pushes(session)
     return forward_one(session, batch, index)
+
+
+def client_id(session, batch, index: int) -> int:
+    """CLIENT ID: the id of the client's connection of its own (for good, as any connection
+    state), noted as handed to this client: what a CLIENT TRACKING REDIRECT may name
+    (`tracking.py`). Inside MULTI it goes to Redis like the rest (its id unnoted)."""
+    if len(batch.commands[index]) != 2 or session.state.in_transaction:
+        return forward_one(session, batch, index)  # (Redis's arity error, or queued)
+    moved = on_own(session, batch, index, "pin")
+    if moved is not None:
+        return moved
+    if session.state.lane is LEASED:
+        promote(session, batch, index)
+    conn = session.own
+    session.send(conn, batch.span(index, index + 1), 1, tracking_ids.ClientIdReply(session, conn))
+    return index + 1
 
 
 class OnReply(Receiver):
@@ -547,6 +569,7 @@ STANDALONE = {
     LEASE: lease,
     STREAM: stream,
     TRACKING: tracking,
+    CLIENT_ID: client_id,
     SELECT: select,
     HELLO: hello,
     AUTH: auth,
