@@ -79,3 +79,33 @@ def test_scan_over_every_master_lists_only_the_applications_keys(shop_proxy, red
     finally:
         reports.close()
 
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_cluster, protocol):
+    """Issue 49 in front of a cluster: CLIENT TRACKING REDIRECT is refused whatever the id (the
+    proxy's CLIENT ID, or a node's connection found in its CLIENT LIST), BCAST needs PREFIXes
+    under the application's; COPY ... DB and other applications' channel names are refused."""
+    node = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"))
+    client = redis.Redis(port=shop_proxy.port, username="checkout", password="checkout-pw", protocol=protocol,
+                         single_connection_client=True)
+    try:
+        ids = [client.client_id()] + [int(row["id"]) for row in node.client_list()]
+        for client_id in ids:
+            with pytest.raises(redis.exceptions.ResponseError, match="REDIRECT is not supported"):
+                client.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", client_id)
+        with pytest.raises(redis.exceptions.NoPermissionError, match="BCAST without PREFIX"):
+            client.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "shop:cart:")
+        assert not any("t" in row["flags"] for master in redis_cluster.masters()
+                       for row in redis_cluster.client(master).client_list())
+        with pytest.raises(redis.exceptions.NoPermissionError, match="not databases"):
+            client.execute_command("COPY", "shop:order:1", "shop:order:2", "DB", "1")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("PUBSUB", "CHANNELS", "*")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("PUBSUB", "NUMSUB", "shop:order:c", "other:c")
+        assert client.execute_command("PUBSUB", "CHANNELS") == []
+    finally:
+        client.close()
