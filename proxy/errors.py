@@ -88,19 +88,11 @@ def stream_while_subscribed(args) -> bytes:
                       "connection of its own for it")
 
 
-def tracking_redirect(client_id: int, application: bool) -> bytes:
-    """CLIENT TRACKING ... REDIRECT to an id that is no connection of the same client
-    (session/tracking.py); Redis's own words for an id that does not exist, then why."""
-    whose = "application" if application else "client host"
-    return resp_error("ERR The client ID you want redirect to does not exist: through Redis Guard, "
-                      f"REDIRECT {client_id} must name a connection of the same {whose} whose CLIENT ID "
-                      "answered it (send CLIENT ID on the connection that subscribes to "
-                      "__redis__:invalidate), or use RESP3 (HELLO 3) and tracking without REDIRECT")
-
-
-TRACKING_REDIRECT_CLUSTER = resp_error(
-    "ERR CLIENT TRACKING REDIRECT is not supported through Redis Guard in front of a Redis Cluster (a client's "
-    "CLIENT ID there is the proxy's, no server's connection): use RESP3 (HELLO 3) and tracking without REDIRECT")
+# CLIENT TRACKING ... REDIRECT to an id that is no connection of the same client (session/
+# tracking.py), and any REDIRECT in front of a cluster (whose CLIENT ID is the proxy's number):
+# Redis's own words for an id that does not exist, which is what the client may know of it. The
+# same answer whether the id exists on the server or not, so ids cannot be enumerated through it.
+TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
 
 
 def client_setinfo(args) -> bytes:

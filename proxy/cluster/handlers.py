@@ -478,7 +478,7 @@ def stream(session, batch, index: int) -> int:
     args = batch.commands[index]
     if args[0].lower() == b"client" and tracking.redirects(args):
         # (no server's id is ever handed out here: it would name anyone's connection)
-        return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_CLUSTER, index)
+        return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)

@@ -11,8 +11,9 @@ else the same client host (the connections of one client library, its tracking c
 its subscriber, come from one process). The connection named then takes pushes apart from its
 replies (`UpstreamConnection.take_pushes`), as a tracking client's own does, so an invalidation
 never reaches it as a reply. Anything else is refused with Redis's own words for an id that does
-not exist, and what to do instead. A cluster's CLIENT ID is the proxy's own number (no id of a
-server), so there REDIRECT is always refused. Sans-IO but for the registry's look at sessions.
+not exist, whether the server has it or not: nobody enumerates ids through it. A cluster's CLIENT
+ID is the proxy's own number (no id of a server), so there REDIRECT is always refused. Sans-IO
+but for the registry's look at sessions.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def check_redirect(session, args) -> bytes | None:
             continue
         conn = ids.target(client_id, session)
         if conn is None:
-            return errors.tracking_redirect(client_id, session.app is not None)
+            return errors.TRACKING_NO_SUCH_CLIENT
         conns.append((conn, ids.by_id[client_id][0]))
     for conn, target in conns:
         if conn.pushes_to is None:

@@ -92,7 +92,7 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
     try:
         ids = [client.client_id()] + [int(row["id"]) for row in node.client_list()]
         for client_id in ids:
-            with pytest.raises(redis.exceptions.ResponseError, match="REDIRECT is not supported"):
+            with pytest.raises(redis.exceptions.ResponseError, match="redirect to does not exist"):
                 client.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", client_id)
         with pytest.raises(redis.exceptions.NoPermissionError, match="BCAST without PREFIX"):
             client.execute_command("CLIENT", "TRACKING", "ON", "BCAST")

@@ -30,7 +30,7 @@ applications:
 rules:
   K7: {{}}
 """
-REFUSED_REDIRECT = "does not exist: through Redis Guard"
+REFUSED_REDIRECT = "The client ID you want redirect to does not exist"  # Redis's words, whoever has it
 
 
 @pytest.fixture(scope="module")
