@@ -48,6 +48,7 @@ from ..session.behaviour import (
     Behaviour,
     both_cases,
     check_columns,
+    stream_table_extra,
 )
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
@@ -94,6 +95,7 @@ class ClusterBackend:
         self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
                                         for name, action in actions.items()})
+        self.stream_table.update(stream_table_extra(actions))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind

@@ -477,7 +477,11 @@ def stream(session, batch, index: int) -> int:
     while it has some, what would start a stream elsewhere is refused."""
     args = batch.commands[index]
     if args[0].lower() == b"client" and tracking.redirects(args):
-        # (no server's id is ever handed out here: it would name anyone's connection)
+        # No server's id is ever handed out here: it would name anyone's connection. On a stream
+        # (CLIENT REPLY OFF...) the command goes there naming nobody: the master answers in place.
+        if session.state.lane is STREAMING and not session.state.in_transaction:
+            session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
+            return index + 1
         return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:

@@ -292,18 +292,22 @@ def tracking(session, batch, index: int) -> int:
     connection (in RESP2, on the REDIRECT connection, a subscriber's stream). That connection is
     the client's for good, and its pushes go to the client apart from its replies, which stay
     paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply.
-    A REDIRECT names a connection of the same client only (`tracking.py`)."""
-    refused = tracking_ids.check_redirect(session, batch.commands[index])
-    if refused is not None:
-        return paired_subscriptions.refuse(session, refused, index)  # (in MULTI, EXEC aborts)
-    moved = on_own(session, batch, index, "pin")
-    if moved is not None:
-        return moved
-    if session.state.lane is LEASED:
-        promote(session, batch, index)  # (a transaction's: the connection stays the client's)
-    if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
-        session.own.take_pushes(session)
-    return forward_one(session, batch, index)
+    A REDIRECT names a connection of the same client only (`tracking.py`); on a stream (CLIENT
+    REPLY OFF, MONITOR) the command goes there, checked the same."""
+    args = batch.commands[index]
+    rewritten = tracking_ids.checked(session, args)
+    if session.state.lane is not STREAMING:
+        moved = on_own(session, batch, index, "pin")
+        if moved is not None:
+            return moved
+        if session.state.lane is LEASED:
+            promote(session, batch, index)  # (a transaction's: the connection stays the client's)
+        if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
+            session.own.take_pushes(session)
+    if rewritten is None:
+        return forward_one(session, batch, index)
+    session.route.send(session, args, hiredis.pack_command(tuple(rewritten)), 1, session)
+    return index + 1
 
 
 def client_id(session, batch, index: int) -> int:

@@ -10,17 +10,18 @@ still holds that connection and is the same client: the same application under `
 else the same client host (the connections of one client library, its tracking connection and
 its subscriber, come from one process). The connection named then takes pushes apart from its
 replies (`UpstreamConnection.take_pushes`), as a tracking client's own does, so an invalidation
-never reaches it as a reply. Anything else is refused with Redis's own words for an id that does
-not exist, whether the server has it or not: nobody enumerates ids through it. A cluster's CLIENT
-ID is the proxy's own number (no id of a server), so there REDIRECT is always refused. Sans-IO
-but for the registry's look at sessions.
+never reaches it as a reply. Any other id goes to Redis as an id no client has (`checked`), which
+answers its own error for an id that does not exist, whether the server has the id or not:
+nobody enumerates ids through it. A cluster's CLIENT ID is the proxy's own number (no id of a
+server), so there REDIRECT is always refused, with the same words. Sans-IO but for the
+registry's look at sessions.
 """
 
 from __future__ import annotations
 
-from .. import errors
 from ..pending import Receiver
 from .behaviour import strict_int
+from .clientkill import NO_SUCH_ID
 
 REDIRECT = b"redirect"
 PRUNE_FLOOR = 1024  # entries kept before the first sweep of departed sessions
@@ -87,27 +88,39 @@ def handed_ids(proxy) -> HandedIds:
     return ids
 
 
-def check_redirect(session, args) -> bytes | None:
-    """None when every REDIRECT of `args` names a connection of the same client (those
-    connections then take pushes apart), else the error to answer. A value that is no integer
-    goes to Redis, which answers its error."""
+def checked(session, args) -> list | None:
+    """`args` with every REDIRECT that names no connection of the same client made to name
+    nobody (`NO_SUCH_ID`: Redis then answers its own error, in its place among the replies, as
+    it would in a transaction or after CLIENT REPLY OFF), or None when `args` may go as they are.
+    The connections named rightly take pushes apart from now on. A value that is no integer
+    stays: Redis answers its error."""
     values = redirects(args)
     if not values:
         return None
     ids = handed_ids(session.proxy)
-    conns = []
+    refused = set()
     for value in values:
         client_id = strict_int(value)
         if client_id is None:
             continue
         conn = ids.target(client_id, session)
         if conn is None:
-            return errors.TRACKING_NO_SUCH_CLIENT
-        conns.append((conn, ids.by_id[client_id][0]))
-    for conn, target in conns:
-        if conn.pushes_to is None:
-            conn.take_pushes(target)
-    return None
+            refused.add(value)
+        elif conn.pushes_to is None:
+            conn.take_pushes(ids.by_id[client_id][0])
+    return naming_nobody(args, refused) if refused else None
+
+
+def naming_nobody(args, refused=None) -> list:
+    """`args` with the REDIRECT values in `refused` (every one: None) replaced by `NO_SUCH_ID`."""
+    out = list(args)
+    i = 3
+    while i + 1 < len(out):
+        word = out[i].lower()
+        if word == REDIRECT and (refused is None or out[i + 1] in refused):
+            out[i + 1] = NO_SUCH_ID
+        i += 2 if word in (REDIRECT, b"prefix") else 1
+    return out
 
 
 class ClientIdReply(Receiver):

@@ -98,6 +98,13 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
             client.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
         with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
             client.execute_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "shop:cart:")
+        # On a stream of its own (CLIENT REPLY OFF) too: the master answers that nobody has the id.
+        # (one live id of each master: the stream's master is any of them)
+        each = [redis_cluster.client(master).client_id() for master in redis_cluster.masters()]
+        payload = (b"AUTH checkout checkout-pw\r\nCLIENT REPLY OFF\r\n" +
+                   b"".join(b"CLIENT TRACKING ON REDIRECT %d\r\n" % client_id for client_id in each) +
+                   b"CLIENT REPLY ON\r\nPING\r\n")
+        assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n+PONG\r\n"
         assert not any("t" in row["flags"] for master in redis_cluster.masters()
                        for row in redis_cluster.client(master).client_list())
         with pytest.raises(redis.exceptions.NoPermissionError, match="not databases"):

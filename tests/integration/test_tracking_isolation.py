@@ -162,6 +162,27 @@ def test_redirect_within_the_application(apps, admin, clients, tracker_protocol,
     assert ask(tracker, "CLIENT", "TRACKING", "OFF") == b"OK"
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redirect_checked_on_a_stream_and_in_a_transaction(apps, admin, clients, protocol):
+    """After CLIENT REPLY OFF (the client's connection a stream) and inside MULTI the REDIRECT is
+    checked too: Redis answers, in its place, that the id does not exist."""
+    server, process = apps
+    target = connect(process.port, clients, "beta", 3)
+    target_id = str(client_id(target))
+    tracker = connect(process.port, clients, "alpha", protocol)
+    tracker.send(["CLIENT", "REPLY", "OFF"], ["CLIENT", "TRACKING", "ON", "REDIRECT", target_id],
+                 ["CLIENT", "REPLY", "ON"], ["MULTI"], ["CLIENT", "TRACKING", "ON", "REDIRECT", target_id],
+                 ["EXEC"])
+    replies = tracker.replies(4)
+    assert replies[:3] == [b"OK", b"OK", b"QUEUED"]
+    assert REFUSED_REDIRECT in error(replies[3][0])
+    assert tracking_flags(admin) == []
+    admin.set("a:s", "1")
+    assert ask(tracker, "GET", "a:s") == b"1"
+    admin.set("a:s", "2")
+    assert pushes(target, 0.3) == []
+
+
 def test_redirect_needs_the_id_the_proxy_answered(apps, admin, clients):
     """An id of the same application that no CLIENT ID answered through the proxy (found in the
     server's CLIENT LIST) is refused; once it answered it, REDIRECT is accepted."""
