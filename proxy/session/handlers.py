@@ -313,14 +313,16 @@ def tracking(session, batch, index: int) -> int:
 def client_id(session, batch, index: int) -> int:
     """CLIENT ID: the id of the client's connection of its own (for good, as any connection
     state), noted as handed to this client: what a CLIENT TRACKING REDIRECT may name
-    (`tracking.py`). Inside MULTI it goes to Redis like the rest (its id unnoted)."""
-    if len(batch.commands[index]) != 2 or session.state.in_transaction:
-        return forward_one(session, batch, index)  # (Redis's arity error, or queued)
+    (`tracking.py`). Inside MULTI it is queued like the rest (its id unnoted)."""
+    if len(batch.commands[index]) != 2:
+        return forward_one(session, batch, index)  # Redis's arity error
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
     if session.state.lane is LEASED:
         promote(session, batch, index)
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
     conn = session.own
     session.send(conn, batch.span(index, index + 1), 1, tracking_ids.ClientIdReply(session, conn))
     return index + 1
