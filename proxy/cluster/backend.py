@@ -23,6 +23,7 @@ from ..routing.multikey import Planner
 from ..session.behaviour import (
     CLIENT_GETNAME,
     CLIENT_ID,
+    CLIENT_KILL,
     CLIENT_SETNAME,
     CLUSTER,
     DISCARD,
@@ -147,8 +148,8 @@ class ClusterBackend:
             return action if action in _TXN_KEPT else PASS
         if state.lane is SHARED:
             return action
-        if state.lane is STREAMING:
-            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
+        if state.lane is STREAMING:  # (CLIENT's subcommands there: `stream_table_extra`)
+            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL) else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:

@@ -717,6 +717,10 @@ def client_kill(session, batch, index: int) -> int:
         return refuse_in_transaction(session, batch, index)
     args = batch.commands[index]
     backend = session.backend
+    if session.state.lane is STREAMING:  # (on the stream's master, as in front of one server)
+        killing = clientkill.on_stream(args, clientkill.plan(args, backend.ours()))
+        session.route.send(session, args, hiredis.pack_command(tuple(killing)), 1, session)
+        return index + 1
     masters = masters_or_down(session)
     if masters is None:
         return index + 1

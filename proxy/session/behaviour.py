@@ -269,8 +269,8 @@ def own_action(action: int, lane) -> int:
     cluster's own connections are per transaction or per command, see its handlers)."""
     if lane is SHARED:
         return action
-    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py; TRACKING: `stream_table`)
-        return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, TRACKING) else PASS
+    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py; CLIENT's: `stream_table_extra`)
+        return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, TRACKING, CLIENT_KILL) else PASS
     if action == PASS or action == LEASE or action == PONG:
         return PASS
     if action in _KEPT_ON_OWN:
@@ -301,9 +301,9 @@ def lane_tables(behaviour: Behaviour, column: int) -> dict:
 
 def stream_table_extra(shared: dict) -> dict[bytes, int]:
     """On a stream, CLIENT is still dispatched by its subcommand: a CLIENT TRACKING ... REDIRECT
-    sent there (after CLIENT REPLY OFF, on a MONITOR's connection) is checked as anywhere
-    (session/tracking.py); CLIENT's other subcommands end as they did, on the stream (PASS, or
-    STREAM: `streamend.on_stream`)."""
+    or CLIENT KILL sent there (after CLIENT REPLY OFF, on a MONITOR's connection) is checked as
+    anywhere (session/tracking.py, clientkill.py); CLIENT's other subcommands end as they did, on
+    the stream (PASS, or STREAM: `streamend.on_stream`)."""
     return both_cases({"client": SUBCOMMAND}) if shared.get("client") == SUBCOMMAND else {}
 
 

@@ -171,6 +171,12 @@ def client_kill(session, batch, index: int) -> int:
     if session.state.in_transaction:
         return refuse_in_transaction(session, batch, index)
     decision = clientkill.plan(args, session.backend.ours())
+    if session.state.lane is STREAMING:
+        # On a stream (after CLIENT REPLY OFF, MONITOR...) Redis answers in place, in a form that
+        # reaches none of the proxy's connections (clientkill.on_stream).
+        session.route.send(session, args, hiredis.pack_command(tuple(clientkill.on_stream(args, decision))), 1,
+                           session)
+        return index + 1
     if type(decision) is clientkill.Reply:
         session._local(decision.reply)
         return index + 1

@@ -85,7 +85,8 @@ def test_scan_over_every_master_lists_only_the_applications_keys(shop_proxy, red
 def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_cluster, protocol):
     """Issue 49 in front of a cluster: CLIENT TRACKING REDIRECT is refused whatever the id (the
     proxy's CLIENT ID, or a node's connection found in its CLIENT LIST), BCAST needs PREFIXes
-    under the application's; COPY ... DB and other applications' channel names are refused."""
+    under the application's; COPY ... DB and other applications' channel names are refused. On
+    a stream (CLIENT REPLY OFF) REDIRECT and CLIENT KILL are checked too."""
     node = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"))
     client = redis.Redis(port=shop_proxy.port, username="checkout", password="checkout-pw", protocol=protocol,
                          single_connection_client=True)
@@ -105,6 +106,14 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
                    b"".join(b"CLIENT TRACKING ON REDIRECT %d\r\n" % client_id for client_id in each) +
                    b"CLIENT REPLY ON\r\nPING\r\n")
         assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n+PONG\r\n"
+        # A CLIENT KILL on that stream reaches none of the proxy's connections.
+        before = {(master.port, row["id"]) for master in redis_cluster.masters()
+                  for row in redis_cluster.client(master).client_list()}
+        payload = b"AUTH checkout checkout-pw\r\nCLIENT REPLY OFF\r\nCLIENT REPLY ON\r\nCLIENT KILL TYPE normal\r\n"
+        assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n:0\r\n"
+        after = {(master.port, row["id"]) for master in redis_cluster.masters()
+                 for row in redis_cluster.client(master).client_list()}
+        assert len(before - after) <= 1  # (the stream's own connection, closed with it)
         assert not any("t" in row["flags"] for master in redis_cluster.masters()
                        for row in redis_cluster.client(master).client_list())
         with pytest.raises(redis.exceptions.NoPermissionError, match="not databases"):

@@ -13,7 +13,7 @@ import redis
 
 from proxy.policy.passwords import hash_password
 from tests.integration.test_tracking import Resp3Client
-from tests.servers import ProxyProcess, RedisServer
+from tests.servers import ProxyProcess, RedisServer, exchange
 
 UPSTREAM_PASSWORD = "upstream-only"
 PASSWORDS = {"alpha": "alpha-pw", "beta": "beta-pw"}
@@ -328,3 +328,38 @@ def test_pubsub_lists_the_application_s_channels_only(apps, clients, protocol):
     assert "K7" in error(ask(client, "PUBSUB", "NUMSUB", "a:chan", "b:chan"))
     assert "K7" in error(ask(client, "PUBSUB", "SHARDNUMSUB", "b:chan"))
     assert ask(client, "PUBSUB", "SHARDCHANNELS") == []
+
+
+# -- CLIENT KILL on a stream ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("command,reply", [
+    (b"CLIENT KILL TYPE normal SKIPME yes", b":0\r\n"),  # ours only: nothing killed
+    (b"CLIENT KILL TYPE normal", b":0\r\n"),
+    (b"CLIENT KILL ID 9999999", b":0\r\n"),  # can match none of ours: as it is
+    (b"CLIENT KILL 127.0.0.1:1", b"-ERR No such client\r\n"),
+    (b"CLIENT KILL TYPE bogus", b"-ERR Unknown client type 'bogus'\r\n"),
+])
+def test_client_kill_on_a_stream_reaches_none_of_the_proxy_s_connections(redis_server, proxy, command, reply):
+    """After CLIENT REPLY OFF and ON the client's connection is a stream; a CLIENT KILL there
+    went to Redis unseen and closed the proxy's shared connections. Now Redis answers a form
+    that matches none of them, in place."""
+    direct = redis.Redis(port=redis_server.port)
+    redis.Redis(port=proxy.port).set("trk:kill", "1")  # the shared connections are open
+    before = {row["id"] for row in direct.client_list()}
+    got, closed = exchange(proxy.port, b"CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\n" + command + b"\r\nPING\r\n",
+                           settle=0.5)
+    assert (got, closed) == (b"+OK\r\n" + reply + b"+PONG\r\n", False)
+    time.sleep(0.2)
+    gone = before - {row["id"] for row in direct.client_list()}
+    assert len(gone) <= 1  # (the spare the stream took, closed with it): no shared connection killed
+    assert redis.Redis(port=proxy.port).get("trk:kill") == b"1"
+
+
+def test_client_kill_old_form_on_a_stream_spares_the_proxy_s_connection(redis_server, proxy):
+    direct = redis.Redis(port=redis_server.port)
+    redis.Redis(port=proxy.port).set("trk:kill", "1")
+    target = next(row for row in direct.client_list() if row["cmd"] == "set")  # the shared connection
+    got, _ = exchange(proxy.port, b"CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\nCLIENT KILL %s\r\n" % target["addr"].encode(),
+                      settle=0.5)
+    assert got == b"+OK\r\n-ERR No such client\r\n"
+    assert target["id"] in {row["id"] for row in direct.client_list()}
