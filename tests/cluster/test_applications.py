@@ -1,6 +1,8 @@
 """Applications (K7) in front of a Redis Cluster: before a client authenticates, nothing it sends
 reaches a node, whose shared connections carry the proxy's own identity."""
 
+import time
+
 import pytest
 import redis
 
@@ -107,8 +109,7 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
                    b"CLIENT REPLY ON\r\nPING\r\n")
         assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n+PONG\r\n"
         # A CLIENT KILL on that stream reaches none of the proxy's connections.
-        before = {(master.port, row["id"]) for master in redis_cluster.masters()
-                  for row in redis_cluster.client(master).client_list()}
+        before = _settled_ids(redis_cluster)  # (the last exchange's stream connection gone)
         payload = b"AUTH checkout checkout-pw\r\nCLIENT REPLY OFF\r\nCLIENT REPLY ON\r\nCLIENT KILL TYPE normal\r\n"
         assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n:0\r\n"
         after = {(master.port, row["id"]) for master in redis_cluster.masters()
@@ -125,3 +126,19 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
         assert client.execute_command("PUBSUB", "CHANNELS") == []
     finally:
         client.close()
+
+
+def _settled_ids(redis_cluster) -> set:
+    """(master port, client id) of every master's clients, once two listings 0.2 s apart agree."""
+    def ids():
+        return {(master.port, row["id"]) for master in redis_cluster.masters()
+                for row in redis_cluster.client(master).client_list()}
+    last = ids()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = ids()
+        if now == last:
+            break
+        last = now
+    return last

@@ -332,6 +332,20 @@ def test_pubsub_lists_the_application_s_channels_only(apps, clients, protocol):
 
 # -- CLIENT KILL on a stream ---------------------------------------------------------------------
 
+def settled_ids(direct) -> set:
+    """The server's client ids, once two listings 0.2 s apart agree (earlier tests' connections
+    closed)."""
+    last = {row["id"] for row in direct.client_list()}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = {row["id"] for row in direct.client_list()}
+        if now == last:
+            break
+        last = now
+    return last
+
+
 @pytest.mark.parametrize("command,reply", [
     (b"CLIENT KILL TYPE normal SKIPME yes", b":0\r\n"),  # ours only: nothing killed
     (b"CLIENT KILL TYPE normal", b":0\r\n"),
@@ -345,7 +359,7 @@ def test_client_kill_on_a_stream_reaches_none_of_the_proxy_s_connections(redis_s
     that matches none of them, in place."""
     direct = redis.Redis(port=redis_server.port)
     redis.Redis(port=proxy.port).set("trk:kill", "1")  # the shared connections are open
-    before = {row["id"] for row in direct.client_list()}
+    before = settled_ids(direct)
     got, closed = exchange(proxy.port, b"CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\n" + command + b"\r\nPING\r\n",
                            settle=0.5)
     assert (got, closed) == (b"+OK\r\n" + reply + b"+PONG\r\n", False)
