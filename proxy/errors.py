@@ -93,6 +93,13 @@ def stream_while_subscribed(args) -> bytes:
                       "connection of its own for it")
 
 
+# CLIENT TRACKING ... REDIRECT to an id that is no connection of the same client (session/
+# tracking.py), and any REDIRECT in front of a cluster (whose CLIENT ID is the proxy's number):
+# Redis's own words for an id that does not exist, which is what the client may know of it. The
+# same answer whether the id exists on the server or not, so ids cannot be enumerated through it.
+TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
+
+
 def client_setinfo(args) -> bytes:
     """CLIENT SETINFO as Redis 7.2 checks it; the proxy answers it without storing it."""
     if len(args) != 4:

@@ -23,6 +23,7 @@ from ..routing.multikey import Planner
 from ..session.behaviour import (
     CLIENT_GETNAME,
     CLIENT_ID,
+    CLIENT_KILL,
     CLIENT_SETNAME,
     CLUSTER,
     DISCARD,
@@ -48,6 +49,7 @@ from ..session.behaviour import (
     Behaviour,
     both_cases,
     check_columns,
+    stream_table_extra,
 )
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
@@ -94,6 +96,7 @@ class ClusterBackend:
         self.txn_table = both_cases({name: action if action in _TXN_KEPT else PASS for name, action in actions.items()})
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
                                         for name, action in actions.items()})
+        self.stream_table.update(stream_table_extra(actions))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
@@ -145,8 +148,8 @@ class ClusterBackend:
             return action if action in _TXN_KEPT else PASS
         if state.lane is SHARED:
             return action
-        if state.lane is STREAMING:
-            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
+        if state.lane is STREAMING:  # (CLIENT's subcommands there: `stream_table_extra`)
+            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL) else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:

@@ -28,7 +28,7 @@ from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
 from ..routing.slots import hash_slot
-from ..session import clientkill, paired_subscriptions, streamend
+from ..session import clientkill, paired_subscriptions, streamend, tracking
 from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
@@ -475,6 +475,14 @@ def stream(session, batch, index: int) -> int:
     The stream ends when nothing more can arrive unasked (session/streamend.py). A RESP3 client's
     channels, patterns and shard channels make no stream (`subscribe_aside`, `shard_aside`);
     while it has some, what would start a stream elsewhere is refused."""
+    args = batch.commands[index]
+    if args[0].lower() == b"client" and tracking.redirects(args):
+        # No server's id is ever handed out here: it would name anyone's connection. On a stream
+        # (CLIENT REPLY OFF...) the command goes there naming nobody: the master answers in place.
+        if session.state.lane is STREAMING and not session.state.in_transaction:
+            session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
+            return index + 1
+        return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)
@@ -483,7 +491,6 @@ def stream(session, batch, index: int) -> int:
     done = streamend.no_new_stream(session, batch, index)
     if done is not None:
         return done
-    args = batch.commands[index]
     if paired_subscriptions.pairs(session, args, paired_subscriptions.CLASSIC):
         return subscribe_aside(session, batch, index)
     if paired_subscriptions.pairs(session, args, paired_subscriptions.SHARD):
@@ -734,6 +741,10 @@ def client_kill(session, batch, index: int) -> int:
         return refuse_in_transaction(session, batch, index)
     args = batch.commands[index]
     backend = session.backend
+    if session.state.lane is STREAMING:  # (on the stream's master, as in front of one server)
+        killing = clientkill.on_stream(args, clientkill.plan(args, backend.ours()))
+        session.route.send(session, args, hiredis.pack_command(tuple(killing)), 1, session)
+        return index + 1
     masters = masters_or_down(session)
     if masters is None:
         return index + 1

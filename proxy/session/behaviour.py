@@ -75,7 +75,7 @@ REFUSE = 24  # not possible through this backend: a clear error
 # Cluster only:
 FANOUT = 25  # every master, replies merged (KEYS, DBSIZE, FLUSHALL...)
 SCAN = 26  # the masters one after another, with cursors that name them
-CLIENT_ID = 27  # answered from the session (the proxy numbers a cluster's clients)
+CLIENT_ID = 27  # standalone: pinned, the id noted (tracking.py); a cluster: the proxy's own number
 CLIENT_GETNAME = 28
 CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
@@ -129,7 +129,7 @@ EXCEPTIONS = {
 
 # CLIENT's subcommands: (standalone, cluster). All are @connection.
 CLIENT = {
-    "id": (PIN, CLIENT_ID),
+    "id": (CLIENT_ID, CLIENT_ID),  # (what a CLIENT TRACKING REDIRECT may name: session/tracking.py)
     "getname": (PIN, CLIENT_GETNAME),
     "setname": (PIN, CLIENT_SETNAME),
     "setinfo": (SETINFO, SETINFO),
@@ -269,8 +269,8 @@ def own_action(action: int, lane) -> int:
     cluster's own connections are per transaction or per command, see its handlers)."""
     if lane is SHARED:
         return action
-    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py)
-        return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
+    if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py; CLIENT's: `stream_table_extra`)
+        return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, TRACKING, CLIENT_KILL) else PASS
     if action == PASS or action == LEASE or action == PONG:
         return PASS
     if action in _KEPT_ON_OWN:
@@ -293,8 +293,18 @@ def both_cases(table: dict[str, int]) -> dict[bytes, int]:
 def lane_tables(behaviour: Behaviour, column: int) -> dict:
     """{lane: name bytes -> action} for a standalone-style backend (both cases of every name)."""
     shared = behaviour.actions[column]
-    return {lane: both_cases({name: own_action(action, lane) for name, action in shared.items()})
-            for lane in (SHARED, LEASED, PINNED, STREAMING)}
+    tables = {lane: both_cases({name: own_action(action, lane) for name, action in shared.items()})
+              for lane in (SHARED, LEASED, PINNED, STREAMING)}
+    tables[STREAMING].update(stream_table_extra(shared))
+    return tables
+
+
+def stream_table_extra(shared: dict) -> dict[bytes, int]:
+    """On a stream, CLIENT is still dispatched by its subcommand: a CLIENT TRACKING ... REDIRECT
+    or CLIENT KILL sent there (after CLIENT REPLY OFF, on a MONITOR's connection) is checked as
+    anywhere (session/tracking.py, clientkill.py); CLIENT's other subcommands end as they did, on
+    the stream (PASS, or STREAM: `streamend.on_stream`)."""
+    return both_cases({"client": SUBCOMMAND}) if shared.get("client") == SUBCOMMAND else {}
 
 
 LOGIN_NAMES = {"auth": LOGIN, "hello": LOGIN, "reset": RESET}

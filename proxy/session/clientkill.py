@@ -15,6 +15,9 @@ redis-server 7 does (`clientKillCommand`) and says what to do:
   same filters and an ID no client has (`validation`), lists the clients (`CLIENT LIST`), picks
   the ones the filters match minus its own (`matching`), and kills those by ID, adding up the
   counts, so the client gets the count Redis would give if ours did not exist.
+
+On a stream (CLIENT REPLY OFF, MONITOR) the command goes to Redis in a form that matches none of
+ours (`on_stream`): a kill by filters that may match ours kills nothing there.
 """
 
 from __future__ import annotations
@@ -97,6 +100,19 @@ def plan(args: list[bytes], ours: Ours):
     if b"addr" in filters and filters[b"addr"] not in ours.addrs:
         return FORWARD
     return Resolve(filters)
+
+
+def on_stream(args: list[bytes], decision) -> list[bytes]:
+    """What goes to Redis for a CLIENT KILL sent on a stream, where the proxy can neither answer
+    in the stream's place nor wait for a listing: the command itself when it cannot match one of
+    ours (`Forward`) or Redis refuses it before looking at any client (a syntax error); the old
+    form naming one of ours as an address nobody has ("No such client"); filters that may match
+    ours with an ID nobody has (`validation`: Redis's checks, nothing killed, 0)."""
+    if type(decision) is Forward:
+        return list(args)
+    if type(decision) is Reply:
+        return [*args[:2], NO_SUCH_ID] if decision.reply == NO_CLIENT else list(args)
+    return decision.validation(args)
 
 
 def parse_client_list(text: bytes) -> list[dict]:

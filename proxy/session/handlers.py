@@ -21,8 +21,10 @@ from .. import errors
 from ..pending import Receiver
 from ..policy.engine import SessionState
 from . import clientkill, paired_subscriptions, streamend
+from . import tracking as tracking_ids
 from .behaviour import (
     AUTH,
+    CLIENT_ID,
     CLIENT_KILL,
     CONTROL,
     DISCARD,
@@ -169,6 +171,12 @@ def client_kill(session, batch, index: int) -> int:
     if session.state.in_transaction:
         return refuse_in_transaction(session, batch, index)
     decision = clientkill.plan(args, session.backend.ours())
+    if session.state.lane is STREAMING:
+        # On a stream (after CLIENT REPLY OFF, MONITOR...) Redis answers in place, in a form that
+        # reaches none of the proxy's connections (clientkill.on_stream).
+        session.route.send(session, args, hiredis.pack_command(tuple(clientkill.on_stream(args, decision))), 1,
+                           session)
+        return index + 1
     if type(decision) is clientkill.Reply:
         session._local(decision.reply)
         return index + 1
@@ -289,15 +297,41 @@ def tracking(session, batch, index: int) -> int:
     """CLIENT TRACKING: invalidation messages arrive unasked, as RESP3 pushes on the client's own
     connection (in RESP2, on the REDIRECT connection, a subscriber's stream). That connection is
     the client's for good, and its pushes go to the client apart from its replies, which stay
-    paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply."""
+    paired (`UpstreamConnection.take_pushes`): the policy's own commands and checks still apply.
+    A REDIRECT names a connection of the same client only (`tracking.py`); on a stream (CLIENT
+    REPLY OFF, MONITOR) the command goes there, checked the same."""
+    args = batch.commands[index]
+    rewritten = tracking_ids.checked(session, args)
+    if session.state.lane is not STREAMING:
+        moved = on_own(session, batch, index, "pin")
+        if moved is not None:
+            return moved
+        if session.state.lane is LEASED:
+            promote(session, batch, index)  # (a transaction's: the connection stays the client's)
+        if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
+            session.own.take_pushes(session)
+    if rewritten is None:
+        return forward_one(session, batch, index)
+    session.route.send(session, args, hiredis.pack_command(tuple(rewritten)), 1, session)
+    return index + 1
+
+
+def client_id(session, batch, index: int) -> int:
+    """CLIENT ID: the id of the client's connection of its own (for good, as any connection
+    state), noted as handed to this client: what a CLIENT TRACKING REDIRECT may name
+    (`tracking.py`). Inside MULTI it is queued like the rest (its id unnoted)."""
+    if len(batch.commands[index]) != 2:
+        return forward_one(session, batch, index)  # Redis's arity error
     moved = on_own(session, batch, index, "pin")
     if moved is not None:
         return moved
     if session.state.lane is LEASED:
-        promote(session, batch, index)  # (a transaction's: the connection stays the client's)
-    if session.own.pushes_to is None:  # (else a client's subscriptions take them, and pass them on)
-        session.own.take_pushes(session)
-    return forward_one(session, batch, index)
+        promote(session, batch, index)
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    conn = session.own
+    session.send(conn, batch.span(index, index + 1), 1, tracking_ids.ClientIdReply(session, conn))
+    return index + 1
 
 
 class OnReply(Receiver):
@@ -547,6 +581,7 @@ STANDALONE = {
     LEASE: lease,
     STREAM: stream,
     TRACKING: tracking,
+    CLIENT_ID: client_id,
     SELECT: select,
     HELLO: hello,
     AUTH: auth,

@@ -1,6 +1,8 @@
 """Applications (K7) in front of a Redis Cluster: before a client authenticates, nothing it sends
 reaches a node, whose shared connections carry the proxy's own identity."""
 
+import time
+
 import pytest
 import redis
 
@@ -79,3 +81,64 @@ def test_scan_over_every_master_lists_only_the_applications_keys(shop_proxy, red
     finally:
         reports.close()
 
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_cluster, protocol):
+    """Issue 49 in front of a cluster: CLIENT TRACKING REDIRECT is refused whatever the id (the
+    proxy's CLIENT ID, or a node's connection found in its CLIENT LIST), BCAST needs PREFIXes
+    under the application's; COPY ... DB and other applications' channel names are refused. On
+    a stream (CLIENT REPLY OFF) REDIRECT and CLIENT KILL are checked too."""
+    node = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"))
+    client = redis.Redis(port=shop_proxy.port, username="checkout", password="checkout-pw", protocol=protocol,
+                         single_connection_client=True)
+    try:
+        ids = [client.client_id()] + [int(row["id"]) for row in node.client_list()]
+        for client_id in ids:
+            with pytest.raises(redis.exceptions.ResponseError, match="redirect to does not exist"):
+                client.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", client_id)
+        with pytest.raises(redis.exceptions.NoPermissionError, match="BCAST without PREFIX"):
+            client.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "shop:cart:")
+        # On a stream of its own (CLIENT REPLY OFF) too: the master answers that nobody has the id.
+        # (one live id of each master: the stream's master is any of them)
+        each = [redis_cluster.client(master).client_id() for master in redis_cluster.masters()]
+        payload = (b"AUTH checkout checkout-pw\r\nCLIENT REPLY OFF\r\n" +
+                   b"".join(b"CLIENT TRACKING ON REDIRECT %d\r\n" % client_id for client_id in each) +
+                   b"CLIENT REPLY ON\r\nPING\r\n")
+        assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n+PONG\r\n"
+        # A CLIENT KILL on that stream reaches none of the proxy's connections.
+        before = _settled_ids(redis_cluster)  # (the last exchange's stream connection gone)
+        payload = b"AUTH checkout checkout-pw\r\nCLIENT REPLY OFF\r\nCLIENT REPLY ON\r\nCLIENT KILL TYPE normal\r\n"
+        assert exchange(shop_proxy.port, payload, timeout=5, settle=0.5)[0] == b"+OK\r\n+OK\r\n:0\r\n"
+        after = {(master.port, row["id"]) for master in redis_cluster.masters()
+                 for row in redis_cluster.client(master).client_list()}
+        assert len(before - after) <= 1  # (the stream's own connection, closed with it)
+        assert not any("t" in row["flags"] for master in redis_cluster.masters()
+                       for row in redis_cluster.client(master).client_list())
+        with pytest.raises(redis.exceptions.NoPermissionError, match="not databases"):
+            client.execute_command("COPY", "shop:order:1", "shop:order:2", "DB", "1")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("PUBSUB", "CHANNELS", "*")
+        with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
+            client.execute_command("PUBSUB", "NUMSUB", "shop:order:c", "other:c")
+        assert client.execute_command("PUBSUB", "CHANNELS") == []
+    finally:
+        client.close()
+
+
+def _settled_ids(redis_cluster) -> set:
+    """(master port, client id) of every master's clients, once two listings 0.2 s apart agree."""
+    def ids():
+        return {(master.port, row["id"]) for master in redis_cluster.masters()
+                for row in redis_cluster.client(master).client_list()}
+    last = ids()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = ids()
+        if now == last:
+            break
+        last = now
+    return last

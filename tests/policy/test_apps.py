@@ -221,10 +221,44 @@ def test_namespace(app, command, rule):
     ("checkout", "SORT shop:cart:l ALPHA GET shop:product:*", "K7"),
     ("checkout", "KEYS shop:order:*", None),  # a policy without C2 (and its baseline) allows KEYS...
     ("checkout", "KEYS *", "K7"),  # ...of the application's keys
+    # COPY's DB writes into another database, as SELECT would (issue 49)
+    ("checkout", "COPY shop:order:1 shop:order:2", None),
+    ("checkout", "COPY shop:order:1 shop:order:2 REPLACE", None),
+    ("checkout", "COPY shop:order:1 shop:order:2 DB 1", "K7"),
+    ("checkout", "COPY shop:order:1 shop:order:2 REPLACE db 0", "K7"),
+    # channels are the application's own as its keys are
+    ("reports", "PUBSUB CHANNELS", "PUBSUB CHANNELS shop:*"),
+    ("reports", "PUBSUB CHANNELS shop:news:*", None),
+    ("reports", "PUBSUB SHARDCHANNELS", "PUBSUB SHARDCHANNELS shop:*"),
+    ("reports", "PUBSUB CHANNELS *", "K7"),
+    ("reports", "PUBSUB SHARDCHANNELS other:*", "K7"),
+    ("checkout", "PUBSUB CHANNELS", "K7"),  # two prefixes: one per prefix
+    ("checkout", "PUBSUB CHANNELS shop:cart:*", None),
+    ("idle", "PUBSUB CHANNELS", "K7"),
+    (None, "PUBSUB CHANNELS", "K7"),
+    ("reports", "PUBSUB NUMSUB shop:a shop:b", None),
+    ("reports", "PUBSUB NUMSUB", None),
+    ("reports", "PUBSUB NUMSUB shop:a other:b", "K7"),
+    ("checkout", "PUBSUB SHARDNUMSUB shop:order:x", None),
+    ("checkout", "PUBSUB SHARDNUMSUB shop:x", "K7"),
+    ("reports", "PUBSUB NUMPAT", None),
+    # CLIENT TRACKING BCAST: the names of the keys that change under its PREFIXes
+    ("reports", "CLIENT TRACKING ON", None),
+    ("reports", "CLIENT TRACKING ON OPTIN NOLOOP", None),
+    ("reports", "CLIENT TRACKING OFF", None),
+    ("reports", "CLIENT TRACKING ON BCAST", "K7"),
+    ("reports", "CLIENT TRACKING ON bcast NOLOOP", "K7"),
+    ("reports", "CLIENT TRACKING ON BCAST PREFIX shop:a", None),
+    ("reports", "CLIENT TRACKING on PREFIX shop:a BCAST PREFIX shop:b NOLOOP", None),
+    ("reports", "CLIENT TRACKING ON BCAST PREFIX shop:a PREFIX other:", "K7"),
+    ("reports", "CLIENT TRACKING ON BCAST PREFIX sh", "K7"),  # wider than the application's prefix
+    ("reports", "CLIENT TRACKING ON REDIRECT 7 BCAST PREFIX shop:", None),
+    ("idle", "CLIENT TRACKING ON BCAST PREFIX shop:", "K7"),
+    (None, "CLIENT TRACKING ON BCAST", "K7"),
 ])
 def test_own_keys_only(app, command, outcome):
     """What an application reaches beside the keys it names: SCAN, RANDOMKEY, SWAPDB, MOVE,
-    SELECT, SORT's BY/GET patterns (issue 14)."""
+    SELECT, SORT's BY/GET patterns (issue 14); COPY ... DB, channel names, BCAST (issue 49)."""
     text = POLICY.replace("K2: {style: lowercase}", "K2: off")
     verdict = decide(app, command, text)
     if outcome is None:
@@ -252,6 +286,16 @@ def test_own_keys_only_advice():
     assert decide("checkout", "RANDOMKEY").reject.advice.endswith(
         "RANDOMKEY returns any key of the database: SCAN with MATCH <prefix>* instead")
     assert decide(None, "SCAN 0").reject.advice.startswith("a client that is no application owns no key")
+    assert decide("checkout", "COPY shop:order:1 shop:order:2 DB 1").reject.advice == (
+        "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only; COPY ... DB writes into "
+        "another database: the application's keys live in the proxy's database: use key prefixes, not databases")
+    assert decide("checkout", "PUBSUB CHANNELS").reject.advice == (
+        "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only: channels too: one per "
+        "prefix: PUBSUB CHANNELS shop:order:* or PUBSUB CHANNELS shop:cart:*")
+    assert decide("reports", "PUBSUB NUMSUB shop:a other:b").reject.subject == "channel 'other:b'"
+    assert decide("checkout", "CLIENT TRACKING ON BCAST").reject.advice == (
+        "application 'checkout' may use keys under 'shop:order:', 'shop:cart:' only; BCAST without PREFIX "
+        "broadcasts every key's name: CLIENT TRACKING ON BCAST PREFIX shop:order: PREFIX shop:cart:")
     escaped = engine(POLICY.replace('prefixes: "shop:"', 'prefixes: "sh*p["')).tenants.engine("reports")
     args = [b"SCAN", b"0"]
     assert escaped.decide(escaped.plan_for(args), args).commands == [[b"SCAN", b"0", b"MATCH", b"sh\\*p\\[*"]]

@@ -77,7 +77,7 @@ def action(column: int, *words: str) -> int:
     # Connection state: a connection of its own standalone; kept by the proxy, or refused, in a cluster.
     (["CLIENT", "NO-EVICT", "ON"], PIN, REFUSE),
     (["CLIENT", "CACHING", "YES"], PIN, REFUSE),
-    (["CLIENT", "ID"], PIN, CLIENT_ID),
+    (["CLIENT", "ID"], CLIENT_ID, CLIENT_ID),  # standalone: pinned, its id noted (tracking.py)
     (["CLIENT", "SETINFO", "LIB-NAME", "x"], SETINFO, SETINFO),
     (["READONLY"], PIN, LOCAL_OK),
     (["CLIENT", "BOGUS"], PIN, REFUSE),

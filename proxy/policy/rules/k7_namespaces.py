@@ -9,7 +9,13 @@ combined key regex, so an owned key costs nothing more), `ReadOnly` (a command r
 commands that write: the `@write` ACL category, or a key spec that inserts, updates or deletes,
 which catches `EVAL`/`FCALL` but not `EVAL_RO`) and `OwnKeysOnly` (the commands that reach keys
 no argument names: SCAN lists only the application's keys, RANDOMKEY, SWAPDB, MOVE and SELECT
-are refused, SORT's BY/GET patterns must lie under a prefix).
+are refused, and so is COPY's DB option, SORT's BY/GET patterns must lie under a prefix).
+
+Channels and key-name broadcasts are the application's own as its keys are: `PUBSUB CHANNELS` and
+`SHARDCHANNELS` list only its channels (a pattern under a prefix, or one added as SCAN's MATCH
+is), `NUMSUB`/`SHARDNUMSUB` of a channel outside its prefixes is refused as a key outside them
+is, and `CLIENT TRACKING ... BCAST` (the names of every key that changes) needs `PREFIX`es that
+lie under the application's prefixes.
 
 SCAN: a `MATCH` glob whose literal start (up to the first `*`, `?`, `[`) lies under one of the
 application's prefixes passes as it is; without `MATCH`, an application of one prefix gets
@@ -109,6 +115,12 @@ ELSEWHERE = {
     "select": "the application's keys live in the proxy's database: use key prefixes, not databases",
 }
 SORT_PATTERNS = frozenset({b"by", b"get"})
+# PUBSUB's subcommands that list channel names (by an optional glob) or count a channel's
+# subscribers (by name).
+CHANNEL_LISTS = {"pubsub|channels": "PUBSUB CHANNELS", "pubsub|shardchannels": "PUBSUB SHARDCHANNELS"}
+CHANNEL_COUNTS = {"pubsub|numsub": "PUBSUB NUMSUB", "pubsub|shardnumsub": "PUBSUB SHARDNUMSUB"}
+# CLIENT TRACKING's options that take a value.
+TRACKING_VALUES = frozenset({b"redirect", b"prefix"})
 
 
 class OwnKeysOnly(RewriteRule):
@@ -126,7 +138,9 @@ class OwnKeysOnly(RewriteRule):
                                  for p in self.prefixes)
 
     def applies_to(self, spec) -> bool:
-        return spec.name in ELSEWHERE or spec.name in ("scan", "keys", "sort", "sort_ro")
+        name = spec.name
+        return name in ELSEWHERE or name in ("scan", "keys", "sort", "sort_ro", "copy", "client|tracking") or \
+            name in CHANNEL_LISTS or name in CHANNEL_COUNTS
 
     def denies(self, spec) -> bool:
         return spec.name in ELSEWHERE
@@ -149,7 +163,79 @@ class OwnKeysOnly(RewriteRule):
             return self._check_scan(call.args)
         if name == "keys":  # denied by the baseline guard; an application allowed it lists its own
             return self._check_pattern("KEYS", call.args[1] if len(call.args) > 1 else None)
+        if name == "copy":
+            return self._check_copy(call.args)
+        if name in CHANNEL_LISTS:
+            return self._check_channel_list(name, call.args)
+        if name in CHANNEL_COUNTS:
+            return self._check_channels(name, call.args[2:])
+        if name == "client|tracking":
+            return self._check_tracking(call.args)
         return self._check_sort(call.args)
+
+    def _check_copy(self, args):
+        """COPY source destination [DB n] [REPLACE]: DB writes into a database, as SELECT would."""
+        for word in args[3:]:
+            if word.lower() == b"db":
+                return self.finding("command COPY ... DB", f"{self._whose()}; COPY ... DB writes into another "
+                                                           f"database: {ELSEWHERE['select']}")
+        return None
+
+    def _check_channel_list(self, name: str, args):
+        """PUBSUB CHANNELS [pattern]: the pattern under a prefix; none with one prefix: added."""
+        pattern = args[2] if len(args) > 2 else None
+        if pattern is None and len(self.prefixes) == 1:
+            return None  # rewrite() adds it
+        if pattern is not None and self._owns(glob_literal_prefix(pattern)):
+            return None
+        command = CHANNEL_LISTS[name]
+        shown = pattern.decode("utf-8", "backslashreplace") if pattern is not None else None
+        subject = f"command {command}" if pattern is None else f"pattern '{shown}'"
+        if not self.prefixes:
+            return self.finding(subject, self._whose())
+        each = " or ".join(f"{command} {glob_escape(p).decode('utf-8', 'replace')}*" for p in self.prefixes)
+        how = "one per prefix" if pattern is None else "the pattern must start with an owned prefix"
+        return self.finding(subject, f"{self._whose()}: channels too: {how}: {each}")
+
+    def _check_channels(self, name: str, channels):
+        """PUBSUB NUMSUB channel...: every channel under a prefix (another's is refused, as its
+        keys are: a count of 0 would say nobody listens where someone does)."""
+        for channel in channels:
+            if not self._owns(channel):
+                shown = channel.decode("utf-8", "backslashreplace")
+                return self.finding(f"channel '{shown}'", f"{self._whose()}: channels too "
+                                                          f"({CHANNEL_COUNTS[name]} of its own channels only)")
+        return None
+
+    def _check_tracking(self, args):
+        """CLIENT TRACKING ON ... BCAST: the names of every key changed under its PREFIXes (of
+        every key without one), so each PREFIX must lie under an owned prefix. Without BCAST only
+        the keys the client read are tracked, and it reads only its own."""
+        bcast = False
+        prefixes = []
+        i = 3
+        while i < len(args):
+            word = args[i].lower()
+            if word in TRACKING_VALUES and i + 1 < len(args):
+                if word == b"prefix":
+                    prefixes.append(args[i + 1])
+                i += 2
+                continue
+            bcast = bcast or word == b"bcast"
+            i += 1
+        if not bcast or len(args) < 3 or args[2].lower() != b"on":
+            return None
+        how = "CLIENT TRACKING ON BCAST " + " ".join(
+            f"PREFIX {p.decode('utf-8', 'replace')}" for p in self.prefixes) if self.prefixes else ""
+        if not prefixes:
+            return self.finding("command CLIENT TRACKING ... BCAST", f"{self._whose()}; BCAST without PREFIX "
+                                f"broadcasts every key's name" + (f": {how}" if how else ""))
+        for prefix in prefixes:
+            if not self._owns(prefix):
+                shown = prefix.decode("utf-8", "backslashreplace")
+                return self.finding(f"prefix '{shown}'", f"{self._whose()}: BCAST's PREFIXes must lie under them"
+                                                         + (f": {how}" if how else ""))
+        return None
 
     def _check_scan(self, args):
         match = _scan_match(args)
@@ -191,7 +277,15 @@ class OwnKeysOnly(RewriteRule):
         return None
 
     def rewrite(self, call):
-        if call.name != "scan" or len(self.prefixes) != 1:
+        if len(self.prefixes) != 1:
+            return None
+        if call.name in CHANNEL_LISTS:  # PUBSUB CHANNELS alone: the application's channels
+            commands = current_commands(call)
+            args = commands[0]
+            if not same_command(call, args) or len(args) != 2:
+                return None
+            return [[*args, glob_escape(self.prefixes[0]) + b"*"], *commands[1:]]
+        if call.name != "scan":
             return None
         commands = current_commands(call)
         args = commands[0]
@@ -200,7 +294,8 @@ class OwnKeysOnly(RewriteRule):
         return [[*args, b"MATCH", glob_escape(self.prefixes[0]) + b"*"], *commands[1:]]
 
     def describe(self) -> str:
-        return "SCAN limited to the application's prefixes; RANDOMKEY, SWAPDB, MOVE, SELECT refused"
+        return ("SCAN and PUBSUB CHANNELS limited to the application's prefixes; RANDOMKEY, SWAPDB, MOVE, "
+                "SELECT, COPY ... DB refused; CLIENT TRACKING BCAST only with PREFIXes under them")
 
 
 def _scan_match(args) -> bytes | None:
