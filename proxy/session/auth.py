@@ -16,9 +16,14 @@ from __future__ import annotations
 import functools
 import logging
 
+import hiredis
+
 from .. import errors
+from ..backends.base import StreamRoute
 from ..login import as_upstream, parse_auth, parse_hello
 from ..throttle import THROTTLE
+from . import streamend
+from .behaviour import HELLO
 from .states import HELD, PASSWORD, STREAMING, WAITING
 
 log = logging.getLogger("redis_guard.auth")
@@ -70,6 +75,13 @@ def login(session, batch, index: int) -> int:
     if is_auth:
         session._local(errors.OK)
         return index + 1
+    if session.proxy.tenants is None:
+        if parsed.user is None:  # no credentials: HELLO as the client's lane takes it
+            return session.redispatch(batch, index, session.backend.lane_action(session, HELLO))
+        if type(session.route) is StreamRoute:  # as every command on the stream, credentials taken out
+            streamend.passes(session, parsed.hello, session.route.neutral)
+            session.route.conn.send(hiredis.pack_command(tuple(parsed.hello)), None)
+            return index + 1
     return session.backend.hello(session, batch, index, parsed.hello)
 
 
