@@ -19,7 +19,6 @@ import logging
 import hiredis
 
 from .. import errors
-from ..backends.base import StreamRoute
 from ..login import as_upstream, parse_auth, parse_hello
 from ..throttle import THROTTLE
 from . import streamend
@@ -78,6 +77,8 @@ def login(session, batch, index: int) -> int:
     if session.proxy.tenants is None:
         if parsed.user is None:  # no credentials: HELLO as the client's lane takes it
             return session.redispatch(batch, index, session.backend.lane_action(session, HELLO))
+        from ..backends.base import StreamRoute  # (here: backends.base imports the session core)
+
         if type(session.route) is StreamRoute:  # as every command on the stream, credentials taken out
             streamend.passes(session, parsed.hello, session.route.neutral)
             session.route.conn.send(hiredis.pack_command(tuple(parsed.hello)), None)
