@@ -42,7 +42,7 @@ UPSTREAM_TIMEOUTS = Counter(
 )
 AUTH_FAILURES = Counter(
     "redis_guard_auth_failures",
-    "AUTH / HELLO AUTH attempts with wrong credentials (each address slows down: proxy/throttle.py)",
+    "AUTH / HELLO AUTH attempts with wrong credentials (the failing connection is braked: proxy/throttle.py)",
     registry=REGISTRY,
 )
 HIDDEN_FAILED = Counter(

@@ -125,7 +125,7 @@ class Proxy:
 
     def dispatch_for(self, actions, unknown: int, is_locked: bool, plans: dict):
         """A session's dispatch table and its action for names not in it: the backend's lane
-        table, with AUTH/HELLO answered here when the policy has applications (NOAUTH for
+        table, with AUTH/HELLO answered here (with applications that require it, NOAUTH for
         everything before them), a Guard for every name the policy checks, and each command
         that passes as its Tally (the monitor's count). Shared by the sessions with the same
         three; alive until `set_engine` drops them."""
@@ -134,12 +134,9 @@ class Proxy:
         key = (id(actions), is_locked, id(plans))
         table = self.tables.get(key)
         if table is None:
-            if is_locked:
-                table = locked(actions)
-            elif self.tenants is not None:
-                table = with_login(actions)
-            else:
-                table = actions
+            # AUTH and HELLO are always answered here: a client's credentials never reach Redis
+            # (session/auth.py), so the proxy alone decides who its upstream connections are.
+            table = locked(actions) if is_locked else with_login(actions)
             if not is_locked:
                 table = dispatch_table(table, plans)
             table = self.tables[key] = counted(table)

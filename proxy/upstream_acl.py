@@ -12,7 +12,8 @@ and the replicas its `ROLE` lists. When the proxy's user may not run ACL SETUSER
 themselves (`redis-guard policy acl FILE` prints them): each is tried with `AUTH` on every node,
 and when all log in they are used (`AclStatus.usable`); else the proxy runs without the second
 wall and says so. Nothing here raises: the outcome is an `AclStatus` for the start-up line and
-the log.
+the log. It also says (a warning) when the upstream's `default` user needs no password: anyone
+who reaches Redis directly, not through the proxy, bypasses every rule.
 
 Users are removed again (`remove`, `remove_for`) when their policy is renamed or replaced on a
 reload, and at a clean exit: a policy's users go together, on each node, only when no connection
@@ -54,13 +55,25 @@ class AclStatus:
     refused: list[str] = dataclasses.field(default_factory=list)  # "node: why", one per node that refused
     off: str = ""  # why nothing was tried
     present: bool = False  # not applied, yet every user logs in: the operators made them
+    open_default: bool = False  # the upstream's `default` user needs no password
+
+    # Without the users, clients' scripts (EVAL, FCALL) run as the proxy's own upstream user.
+    OPEN = "scripts (EVAL, FCALL) run as the proxy's own upstream user, unchecked inside"
+    OPEN_DEFAULT = ("the upstream's `default` user has no password: whoever reaches Redis directly bypasses "
+                    "the guard (set one: requirepass or ACL SETUSER default, and give it to the proxy's URL)")
 
     def line(self) -> str:
         """For the start-up line."""
+        text = self._line()
+        return f"{text}; {self.OPEN_DEFAULT}" if self.open_default else text
+
+    def _line(self) -> str:
         where = f" on {self.nodes} nodes" if self.nodes > 1 else ""
         if self.present:
             why = self.off or f"not applied ({'; '.join(self.refused)})"
             return f"upstream ACL users: {why}; the {self.users} users found upstream are used{where}"
+        if self.off.startswith("off"):
+            return f"upstream ACL users: {self.off}: {self.OPEN}"
         if self.off:
             return f"upstream ACL users: {self.off}"
         if self.refused:
@@ -129,6 +142,21 @@ async def present(users, upstreams, timeout: float = 5.0) -> bool:
     return True
 
 
+async def default_needs_no_password(node, timeout: float = 5.0) -> bool:
+    """Is the node's `default` user on with `nopass`? False when unknown (NOPERM: the proxy's
+    user may not look; unreachable)."""
+    try:
+        (reply,) = await ask(node, [("ACL", "GETUSER", "default")], timeout)
+    except (TimeoutError, OSError, ConnectionError):
+        return False
+    if not isinstance(reply, list):
+        return False  # an error (NOPERM, no ACL before Redis 6), or no such user
+    fields = dict(zip(reply[::2], reply[1::2], strict=False))
+    flags = fields.get(b"flags", fields.get("flags"))
+    flags = {flag.decode() if isinstance(flag, bytes) else flag for flag in flags or ()}
+    return "on" in flags and "nopass" in flags
+
+
 async def cluster_nodes(seed, timeout: float = 5.0) -> list:
     """Every node of the cluster (masters and replicas) as an Upstream with the seed's
     credentials, from CLUSTER SHARDS (CLUSTER SLOTS on servers without it)."""
@@ -162,6 +190,16 @@ async def server_and_replicas(upstream, timeout: float = 5.0) -> list:
 async def apply_for(config, users) -> AclStatus:
     """Apply on the configured upstream: the server (with a Sentinel, its replicas too), or
     every node of the cluster."""
+    seed = config.upstream_cluster[0] if config.upstream_cluster else config.upstream
+    open_default = await default_needs_no_password(seed)
+    if open_default:
+        log.warning("upstream %s: %s", seed.address, AclStatus.OPEN_DEFAULT)
+    status = await _apply_for(config, users)
+    status.open_default = open_default
+    return status
+
+
+async def _apply_for(config, users) -> AclStatus:
     if users is None:
         return AclStatus(off="none (no policy)")
     if users.audit:

@@ -22,7 +22,7 @@ from ..session.pause import Pauses, paused_table
 from ..session.session import Route
 from ..session.states import SHARED
 from ..session.streamend import stream_neutral
-from ..upstream.connection import CLOSED, READY, open_connection
+from ..upstream.connection import CLOSED, READY
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
 
@@ -193,14 +193,6 @@ class StandaloneBackend:
             return
         identity = (conn.upstream.username, conn.upstream.password)
         self.spare_pool((identity, conn.db, conn.protocol)).give_back(conn)
-
-    def open_authenticating(self, session):
-        """A connection whose first client command is the client's AUTH (or HELLO AUTH): only
-        the proxy's own AUTH, if any, before it; database and protocol are restored after."""
-        conn = open_connection(self.loop, self.upstream_as(self.identity(session)), 0, 2, self.timeout,
-                               role="own")
-        conn.upstream = None  # it runs as the client's user: never lent to another client
-        return conn
 
     def restore_after_reset(self, session, conn) -> None:
         """After the client's RESET on its own connection: the proxy's credentials again, in the

@@ -22,7 +22,6 @@ import asyncio
 import hiredis
 
 from .. import errors
-from ..login import as_upstream, parse_auth, parse_hello
 from ..pending import Pending
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
@@ -53,7 +52,7 @@ from ..session.behaviour import (
     authenticates,
     strict_int,
 )
-from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, refuse_in_transaction
+from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from .connection import RoutedPending
@@ -185,22 +184,6 @@ def local_ok(session, batch, index: int) -> int:
     return index + 1
 
 
-def auth(session, batch, index: int) -> int:
-    """Without applications: the shared connections carry the proxy's one identity, so a
-    client's credentials pass when they are the proxy's, and otherwise get a node's reply."""
-    args = batch.commands[index]
-    is_auth = args[0].lower() == b"auth"
-    login = parse_auth(args) if is_auth else parse_hello(args)
-    if not isinstance(login, bytes):
-        router = session.backend.router
-        refused = as_upstream(login, is_auth and len(args) == 2, router.username, router.password)
-        if refused is None and not is_auth:
-            return hello(session, batch, index, login.hello)
-        login = refused or errors.OK
-    session._local(login)
-    return index + 1
-
-
 def hello(session, batch, index: int, hello_args=None) -> int:
     """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here,
     once Redis accepted the HELLO; a protocol switch waits for the client's replies in flight
@@ -209,8 +192,8 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     if refused is not None:
         return refused
     args = batch.commands[index] if hello_args is None else hello_args
-    if hello_args is None and authenticates(args):
-        return auth(session, batch, index)
+    if hello_args is None and authenticates(args):  # (never reached: the proxy's, session/auth.py)
+        return session.login(batch, index)
     if session.state.in_transaction:
         # Queued: its reply comes in EXEC's, which says the protocol the client has after it
         # (`queued.ExecWatch`); the transaction's connection may change protocol: closed after.
@@ -805,7 +788,7 @@ CLUSTER = {
     CLIENT_GETNAME: client_getname,
     CLIENT_SETNAME: client_setname,
     LOCAL_OK: local_ok,
-    AUTH: auth,
+    AUTH: login,  # (the dispatch tables send AUTH to LOGIN: credentials never reach Redis)
     HELLO: hello,
     RESET: reset,
     MULTI: multi,

@@ -400,8 +400,8 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     if refused is not None:
         return refused
     if hello_args is None:
-        if authenticates(args):
-            return auth(session, batch, index)
+        if authenticates(args):  # (never reached: AUTH and HELLO are the proxy's, session/auth.py)
+            return session.login(batch, index)
         hello_args = args
     data = batch.span(index, index + 1) if hello_args is args or len(hello_args) == len(args) else \
         hiredis.pack_command(tuple(hello_args))
@@ -441,44 +441,6 @@ def switch_hello(session, batch, index: int, data: bytes, version: int) -> int:
     session.route.send(session, batch.commands[index], data, 1, OnReply(session, lambda ok: ok or undo()))
     if session.state.life is OPEN and session.inflight and session.state.lane is not STREAMING:
         # (On a stream no reply is paired, nor waited for: the stream's entry is never answered.)
-        return session.wait(batch, index + 1)
-    return index + 1
-
-
-def auth(session, batch, index: int) -> int:
-    """AUTH or HELLO ... AUTH with the client's own credentials: on a connection of its own
-    whose first command is that AUTH (the proxy's start-up commands could be refused on a
-    server that now requires a password). The client's next command waits for the reply; then
-    the connection is put in the client's protocol (the one its HELLO asked for, when Redis
-    accepted it, else the one it had) and database. On a lent connection (a blocking command
-    holds it), the client keeps that connection for good: it holds the client's user now, and
-    must never go back to the spares for another client."""
-    lane = session.state.lane
-    if lane is LEASED:
-        return promote(session, batch, index)
-    args = batch.commands[index]
-    asked = strict_int(args[1]) if args[0].lower() == b"hello" and len(args) > 1 else None
-    if lane is not SHARED:
-        if asked in (2, 3) and asked != session.protocol:  # (the protocol the session knows, too)
-            return switch_hello(session, batch, index, batch.span(index, index + 1), asked)
-        return forward_one(session, batch, index)
-    if session.inflight:
-        return session.wait(batch, index)
-    conn = session.backend.open_authenticating(session)
-    conn.owner = session
-    session.use_own(conn, "pin")
-    old = session.protocol
-
-    def settle(ok: bool) -> None:
-        protocol = asked if ok and asked in (2, 3) else old
-        session.protocol = session.policy_state.protocol = protocol
-        restore = [("HELLO", "3")] if protocol == 3 and not (ok and asked == 3) else []
-        if session.db:
-            restore.append(("SELECT", str(session.db)))
-        conn.send_hidden(restore)
-
-    session.send(conn, batch.span(index, index + 1), 1, OnReply(session, settle))
-    if session.state.life is OPEN and session.inflight:
         return session.wait(batch, index + 1)
     return index + 1
 
@@ -584,7 +546,7 @@ STANDALONE = {
     CLIENT_ID: client_id,
     SELECT: select,
     HELLO: hello,
-    AUTH: auth,
+    AUTH: login,  # (the dispatch tables send AUTH to LOGIN: credentials never reach Redis)
     RESET: reset,
     MULTI: multi,
     WATCH: watch,

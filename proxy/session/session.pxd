@@ -56,6 +56,7 @@ cdef class Session(Receiver):
     cdef public object locked
     cdef public object login_result
     cdef public object verifying
+    cdef public int auth_failures
     cdef public object extra
     cdef public object unpaired
     cdef public object queued_effects

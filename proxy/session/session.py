@@ -112,7 +112,7 @@ class Session(Receiver):
         "buffer_limit", "output_limit", "reply_est", "reply_acc", "small_reply", "reads",
         "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
-        "verifying", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
+        "verifying", "auth_failures", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
     )
 
     def __init__(self, proxy):
@@ -158,7 +158,8 @@ class Session(Receiver):
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
-        self.verifying = False  # a password check is running in a worker thread
+        self.verifying = False  # a password check is running in a worker thread, or a failure's brake
+        self.auth_failures = 0  # failed AUTHs on this connection (throttle.py), RESET or not
         self.handlers = backend.handlers
         self.extra = backend.session_extra(self)  # what a backend keeps per client (cluster: CLIENT SETNAME...)
         self.route = backend.shared_route(self)

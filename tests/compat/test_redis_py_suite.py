@@ -13,7 +13,11 @@ from tests.servers import REPO
 pytestmark = pytest.mark.compat
 
 # Tests that pass directly but may fail through the proxy, because a proxy is in between.
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    "tests/test_commands.py::TestRedisCommands::test_client_kill_filter_by_user":
+        "logs in as a Redis user it creates on the server: through the proxy a client never runs as a user "
+        "the proxy does not manage (issue 49), its AUTH gets WRONGPASS",
+}
 
 # Proxy bugs found by this comparison; remove an entry when it is fixed (the test says when).
 KNOWN_PROXY_BUGS: dict[str, str] = {}

@@ -352,8 +352,9 @@ def test_sort_patterns_stay_under_the_prefixes(shop, admin):
 
 
 def test_wrong_passwords_slow_down_per_address(tmp_path, hashes):
-    """Guesses sent together over many connections are checked one after the other, each waiting
-    twice as long as the one before (0.05, 0.1, 0.2 ... s); counted and logged (issue 14)."""
+    """Guesses sent together over many connections from one address as one user: each failure
+    answered twice as late as the one before (0.05, 0.1, 0.2 ... s: counted per address and user,
+    issue 49); counted and logged (issue 14)."""
     server = RedisServer()
     policy = tmp_path / "policy.yaml"
     policy.write_text(policy_text(False, hashes))

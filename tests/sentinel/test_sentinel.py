@@ -147,3 +147,26 @@ def test_a_sentinel_proxy_shuts_down_cleanly(sentinel_group):
     assert redis.Redis(port=proxy.port).ping() is True
     proxy.process.send_signal(signal.SIGTERM)
     assert proxy.process.wait(15) == 0
+
+
+def test_auth_as_default_never_makes_the_client_default(sentinel_group):
+    """Issue 49: a client's `AUTH default x` (the master's default user has no password) never
+    reaches the master: the client stays the policy's ACL user, FLUSHALL inside a script refused."""
+    import os
+
+    from tests.servers import REPO, exchange
+
+    proxy = sentinel_proxy(sentinel_group, "--policy", os.path.join(REPO, "configs", "policies",
+                                                                    "lowercase-colon.yaml"))
+    try:
+        master = redis.Redis(port=sentinel_group.master.port)
+        master.set("guard:key", "v")
+        for login in (b"AUTH default x\r\n", b"HELLO 3 AUTH default x\r\n"):
+            reply, closed = exchange(proxy.port, login + b"ACL WHOAMI\r\nEVAL \"return redis.call('FLUSHALL')\" 0\r\n"
+                                     b"ACL WHOAMI\r\n", timeout=5, settle=0.5)
+            assert not closed and b"$7\r\ndefault\r\n" not in reply, reply
+            assert reply.count(b"redis-guard:lowercase-colon") == 2, reply
+        assert master.get("guard:key") == b"v"
+        assert "the upstream's `default` user has no password" in proxy.log
+    finally:
+        proxy.stop()
