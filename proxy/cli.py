@@ -188,6 +188,7 @@ class PolicyWatcher:
             self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
             snapshot.policy_loaded(self.path, engine)
             asyncio.ensure_future(self._apply_acl(compile_users(engine, self.proxy.config.upstream.password)))
+            asyncio.ensure_future(_load_scripts(self.proxy.config, engine))  # C6's approved library
         metrics.POLICY_RELOADS.labels("applied", self.role).inc()
         log.info("%s policy reloaded (%s): '%s', %d rules", self.role, reason, engine.policy.name,
                  len(engine.policy.rules))
@@ -458,9 +459,17 @@ def _upstream_acl(config, engine):
     runner = asyncio.Runner(loop_factory=_new_loop)
     try:
         status = runner.run(apply_for(config, users))
+        runner.run(_load_scripts(config, engine))
     finally:
         runner.close()
     return (users if status.usable else None), status
+
+
+async def _load_scripts(config, engine) -> None:
+    """Rule C6's approved scripts and functions, loaded upstream (upstream_scripts.py)."""
+    from .upstream_scripts import load_for
+
+    await load_for(config, engine)
 
 
 def _offline_engine(path):
