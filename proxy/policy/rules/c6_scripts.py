@@ -71,6 +71,7 @@ class ScriptsWithinTheRules(RewriteRule):
         elif self.scripts == "approved":
             self.title = "approved scripts only"
             self.library = _cached_library((str(BUILTIN_DIR),))
+            self.server_commands = frozenset({"eval", "eval_ro"})  # an approved EVALSHA is sent as EVAL
         if self.library_setting is not None and self.scripts != "approved":
             settings.problem("library", "'library' is for 'scripts: approved'")
 
