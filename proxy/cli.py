@@ -519,6 +519,7 @@ def cmd_policy_check(args) -> int:
             print(f"    {summary(pattern)}")
     planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
     print(f"  compiled into {planned} commands")
+    reviews = _review_scripts(engine)  # C6's approved scripts, read against the policy
     if engine.tenants is not None:
         print(f"  auth: {policy.auth}  (clients authenticate to the proxy; their credentials never reach Redis)")
         for app in policy.applications:
@@ -528,7 +529,20 @@ def cmd_policy_check(args) -> int:
                   f"{', '.join(app.prefixes) or 'none'}{', read-only' if app.read_only else ''}")
             for rule in overrides:
                 print(f"    {rule.id:<4} {app_engine.modes.get(rule.id, 'off'):<8} {rule.title}: {rule.describe()}")
-    return 0
+    for review in reviews:
+        print(f"  {review}")
+    return 1 if any(review.level == "error" for review in reviews) else 0
+
+
+def _review_scripts(engine) -> list:
+    """`policy check`'s review of rule C6's approved scripts (policy/rules/_scripts.py)."""
+    from .policy.rules._scripts import review
+
+    rule = engine.policy.rule("C6")
+    if rule is None or getattr(rule, "scripts", None) != "approved" or rule.mode == "off":
+        return []
+    t1 = engine.policy.rule("T1")
+    return review(rule.library, engine.policy.rules, engine.table, t1 is not None and t1.mode != "off")
 
 
 def cmd_policy_hash_password(args) -> int:

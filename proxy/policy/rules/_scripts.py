@@ -178,12 +178,12 @@ def review(library: Library, rules, table, t1_applies: bool) -> list[Review]:
             if spec is None:
                 found.append(Review(WARNING, path, line, f"unknown command '{name}'"))
                 continue
-            denying = [rule.id for rule in rules if rule.mode == "enforce" and rule.denies(spec)]
+            denying = [rule.id for rule in rules if rule.mode == "enforce" and hasattr(rule, "denies") and rule.denies(spec)]
             if denying:
                 found.append(Review(ERROR, path, line, f"command {name.upper()} is refused by rule "
                                     f"{', '.join(denying)} of this policy"))
                 continue
-            if spec.key_specs and rest and not re.match(r"KEYS\s*\[", rest[0]):
+            if spec.key_specs and rest and not re.match(r"(?i)KEYS\s*\[", rest[0]):
                 found.append(Review(WARNING, path, line, f"{name.upper()}: the key ({rest[0]}) is not taken "
                                     "from KEYS[...]: the proxy checks only the declared keys"))
             if t1_applies and not gives_ttl and _creates(spec) and not (
