@@ -20,8 +20,8 @@ one of these rules among those that fired: the reply names the first in the engi
 ...]}` (every command sent, hidden ones included), with `by: T1` for the rules that rewrote it
 (`{by: T1}` alone: any rewrite by them), or `{audit: C3}` (let through, and the rule fired in audit
 mode). `EVALSHA <file name>` calls an approved script of rule C6's library by its file
-name (`EVALSHA redis-py-lock-release 1 k token`). A case may add `then:` (the commands after it in the same pipeline: T1 accepts an EXPIRE
-there), `app:` (`null`: no application) and `name:`.
+name (`EVALSHA redis-py-lock-release 1 k token`). A case may add `then:` (the commands after it
+in the same pipeline: T1 accepts an EXPIRE there), `app:` (`null`: no application) and `name:`.
 
 A directory is searched for .yaml/.yml files, policy files left out. Every case of every file runs;
 the output names each failing case by file and line with what was expected and what was decided,

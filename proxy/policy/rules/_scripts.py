@@ -178,7 +178,8 @@ def review(library: Library, rules, table, t1_applies: bool) -> list[Review]:
             if spec is None:
                 found.append(Review(WARNING, path, line, f"unknown command '{name}'"))
                 continue
-            denying = [rule.id for rule in rules if rule.mode == "enforce" and hasattr(rule, "denies") and rule.denies(spec)]
+            denying = [rule.id for rule in rules
+                       if rule.mode == "enforce" and hasattr(rule, "denies") and rule.denies(spec)]
             if denying:
                 found.append(Review(ERROR, path, line, f"command {name.upper()} is refused by rule "
                                     f"{', '.join(denying)} of this policy"))
