@@ -32,7 +32,7 @@ def test_redis_py_lock_through_every_preset(name, own_redis, tmp_path):
     client = client_for(name, process)
     try:
         key = LOCK_KEYS[name]
-        assert f"approved scripts: 3 scripts and 0 function libraries loaded" in process.log
+        assert "approved scripts: 3 scripts and 0 function libraries loaded" in process.log
         assert direct.script_exists(RELEASE_SHA) == [True]  # loaded at start, by the proxy
         direct.script_flush()  # the operator empties the cache: no NOSCRIPT for the client
         lock = client.lock(key, timeout=10)
