@@ -251,12 +251,14 @@ class Engine:
                     self.key_patterns)
         spec = plan.spec
         findings = None
+        found_keys = None  # the keys the key check found, for the rules' Call (found once)
         if plan.check_keys and self.key_match is not None:
             if plan.simple_key:
                 if len(args) > 1 and not self.key_ok(args[1]):
                     findings = self._explain_key(args[1])
             else:
-                for index, _ in find_keys(spec, args):
+                found_keys = find_keys(spec, args)
+                for index, _ in found_keys:
                     if not self.key_ok(args[index]):
                         found = self._explain_key(args[index])
                         findings = found if findings is None else findings + found
@@ -264,6 +266,8 @@ class Engine:
         if plan.command_rules:
             if plan.first_key is not None and len(args) > 1:
                 keys = plan.first_key
+            elif found_keys is not None:
+                keys = found_keys
             else:
                 keys = find_keys(spec, args) if spec.has_keys else []
             call = Call(args, spec, spec.name, keys, later, state or SessionState(), None, self)

@@ -108,14 +108,14 @@ class ScriptsWithinTheRules(RewriteRule):
         name, args = call.name, call.args
         what = RUNS.get(name)
         if what is None:
-            if name == "script|load" and len(args) > 2 and bytes(args[2]) in self.library.bodies:
+            if name == "script|load" and len(args) > 2 and args[2] in self.library.bodies:
                 return None
             if name == "script|load":
                 return self.finding("command SCRIPT LOAD of a script that is not approved", APPROVE)
             return self.finding(f"command {command_words(name)}", OPERATORS)
         if len(args) < 2:
             return None  # Redis answers with its arity error
-        subject = bytes(args[1])
+        subject = args[1]
         if what == "body":
             if subject in self.library.bodies:
                 return None
@@ -131,13 +131,15 @@ class ScriptsWithinTheRules(RewriteRule):
                             "approved library", APPROVE)
 
     def rewrite(self, call):
-        if self.scripts != "approved" or call.name not in ("evalsha", "evalsha_ro") or len(call.args) < 2:
-            return None
-        script = self.library.scripts.get(bytes(call.args[1]).lower())
-        if script is None:
+        name = call.name
+        if name != "evalsha" and name != "evalsha_ro":
             return None
         args = call.args
-        return [[b"EVAL" if call.name == "evalsha" else b"EVAL_RO", script.body, *args[2:]]]
+        # (under `deny` the library is empty: nothing is rewritten, the check refuses)
+        script = self.library.scripts.get(args[1].lower()) if len(args) > 1 else None
+        if script is None:
+            return None
+        return [[b"EVAL" if name == "evalsha" else b"EVAL_RO", script.body, *args[2:]]]
 
     def describe(self) -> str:
         if self.scripts == "deny":
