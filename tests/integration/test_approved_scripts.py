@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
+import hiredis
 import pytest
 import redis
 
+from tests.integration.test_isolation import Raw
 from tests.policy.test_c6_approved import LOCK_KEYS, PRESETS, RELEASE_SHA
 from tests.servers import REPO, ProxyProcess, policy_proxy, wait_for
 
@@ -116,4 +119,33 @@ def test_the_library_is_loaded_upstream_and_noscript_never_reaches_the_client(ow
     finally:
         client.close()
         direct.close()
+        process.stop()
+
+
+SPIN = "while true do end\n"
+
+
+def test_an_approved_evalsha_keeps_a_connection_of_its_own(own_redis, tmp_path):
+    """Sent as EVAL, an approved EVALSHA still runs on a connection of the client's own (as every
+    script does): one that does not end gives BUSY to the others, and SCRIPT KILL stops it."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "spin.lua").write_text(SPIN)
+    process = policy_proxy(tmp_path, "name: lib\nrules:\n  C6: {scripts: approved, library: scripts}\n",
+                           own_redis.url)
+    redis.Redis(port=own_redis.port).config_set("lua-time-limit", 100)
+    runner, other, killer = Raw(process.port, 10), Raw(process.port), Raw(process.port)
+    try:
+        runner.send("EVALSHA", hashlib.sha1(SPIN.encode()).hexdigest(), "0")
+        time.sleep(0.3)
+        started = time.monotonic()
+        reply = other.call("GET", "k")
+        assert isinstance(reply, hiredis.ReplyError) and str(reply).startswith("BUSY"), reply
+        assert time.monotonic() - started < 5
+        assert killer.call("SCRIPT", "KILL") == b"OK"
+        killed = runner.reply()
+        assert isinstance(killed, hiredis.ReplyError) and "killed" in str(killed).lower()
+        assert other.call("PING") == b"PONG"
+    finally:
+        for client in (runner, other, killer):
+            client.close()
         process.stop()
