@@ -188,6 +188,7 @@ class PolicyWatcher:
             self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
             snapshot.policy_loaded(self.path, engine)
             asyncio.ensure_future(self._apply_acl(compile_users(engine, self.proxy.config.upstream.password)))
+            asyncio.ensure_future(_load_scripts(self.proxy.config, engine))  # C6's approved library
         metrics.POLICY_RELOADS.labels("applied", self.role).inc()
         log.info("%s policy reloaded (%s): '%s', %d rules", self.role, reason, engine.policy.name,
                  len(engine.policy.rules))
@@ -479,9 +480,17 @@ def _upstream_acl(config, engine):
     runner = asyncio.Runner(loop_factory=_new_loop)
     try:
         status = runner.run(apply_for(config, users))
+        runner.run(_load_scripts(config, engine))
     finally:
         runner.close()
     return (users if status.usable else None), status
+
+
+async def _load_scripts(config, engine) -> None:
+    """Rule C6's approved scripts and functions, loaded upstream (upstream_scripts.py)."""
+    from .upstream_scripts import load_for
+
+    await load_for(config, engine)
 
 
 def _offline_engine(path):
@@ -532,6 +541,7 @@ def cmd_policy_check(args) -> int:
             print(f"    {summary(pattern)}")
     planned = sum(1 for name, plan in engine.plans.items() if plan is not None and name.islower())
     print(f"  compiled into {planned} commands")
+    reviews = _review_scripts(engine)  # C6's approved scripts, read against the policy
     if engine.tenants is not None:
         print(f"  auth: {policy.auth}  (clients authenticate to the proxy; their credentials never reach Redis)")
         for app in policy.applications:
@@ -541,7 +551,20 @@ def cmd_policy_check(args) -> int:
                   f"{', '.join(app.prefixes) or 'none'}{', read-only' if app.read_only else ''}")
             for rule in overrides:
                 print(f"    {rule.id:<4} {app_engine.modes.get(rule.id, 'off'):<8} {rule.title}: {rule.describe()}")
-    return 0
+    for review in reviews:
+        print(f"  {review}")
+    return 1 if any(review.level == "error" for review in reviews) else 0
+
+
+def _review_scripts(engine) -> list:
+    """`policy check`'s review of rule C6's approved scripts (policy/rules/_scripts.py)."""
+    from .policy.rules._scripts import review
+
+    rule = engine.policy.rule("C6")
+    if rule is None or getattr(rule, "scripts", None) != "approved" or rule.mode == "off":
+        return []
+    t1 = engine.policy.rule("T1")
+    return review(rule.library, engine.policy.rules, engine.table, t1 is not None and t1.mode != "off")
 
 
 def cmd_policy_hash_password(args) -> int:

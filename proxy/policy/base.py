@@ -173,6 +173,10 @@ class Rule:
         """Called once at load with the policy's key schema (None without one), for the rules
         that enforce it (K10) or take per-pattern settings from it (T1, T3, V1, V2)."""
 
+    def use_source(self, source: str | None) -> None:
+        """Called once at load with the policy file's path (None for a text), for the rules
+        whose settings name files relative to it (C6's library)."""
+
 
 class KeyRule(Rule):
     """A rule on key names alone. `pattern` is a regex fragment that every passing key matches

@@ -286,6 +286,7 @@ class Engine:
         spec = plan.spec
         findings = None
         more = None
+        found_keys = None  # the keys the key check found, for the rules' Call (found once)
         if plan.check_keys and self.key_match is not None:
             if plan.simple_key:
                 if len(args) > 1 and not self.key_ok(args[1]):
@@ -294,7 +295,8 @@ class Engine:
                 failed = 0
                 counted = None  # past the explained keys: class of failing names -> [first key, count]
                 table = self.key_classes
-                for index, _ in find_keys(spec, args):
+                found_keys = find_keys(spec, args)
+                for index, _ in found_keys:
                     key = args[index]
                     if counted is not None:
                         seen = counted.get(key.translate(table))
@@ -319,6 +321,8 @@ class Engine:
         if plan.command_rules:
             if plan.first_key is not None and len(args) > 1:
                 keys = plan.first_key
+            elif found_keys is not None:
+                keys = found_keys
             else:
                 keys = find_keys(spec, args) if spec.has_keys else []
             call = Call(args, spec, spec.name, keys, later, state or SessionState(), None, self)

@@ -19,8 +19,9 @@ one of these rules among those that fired: the reply names the first in the engi
 `rewrite` or `{rewrite: COMMAND}` (the command whose reply the client gets) / `{rewrite: [COMMAND,
 ...]}` (every command sent, hidden ones included), with `by: T1` for the rules that rewrote it
 (`{by: T1}` alone: any rewrite by them), or `{audit: C3}` (let through, and the rule fired in audit
-mode). A case may add `then:` (the commands after it in the same pipeline: T1 accepts an EXPIRE
-there), `app:` (`null`: no application) and `name:`.
+mode). `EVALSHA <file name>` calls an approved script of rule C6's library by its file
+name (`EVALSHA redis-py-lock-release 1 k token`). A case may add `then:` (the commands after it
+in the same pipeline: T1 accepts an EXPIRE there), `app:` (`null`: no application) and `name:`.
 
 A directory is searched for .yaml/.yml files, policy files left out. Every case of every file runs;
 the output names each failing case by file and line with what was expected and what was decided,
@@ -284,7 +285,8 @@ class Runner:
             return
         failures = []
         for case in fixture.cases:
-            outcome = decide(engines[case.app], case.args, case.later)
+            engine = engines[case.app]
+            outcome = decide(engine, scripts_by_name(engine, case.args), case.later)
             if case.expect.met_by(outcome):
                 self.passed += 1
                 continue
@@ -307,6 +309,17 @@ class Runner:
     def summary(self) -> str:
         line = f"{self.passed} passed, {self.failed} failed"
         return line + (f", {self.broken} broken file{'s' if self.broken != 1 else ''}" if self.broken else "")
+
+
+def scripts_by_name(engine, args: list[bytes]) -> list[bytes]:
+    """`EVALSHA <file name> ...` (`redis-py-lock-release`, `mine.lua`): the SHA of that approved
+    script of rule C6's library, so a fixture calls scripts by name; anything else as it is."""
+    if len(args) < 2 or args[0].lower() not in (b"evalsha", b"evalsha_ro"):
+        return args
+    rule = engine.policy.rule("C6")
+    library = getattr(rule, "library", None)
+    sha = library.sha_of(args[1].decode("utf-8", "replace")) if library is not None else None
+    return args if sha is None else [args[0], sha, *args[2:]]
 
 
 def run(targets: list[str], out) -> int:

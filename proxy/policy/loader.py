@@ -118,6 +118,10 @@ def load_policy_text(text: str, source: str | None = None, table=None) -> Policy
     with problems.collecting():
         auth, applications = _applications(top, top_lines, raw, problems, table)
     rules = _build_rules(raw, problems, table)
+    for chain in (rules, *(app.rules for app in applications)):
+        for rule in chain:
+            with problems.collecting(raw.get(rule.id, ({}, {}, None))[2]):
+                rule.use_source(source)
     schema = None
     before = len(problems.errors)
     with problems.collecting():

@@ -55,7 +55,7 @@ def shown(args) -> str:
     def word(arg: bytes) -> str:
         text = bytes(arg).decode("utf-8", "backslashreplace")
         if "\n" in text:
-            return f"<script: {text.splitlines()[0]}>"
+            return f"<script: {(text.strip().splitlines() or [''])[0]}>"  # (its first line that says something)
         return f'"{text}"' if not text or any(c.isspace() or c in "\"'" for c in text) else text
 
     return " ".join(word(arg) for arg in args)

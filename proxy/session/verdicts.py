@@ -23,7 +23,7 @@ from ..policy.engine import Verdict
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
-from .states import DOOMED, HELD, OPEN, STREAMING
+from .states import DOOMED, HELD, OPEN, SHARED, STREAMING
 
 log = logging.getLogger("redis_guard.server")
 
@@ -56,6 +56,11 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     Returns where to continue, or None when the command goes on as usual (findings in audit
     mode only)."""
     args = batch.commands[index]
+    if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
+            and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
+        # A standalone lease moves the client to a connection of its own and dispatches the
+        # command again there, where it is decided again and sent as EVAL (counted then).
+        return None
     record(session, verdict.findings, args, verdict.more)
     if verdict.reject is None:
         for rule in verdict.rewritten_by:
@@ -77,7 +82,7 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         session._local(errors.needs_paired_replies(args, verdict.rewritten_by))
         session.refused_in_transaction()
         return index + 1
-    if action != PASS and not extra and first[0] == args[0]:
+    if action != PASS and not extra and (first[0] == args[0] or _same_script(first[0], args[0])):
         return handled_as(session, action, first, batch, index)
     receiver = ScriptVerdictSink(session, args) if first[0] in (b"EVAL", b"EVALSHA", b"EVAL_RO") else session
     route.send(session, args, hiredis.pack_command(tuple(first)), 1, receiver)
@@ -87,6 +92,22 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         else:
             route.hidden(session, args, extra)
     return index + 1
+
+
+def _same_script(sent: bytes, asked: bytes) -> bool:
+    """An approved EVALSHA sent as EVAL of its body (rule C6): a script all the same, so it keeps
+    the action of one (a connection of the client's own: one that does not end gives the others
+    BUSY instead of holding a shared connection)."""
+    return sent in (b"EVAL", b"EVAL_RO") and asked.upper() in (b"EVALSHA", b"EVALSHA_RO")
+
+
+def _redispatches(session, action: int) -> bool:
+    """Does the action's handler move the client to a connection of its own and dispatch its
+    command again (a standalone backend's lease), rather than send the command itself (a
+    cluster's, which takes the rewritten one: `handled_as`)?"""
+    from .handlers import lease
+
+    return session.handlers[action] is lease and session.state.lane is SHARED
 
 
 def handled_as(session, action: int, rewritten, batch, index: int) -> int:

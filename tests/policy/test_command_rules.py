@@ -264,7 +264,7 @@ def test_c6_destination_keys_are_checked_like_source_keys(call):
 
 def test_c6_setting_errors():
     err = policy_error("  C6:\n    scripts: never")
-    assert "'scripts' must be one of declared, deny" in err.message and err.line == 4
+    assert "'scripts' must be one of approved, declared, deny" in err.message and err.line == 4
 
 
 # -- C3: O(N) reads -------------------------------------------------------------------------
