@@ -37,6 +37,7 @@ class Upstream:
     username: str | None = None
     password: str | None = None
     db: int = 0
+    tls: bool = False  # rediss://: with the settings of `upstream_tls`
 
     def url(self, redact: bool = True) -> str:
         auth = ""
@@ -45,7 +46,7 @@ class Upstream:
             auth = f"{self.username or ''}:{secret}@"
         elif self.username:
             auth = f"{self.username}@"
-        return f"redis://{auth}{self.address}/{self.db}"
+        return f"{'rediss' if self.tls else 'redis'}://{auth}{self.address}/{self.db}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,9 @@ class Config:
     upstream_sentinel: Sentinel | None = None  # a Sentinel-managed master instead of `upstream`
     upstream_acl: bool = True  # create the policy's ACL users on the upstream (policy/acl.py)
     liveness_timeout: float = 5.0  # /healthz: 503 when an event loop has not run a callback within it
+    tls: object | None = None  # tls.ServerTLS: the listener (or `tls_listen`) speaks TLS
+    tls_listen: Address | None = None  # a second listener, with TLS, beside the plain-text `listen`
+    upstream_tls: object | None = None  # tls.UpstreamTLS: how rediss:// upstreams are connected to
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -117,12 +121,12 @@ def parse_address(text: str, default_port: int = 6379) -> Address:
 
 
 def parse_upstream(url: str) -> Upstream:
-    """redis://[user:pass@]host:port[/db]; a bare host:port is accepted too."""
+    """redis[s]://[user:pass@]host:port[/db]; a bare host:port is accepted too."""
     if "://" not in url:
         url = "redis://" + url
     parts = urlsplit(url)
-    if parts.scheme != "redis":
-        raise ConfigError(f"upstream {url!r}: only redis:// is supported")
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConfigError(f"upstream {url!r}: only redis:// and rediss:// (TLS) are supported")
     netloc = parts.netloc.rpartition("@")[2]
     address = parse_address(netloc)
     path = parts.path.strip("/")
@@ -132,7 +136,7 @@ def parse_upstream(url: str) -> Upstream:
         raise ConfigError(f"upstream {url!r}: database {path!r} is not a number") from None
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password is not None else None
-    return Upstream(address, username, password, db)
+    return Upstream(address, username, password, db, parts.scheme == "rediss")
 
 
 def parse_cluster_seeds(value) -> tuple[Upstream, ...]:
@@ -212,6 +216,7 @@ def _count(section: dict, key: str, default: int, where: str) -> int:
 _TOP_KEYS = {"listen", "upstream", "upstream_cluster", "upstream_sentinel", "limits", "upstream_options",
              "shutdown_timeout", "workers", "policy", "shadow_policy", "metrics", "upstream_acl"}
 _TOP_KEYS.add("liveness_timeout")
+_TOP_KEYS.update(("tls", "tls_listen", "upstream_tls"))
 
 
 def parse_policy(value, base: str | None = None) -> str | None:
@@ -289,4 +294,21 @@ def load_config(path: str | None) -> Config:
         workers=_number(data, "workers", 1, int, path),
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
         liveness_timeout=_number(data, "liveness_timeout", 5.0, float, path),
+        **_tls_settings(data, path),
     )
+
+
+def _tls_settings(data: dict, path: str) -> dict:
+    """`tls`, `tls_listen`, `upstream_tls` (proxy/tls.py); their files relative to the config file."""
+    from . import tls
+
+    base = os.path.dirname(os.path.abspath(path))
+    try:
+        return {
+            "tls": tls.parse_server_tls(data["tls"], f"{path}: tls", base) if data.get("tls") else None,
+            "tls_listen": parse_address(str(data["tls_listen"]), 6380) if data.get("tls_listen") else None,
+            "upstream_tls": tls.parse_upstream_tls(data["upstream_tls"], f"{path}: upstream_tls", base)
+            if data.get("upstream_tls") else None,
+        }
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
