@@ -435,6 +435,7 @@ def cmd_serve(args) -> int:
         if args.upstream_sentinel:
             config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"),
                                     upstream_cluster=())
+        config = _tls_flags(config, args)
         _configure_upstream_tls(config)
         if config.upstream_sentinel is not None:
             config = _find_sentinel_master(config)
@@ -453,7 +454,6 @@ def cmd_serve(args) -> int:
             config = config.replace(upstream_acl=parse_switch(args.upstream_acl, "--upstream-acl"))
         if args.metrics:
             config = config.replace(metrics=parse_address(args.metrics, 9121))
-        config = _tls_flags(config, args)
     except ConfigError as exc:
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
