@@ -21,6 +21,7 @@ import logging
 
 import hiredis
 
+from .tls import upstream_context
 from .upstream.probe import ask
 
 log = logging.getLogger("redis_guard.acl")
@@ -111,7 +112,7 @@ async def cluster_nodes(seed, timeout: float = 5.0) -> list:
         (reply,) = await ask(seed, [("CLUSTER", "SLOTS")], timeout)
         slotmap = SlotMap.from_cluster_slots(reply, seed.address)
     else:
-        slotmap = SlotMap.from_cluster_shards(reply, seed.address)
+        slotmap = SlotMap.from_cluster_shards(reply, seed.address, tls=upstream_context(seed.address) is not None)
     addresses = list(dict.fromkeys(node.address for node in slotmap.nodes if node.routable))
     if not addresses:
         addresses = list(slotmap.masters()) + [a for r in slotmap.ranges() for a in r.replicas]
