@@ -4,17 +4,20 @@ test with `openssl` (tests/tls/certs.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import ssl
+import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
 import redis
 
-from tests.servers import ProxyProcess, RedisServer, free_port, read_until_quiet, wait_for
+from tests.servers import REPO, ProxyProcess, RedisServer, free_port, read_until_quiet, wait_for
 from tests.tls.certs import Certs
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
@@ -91,6 +94,9 @@ def test_both_sides_tls_with_a_client_certificate(tmp_path, certs, upstream):
         # through the proxy, the upstream connection is TLS too: Redis only listens on TLS
         assert conn.execute_command("CLIENT", "INFO") is not None
         conn.close()
+        # the readiness probe reaches the upstream with the same settings
+        wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics}/ready", timeout=5).status == 200, 10,
+                 "/ready")
         expiry = metric(metrics, "redis_guard_tls_certificate_expiry_seconds")
         (when,) = [value for series, value in expiry.items() if 'side="server"' in series]
         assert time.time() + 20 * 86400 < when < time.time() + 31 * 86400
@@ -294,3 +300,15 @@ def test_a_client_certificate_names_its_application(tmp_path, certs, upstream):
         assert anonymous.get("shop:order:1") == b"x"  # AUTH as before
     finally:
         assert proxy.stop() == 0
+
+
+def test_the_audit_scans_a_tls_upstream(tmp_path, certs, upstream):
+    config = write_config(tmp_path, certs, auth_clients="no")
+    direct = redis.Redis(port=upstream.port, ssl=True, ssl_ca_certs=certs.ca)
+    direct.set("Audit Key With Spaces", "x")
+    done = subprocess.run([sys.executable, "-m", "proxy", "audit", "--config", config, "--policy",
+                           os.path.join(REPO, "configs", "policies", "strict-dotted.yaml"),
+                           "--upstream", upstream_url(upstream), "--json", "-", "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["keys"]["scanned"] >= 1
