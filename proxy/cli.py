@@ -245,7 +245,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             raise
         except OSError as exc:
             raise service.BindError(f"cannot listen on {config.listen}: {exc.strerror or exc}") from None
-        if proxy.tls is not None or tls.upstream_context(None) is not None:
+        if proxy.tls is not None or tls.upstream_enabled():
             watchers.append(tls.TLSWatcher(proxy.tls))  # SIGHUP reloads the certificates with the policies
         if proxy.tls is not None:
             where = proxy.tls_address or proxy.bound_address
@@ -319,6 +319,12 @@ def _configure_upstream_tls(config) -> None:
     URL says rediss:// (proxy/tls.py)."""
     from . import tls
 
+    sentinel = config.upstream_sentinel
+    if sentinel is not None:  # the sentinels and the master each with TLS or not
+        tls.configure_upstream(config.upstream_tls, sentinel.tls or sentinel.sentinel_tls,
+                               plain=() if sentinel.sentinel_tls else sentinel.sentinels,
+                               only=sentinel.sentinels if not sentinel.tls else None)
+        return
     seeds = (config.upstream,) + tuple(config.upstream_cluster)
     tls.configure_upstream(config.upstream_tls, any(seed is not None and seed.tls for seed in seeds))
 

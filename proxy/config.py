@@ -68,6 +68,8 @@ class Sentinel:
     sentinel_username: str | None = None  # the sentinels' own, when they require one
     sentinel_password: str | None = None
     db: int = 0
+    tls: bool = False  # the master and its replicas speak TLS (upstream_tls)
+    sentinel_tls: bool = False  # the sentinels do
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,7 @@ def parse_sentinel(value, where: str = "upstream_sentinel") -> Sentinel:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: must be MASTER@HOST:PORT,... or a mapping")
     unknown = set(value) - {"master", "sentinels", "username", "password", "sentinel_username",
-                            "sentinel_password", "db"}
+                            "sentinel_password", "db", "tls", "sentinel_tls"}
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s): {', '.join(sorted(unknown))}")
     master = value.get("master")
@@ -182,7 +184,7 @@ def parse_sentinel(value, where: str = "upstream_sentinel") -> Sentinel:
         return None if item is None else str(item)
 
     return Sentinel(master, sentinels, text("username"), text("password"), text("sentinel_username"),
-                    text("sentinel_password"), db)
+                    text("sentinel_password"), db, _flag(value, "tls", where), _flag(value, "sentinel_tls", where))
 
 
 def _flag(section: dict, key: str, where: str) -> bool:

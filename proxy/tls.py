@@ -252,15 +252,17 @@ class ServerContexts:
 
 # -- upstream side -------------------------------------------------------------------------------
 
-_upstream = {"settings": None, "context": None, "plain": frozenset()}
+_upstream = {"settings": None, "context": None, "plain": frozenset(), "only": None}
 
 
-def configure_upstream(settings: UpstreamTLS | None, enabled: bool, plain=()) -> None:
+def configure_upstream(settings: UpstreamTLS | None, enabled: bool, plain=(), only=None) -> None:
     """Upstream connections use TLS when `enabled` (a rediss:// upstream) with these settings,
-    except to the addresses in `plain` (sentinels or a master without TLS)."""
+    except to the addresses in `plain` (sentinels without TLS), or only to those in `only`
+    (sentinels with TLS before a plain master)."""
     _upstream["settings"] = settings or UpstreamTLS()
     _upstream["context"] = client_context(_upstream["settings"]) if enabled else None
     _upstream["plain"] = frozenset(plain)
+    _upstream["only"] = frozenset(only) if only is not None else None
     if enabled and _upstream["settings"].cert_file:
         when = expiry(_upstream["settings"].cert_file)
         if when is not None:
@@ -276,10 +278,17 @@ def reload_upstream() -> None:
                 CERT_EXPIRY.labels("upstream").set(when)
 
 
+def upstream_enabled() -> bool:
+    """Some upstream connection of this process uses TLS."""
+    return _upstream["context"] is not None
+
+
 def upstream_context(address) -> ssl.SSLContext | None:
     """The context for a connection to `address`, or None: plain text."""
     context = _upstream["context"]
     if context is None or address in _upstream["plain"]:
+        return None
+    if _upstream["only"] is not None and address not in _upstream["only"]:
         return None
     return context
 

@@ -312,3 +312,33 @@ def test_the_audit_scans_a_tls_upstream(tmp_path, certs, upstream):
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode in (0, 1), done.stderr
     assert json.loads(done.stdout)["keys"]["scanned"] >= 1
+
+
+def test_a_sentinel_managed_master_with_tls_everywhere(tmp_path, certs):
+    master = tls_redis(certs)
+    port = free_port()
+    cert, key = certs.redis
+    conf = tmp_path / "sentinel.conf"
+    conf.write_text(f"port 0\ntls-port {port}\nbind 127.0.0.1\ndir {tmp_path}\ntls-cert-file {cert}\n"
+                    f"tls-key-file {key}\ntls-ca-cert-file {certs.ca}\ntls-auth-clients no\ntls-replication yes\n"
+                    f"sentinel monitor tlsmaster 127.0.0.1 {master.port} 1\n")
+    sentinel = subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: redis.Redis(port=port, ssl=True, ssl_ca_certs=certs.ca, socket_timeout=2).execute_command(
+            "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "tlsmaster"), 10, "the sentinel")
+        config = write_config(tmp_path, certs, auth_clients="no")
+        with open(config, "a") as handle:
+            handle.write(f"upstream_sentinel: {{master: tlsmaster, sentinels: '127.0.0.1:{port}', tls: true, "
+                         f"sentinel_tls: true}}\n")
+        proxy = ProxyProcess(None, config)
+        try:
+            conn = client(proxy.port, certs)
+            assert conn.set("sentinel:key", "v") is True
+            assert redis.Redis(port=master.port, ssl=True, ssl_ca_certs=certs.ca).get("sentinel:key") == b"v"
+        finally:
+            assert proxy.stop() == 0
+    finally:
+        sentinel.terminate()
+        sentinel.wait(10)
+        master.close()
