@@ -120,6 +120,7 @@ def test_a_required_client_certificate_missing_or_bad_is_refused(tmp_path, certs
                             "the handshake failure counted")
         reasons = {series.partition('reason="')[2].partition('"')[0] for series in failures}
         assert reasons <= {"no_client_certificate", "bad_certificate"} and reasons
+        assert "Traceback" not in proxy.log and " ERROR " not in proxy.log  # refused quietly
     finally:
         assert proxy.stop() == 0
 
@@ -162,6 +163,20 @@ def test_a_plain_listener_beside_the_tls_one(tmp_path, certs, upstream):
         assert redis.Redis(port=proxy.port, socket_timeout=5).ping() is True  # `listen` stays plain
         assert client(tls_port, certs).ping() is True
         assert f"TLS on 127.0.0.1:{tls_port}" in proxy.log
+    finally:
+        assert proxy.stop() == 0
+
+
+def test_workers_share_the_tls_port(tmp_path, certs, upstream):
+    metrics = free_port()
+    proxy = ProxyProcess(upstream_url(upstream), write_config(tmp_path, certs, auth_clients="no"),
+                         "--workers", "2", "--metrics", str(metrics))
+    try:
+        for _ in range(6):
+            assert client(proxy.port, certs).ping() is True
+        expiry = metric(metrics, "redis_guard_tls_certificate_expiry_seconds")
+        (when,) = expiry.values()  # the same time in both workers, not their sum
+        assert time.time() < when < time.time() + 31 * 86400
     finally:
         assert proxy.stop() == 0
 
