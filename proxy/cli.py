@@ -443,6 +443,10 @@ def cmd_serve(args) -> int:
                                     upstream_cluster=())
         config = _tls_flags(config, args)
         _configure_upstream_tls(config)
+        if config.tls is not None:  # its files load, or the proxy does not start (ValueError below)
+            from .tls import server_context
+
+            server_context(config.tls)
         if config.upstream_sentinel is not None:
             config = _find_sentinel_master(config)
         if config.upstream_cluster:

@@ -181,6 +181,16 @@ def test_workers_share_the_tls_port(tmp_path, certs, upstream):
         assert proxy.stop() == 0
 
 
+def test_a_certificate_file_that_does_not_load_stops_the_start(tmp_path, certs, upstream):
+    config = write_config(tmp_path, certs, auth_clients="no")
+    (tmp_path / "server.key").write_text("not a key\n")
+    done = subprocess.run([sys.executable, "-m", "proxy", "serve", "--config", config, "--listen", "127.0.0.1:0",
+                           "--upstream", upstream_url(upstream)], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "server.crt" in done.stderr and "do not load" in done.stderr
+
+
 def test_flags_give_the_tls_settings(tmp_path, certs, upstream):
     cert, key = certs.server
     proxy = ProxyProcess(upstream_url(upstream), os.path.join(os.path.dirname(__file__), "..", "..", "configs",
