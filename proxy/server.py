@@ -206,6 +206,8 @@ class Proxy:
             lanes[session.state.lane] = lanes.get(session.state.lane, 0) + 1
         log.info("%d client sessions (%s)", len(self.sessions),
                  ", ".join(f"{count} {lane}" for lane, count in sorted(lanes.items())) or "none")
+        if self.tls is not None:
+            log.info("%d of them over TLS", sum(1 for session in self.sessions if type(session) is TLSSession))
         self.backend.log_state()
 
     async def shutdown(self, timeout: float) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -160,9 +161,14 @@ def test_a_plain_listener_beside_the_tls_one(tmp_path, certs, upstream):
     proxy = ProxyProcess(upstream_url(upstream),
                          write_config(tmp_path, certs, auth_clients="no", extra=f"tls_listen: {tls_port}\n"))
     try:
-        assert redis.Redis(port=proxy.port, socket_timeout=5).ping() is True  # `listen` stays plain
-        assert client(tls_port, certs).ping() is True
+        plain = redis.Redis(port=proxy.port, socket_timeout=5)
+        assert plain.ping() is True  # `listen` stays plain
+        secure = client(tls_port, certs)
+        assert secure.ping() is True
         assert f"TLS on 127.0.0.1:{tls_port}" in proxy.log
+        proxy.process.send_signal(signal.SIGUSR1)  # the sessions, and how many over TLS
+        wait_for(lambda: "2 client sessions" in proxy.log and "1 of them over TLS" in proxy.log, 10,
+                 "the SIGUSR1 lines")
     finally:
         assert proxy.stop() == 0
 
