@@ -275,7 +275,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
 
 
 _TLS_FLAGS = ("cert_file", "key_file", "ca_cert_file", "auth_clients", "protocols", "ciphers", "ciphersuites",
-              "auth_clients_user")
+              "auth_clients_user")  # ciphersuites: refused with a reason (proxy/tls.py)
 _UPSTREAM_TLS_FLAGS = ("ca_cert_file", "cert_file", "key_file", "server_name", "verify")
 
 

@@ -36,7 +36,6 @@ class ServerTLS:
     auth_clients: str = "yes"  # as Redis's tls-auth-clients: no | optional | yes
     protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
     ciphers: str | None = None  # TLSv1.2 and below
-    ciphersuites: str | None = None  # TLSv1.3 (OpenSSL's defaults; Python cannot set them)
     auth_clients_user: str | None = None  # "CN": a certificate's common name names the application
 
     def files(self) -> tuple[str, ...]:
@@ -97,14 +96,17 @@ def parse_server_tls(section, where: str = "tls", base: str | None = None) -> Se
     for name in protocols:
         if name not in _PROTOCOLS:
             raise ValueError(f"{where}: protocol {name!r} not supported (give TLSv1.2 and/or TLSv1.3)")
+    if section.get("ciphersuites") is not None:
+        # Refused rather than ignored: a restriction that silently does not apply is worse
+        raise ValueError(f"{where}: 'ciphersuites' cannot be set (Python's ssl has no TLS 1.3 cipher suite "
+                         "setting; OpenSSL's defaults apply): remove it, or use protocols: TLSv1.2 with ciphers")
     user = _text(section, "auth_clients_user", where)
     if user is not None and user.upper() not in ("CN", "OFF"):
         raise ValueError(f"{where}: 'auth_clients_user' must be CN or off, got {user!r}")
     user = None if user is None or user.upper() == "OFF" else "CN"
     if user and auth == "no":
         raise ValueError(f"{where}: auth_clients_user CN needs auth_clients optional or yes")
-    return ServerTLS(cert, key, ca, auth, protocols, _text(section, "ciphers", where),
-                     _text(section, "ciphersuites", where), user)
+    return ServerTLS(cert, key, ca, auth, protocols, _text(section, "ciphers", where), user)
 
 
 def parse_upstream_tls(section, where: str = "upstream_tls", base: str | None = None) -> UpstreamTLS:

@@ -59,6 +59,8 @@ upstream_tls: {ca_cert_file: up.crt, server_name: redis.internal, verify: false}
     ("tls: {cert_file: a, key_file: b, auth_clients: no, protocols: SSLv3}", "protocol 'SSLv3'"),
     ("tls: {cert_file: a, key_file: b, auth_clients: no, auth_clients_user: CN}", "optional or yes"),
     ("tls: {cert_file: a, key_file: b, colour: red}", "unknown setting"),
+    ("tls: {cert_file: a, key_file: b, auth_clients: no, ciphersuites: TLS_AES_128_GCM_SHA256}",
+     "'ciphersuites' cannot be set"),
     ("upstream_tls: {verify: maybe}", "'verify' must be true or false"),
     ("upstream_tls: {cert_file: a}", "both 'cert_file' and 'key_file'"),
 ])
@@ -105,3 +107,14 @@ def test_handshake_failure_reasons():
     assert tls._reason(ssl.SSLError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")) == \
         "bad_certificate"
     assert tls._reason(ssl.SSLError(1, "[SSL: NO_SHARED_CIPHER] no shared cipher")) == "no_shared_cipher"
+
+
+def test_ciphers_restrict_tls12(tmp_path, certs):
+    settings = tls.ServerTLS(certs.server[0], certs.server[1], auth_clients="no", protocols=("TLSv1.2",),
+                             ciphers="ECDHE-ECDSA-AES128-GCM-SHA256")
+    context = tls.server_context(settings)
+    assert {cipher["name"] for cipher in context.get_ciphers() if cipher["protocol"] == "TLSv1.2"} == \
+        {"ECDHE-ECDSA-AES128-GCM-SHA256"}
+    assert context.maximum_version == ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ValueError, match="none of them"):
+        tls.server_context(tls.ServerTLS(certs.server[0], certs.server[1], auth_clients="no", ciphers="NOPE"))
