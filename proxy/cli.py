@@ -456,6 +456,8 @@ def cmd_serve(args) -> int:
             if args.workers < 1:
                 raise ConfigError("--workers must be at least 1")
             config = config.replace(workers=args.workers)
+        if config.workers > 1 and config.tls_listen is not None and config.tls_listen.port == 0:
+            raise ConfigError("tls_listen: give a port with more than one worker (each would pick its own)")
         if args.policy:
             config = config.replace(policy=parse_policy(args.policy))
         if args.shadow_policy:

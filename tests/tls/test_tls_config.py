@@ -118,3 +118,26 @@ def test_ciphers_restrict_tls12(tmp_path, certs):
     assert context.maximum_version == ssl.TLSVersion.TLSv1_2
     with pytest.raises(ValueError, match="none of them"):
         tls.server_context(tls.ServerTLS(certs.server[0], certs.server[1], auth_clients="no", ciphers="NOPE"))
+
+
+def test_the_upstream_context_is_rebuilt_on_reload(tmp_path, certs):
+    from proxy.config import Address
+
+    shutil.copy(certs.client[0], tmp_path / "c.crt")
+    shutil.copy(certs.client[1], tmp_path / "c.key")
+    settings = tls.UpstreamTLS(certs.ca, str(tmp_path / "c.crt"), str(tmp_path / "c.key"))
+    sentinel = Address("127.0.0.1", 26379)
+    try:
+        tls.configure_upstream(settings, True, plain=[sentinel])
+        old = tls.upstream_context(Address("127.0.0.1", 6390))
+        assert old is not None and tls.upstream_context(sentinel) is None
+        assert tls.upstream_ssl(Address("127.0.0.1", 6390))["server_hostname"] == "127.0.0.1"
+        watcher = tls.TLSWatcher(None)
+        (tmp_path / "c.key").write_text("broken")
+        assert watcher.reload("test") is False and tls.upstream_context(Address("h", 1)) is old
+        shutil.copy(certs.client[1], tmp_path / "c.key")
+        assert watcher.reload("test") is True and tls.upstream_context(Address("h", 1)) is not old
+        tls.configure_upstream(None, True, only=[sentinel])  # TLS to the sentinels only
+        assert tls.upstream_context(sentinel) is not None and tls.upstream_context(Address("h", 1)) is None
+    finally:
+        tls.configure_upstream(None, False)
