@@ -351,7 +351,7 @@ def _find_sentinel_master(config):
         raise ConfigError(str(exc)) from None
     finally:
         runner.close()
-    return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db))
+    return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db, sentinel.tls))
 
 
 def _log_ready(config, address, source: str, workers: int, engine=None, shadow=None, acl=None) -> None:
