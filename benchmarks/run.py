@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ALL_TARGETS = ("direct", "proxy", "policy", "twemproxy", "baseline")
+ALL_TARGETS = ("direct", "proxy", "policy", "twemproxy", "baseline", "direct-tls", "proxy-tls")
+# TLS (issue 53): redis-server's own tls-port, and the proxy with TLS on both sides in front of it;
+# their "x direct" and "p50 +ms" are against direct-tls, the same server's TLS port.
+TLS_TARGETS = ("direct-tls", "proxy-tls")
 GOAL_POLICY_RATIO = 0.9  # policy on vs policy off (the passthrough proxy), issue 3
 FORBIDDEN_PORTS = {6379}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -95,6 +98,8 @@ class Service:
     proc: subprocess.Popen | None  # None for "direct": it *is* the redis process
     log_path: Path | None
     pid: int = 0
+    tls: tuple[str, ...] = ()  # redis-benchmark's --tls arguments for this target
+    tls_port: int = 0  # redis-server's tls-port (the TLS targets)
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.poll() is None
@@ -276,9 +281,25 @@ def wait_for_ready_line(svc: Service, timeout: float) -> None:
     raise BenchError(f"{svc.name} printed no 'ready' line within {timeout}s:\n{svc.log_tail()}")
 
 
-def start_redis(procs: Processes, workdir: Path, timeout: float) -> Service:
+def make_certs(workdir: Path) -> dict[str, str]:
+    """A CA and a certificate for 127.0.0.1, made with openssl, for the TLS targets."""
+    def run(*argv: str) -> None:
+        subprocess.run(["openssl", *argv], cwd=workdir, check=True, capture_output=True)
+
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("req", "-x509", *ec, "-days", "2", "-subj", "/CN=bench-ca", "-keyout", "ca.key", "-out", "ca.crt")
+    run("req", *ec, "-subj", "/CN=bench", "-keyout", "server.key", "-out", "server.csr")
+    (workdir / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "2", "-extfile", "server.ext", "-out", "server.crt")
+    return {"ca": str(workdir / "ca.crt"), "cert": str(workdir / "server.crt"), "key": str(workdir / "server.key")}
+
+
+def start_redis(procs: Processes, workdir: Path, timeout: float, certs: dict | None = None) -> Service:
     port = free_port()
     log = workdir / "redis.log"
+    tls = ["--tls-port", str(free_port()), "--tls-cert-file", certs["cert"], "--tls-key-file", certs["key"],
+           "--tls-ca-cert-file", certs["ca"], "--tls-auth-clients", "no"] if certs else []
     argv = [
         shutil.which("redis-server") or "redis-server",
         "--port", str(port),
@@ -287,10 +308,12 @@ def start_redis(procs: Processes, workdir: Path, timeout: float) -> Service:
         "--appendonly", "no",
         "--dir", str(workdir),
         "--daemonize", "no",
+        *tls,
     ]
     proc = procs.start(argv, log)
     svc = Service("redis-server", port, proc, log, proc.pid)
     wait_for_ping(svc, timeout)
+    svc.tls_port = int(tls[1]) if tls else 0
     return svc
 
 
@@ -316,7 +339,8 @@ def start_proxy(procs: Processes, workdir: Path, redis_port: int, args: argparse
     proc = procs.start(argv, log, cwd=checkout, kind="proxy")
     svc = Service(name, port, proc, log, proc.pid)
     wait_for_ready_line(svc, args.ready_timeout)
-    wait_for_ping(svc, args.ready_timeout)
+    if "--tls-cert-file" not in extra:  # a TLS listener: its ready line is enough
+        wait_for_ping(svc, args.ready_timeout)
     return svc
 
 
@@ -401,11 +425,12 @@ def tree_cpu_seconds(root_pid: int) -> float:
 # redis-benchmark
 
 
-def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace) -> list[list[str]]:
+def bench_commands(scn: Scenario, port: int, n: int, args: argparse.Namespace,
+                   tls: tuple[str, ...] = ()) -> list[list[str]]:
     base = [
         args.redis_benchmark, "-h", "127.0.0.1", "-p", str(port),
         "-c", str(scn.clients), "-n", str(n), "-r", str(args.keyspace),
-        "-P", str(scn.pipeline), "--csv",
+        "-P", str(scn.pipeline), "--csv", *tls,
     ]
     if args.key_prefix is None:
         # Built-in tests use keys "key:__rand_int__" and a 3-byte value.
@@ -467,12 +492,12 @@ def parse_csv(out: str) -> dict[str, dict[str, float]]:
 
 def run_one(scn: Scenario, svc: Service, redis: Service, n: int, args: argparse.Namespace) -> dict:
     """Run one scenario against one target; returns per-test numbers + CPU."""
-    cpu_pid = svc.pid if svc.name != "direct" else 0
+    cpu_pid = svc.pid if svc.proc is not None else 0  # direct, direct-tls: redis-server itself
     proxy_times0 = tree_cpu_times(cpu_pid) if cpu_pid else (0.0, 0.0)
     redis_cpu0 = tree_cpu_seconds(redis.pid)
     tests: dict[str, dict[str, float]] = {}
     wall0 = time.monotonic()
-    argvs = bench_commands(scn, svc.port, n, args)
+    argvs = bench_commands(scn, svc.port, n, args, svc.tls)
     for argv in argvs:
         before = tree_cpu_seconds(cpu_pid) if cpu_pid else 0.0
         timeout = max(120.0, n / 500.0)
@@ -539,7 +564,8 @@ def summarize(rounds: list[dict], targets: list[str]) -> dict:
         s_scn: dict = {}
         for target in targets:
             runs = [r[scn.name][target] for r in rounds if target in r.get(scn.name, {})]
-            directs = [r[scn.name].get("direct") for r in rounds if target in r.get(scn.name, {})]
+            reference = "direct-tls" if target in TLS_TARGETS else "direct"
+            directs = [r[scn.name].get(reference) for r in rounds if target in r.get(scn.name, {})]
             t_sum: dict = {"tests": {}}
             for test in TESTS:
                 vals = [run["tests"][test] for run in runs]
@@ -632,7 +658,7 @@ def print_table(summary: dict, targets: list[str], n_rounds: int) -> None:
         for test in TESTS:
             for target in targets:
                 e = summary[scn.name][target]["tests"][test]
-                c1 = scn.name == "c1" and target != "direct"
+                c1 = scn.name == "c1" and target not in ("direct", "direct-tls")
                 added = e.get("p50_added_ms") if c1 else None
                 avg_added = e.get("avg_added_ms") if c1 else None
                 print(f"{scn.label:<18} {test:<4} {target:<10} {fmt(e['rps'], '9.0f')} "
@@ -843,8 +869,10 @@ def main(argv: list[str] | None = None) -> int:
     rounds: list[dict] = []
     try:
         env = environment()
-        redis = start_redis(procs, workdir, args.ready_timeout)
+        certs = make_certs(workdir) if set(args.targets) & set(TLS_TARGETS) else None
+        redis = start_redis(procs, workdir, args.ready_timeout, certs)
         services: dict[str, Service] = {}
+        bench_tls = ("--tls", "--cacert", certs["ca"]) if certs else ()
         for target in args.targets:
             if target == "direct":
                 services[target] = Service("direct", redis.port, None, redis.log_path, redis.pid)
@@ -853,6 +881,14 @@ def main(argv: list[str] | None = None) -> int:
             elif target == "policy":
                 services[target] = start_proxy(procs, workdir, redis.port, args, "policy",
                                                ("--policy", str(args.policy)))
+            elif target == "direct-tls":
+                services[target] = Service("direct-tls", redis.tls_port, None, redis.log_path, redis.pid,
+                                           tls=bench_tls)
+            elif target == "proxy-tls":
+                services[target] = start_proxy(procs, workdir, redis.port, args, "proxy-tls", (
+                    "--upstream", f"rediss://127.0.0.1:{redis.tls_port}", "--upstream-tls-ca-cert-file", certs["ca"],
+                    "--tls-cert-file", certs["cert"], "--tls-key-file", certs["key"], "--tls-auth-clients", "no"))
+                services[target].tls = bench_tls
             elif target == "baseline":
                 services[target] = start_proxy(procs, workdir, redis.port, args, "baseline",
                                                checkout=args.baseline)

@@ -227,7 +227,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
     `acl_users` the policy's users the upstream connections run as (None: not applied upstream);
     `stamps` the policy files' stamps when `engine` and `shadow` were loaded: a worker forked
     again after a file changed loads it before it serves, as the running workers did."""
-    from . import metrics
+    from . import metrics, tls
     from .monitor import service
     from .server import Proxy
 
@@ -249,6 +249,11 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
             raise
         except OSError as exc:
             raise service.BindError(f"cannot listen on {config.listen}: {exc.strerror or exc}") from None
+        if proxy.tls is not None or tls.upstream_enabled():
+            watchers.append(tls.TLSWatcher(proxy.tls))  # SIGHUP reloads the certificates with the policies
+        if proxy.tls is not None:
+            where = proxy.tls_address or proxy.bound_address
+            log.info("TLS on %s:%s (client certificates: %s)", where[0], where[1], config.tls.auth_clients)
         service.worker_ready(proxy, monitor[1])
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -288,6 +293,59 @@ async def _remove_own_users(config, own) -> None:
         await asyncio.wait_for(remove_at_exit(config, own, wait=wait), wait + 2.0)
     except TimeoutError:
         log.warning("upstream ACL users: not removed at exit (the upstream did not answer in time)")
+_TLS_FLAGS = ("cert_file", "key_file", "ca_cert_file", "auth_clients", "protocols", "ciphers", "ciphersuites",
+              "auth_clients_user")  # ciphersuites: refused with a reason (proxy/tls.py)
+_UPSTREAM_TLS_FLAGS = ("ca_cert_file", "cert_file", "key_file", "server_name", "verify")
+
+
+def _tls_flags(config, args):
+    """`--tls-*` and `--upstream-tls-*` override the fields of `tls:` / `upstream_tls:`."""
+    import dataclasses
+
+    from . import tls
+
+    if args.tls_listen:
+        config = config.replace(tls_listen=parse_address(args.tls_listen, 6380))
+    given = {key: getattr(args, "tls_" + key) for key in _TLS_FLAGS if getattr(args, "tls_" + key) is not None}
+    if given:
+        section = dataclasses.asdict(config.tls) if config.tls is not None else {}
+        section["protocols"] = " ".join(section.get("protocols", ("TLSv1.2", "TLSv1.3")))
+        section.update(given)
+        section = {key: value for key, value in section.items() if value is not None}
+        try:
+            config = config.replace(tls=tls.parse_server_tls(section, "--tls"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    given = {key: getattr(args, "upstream_tls_" + key) for key in _UPSTREAM_TLS_FLAGS
+             if getattr(args, "upstream_tls_" + key) is not None}
+    if given:
+        if "verify" in given:
+            given["verify"] = parse_switch(given["verify"], "--upstream-tls-verify")
+        section = dataclasses.asdict(config.upstream_tls) if config.upstream_tls is not None else {}
+        section.update(given)
+        section = {key: value for key, value in section.items() if value is not None}
+        try:
+            config = config.replace(upstream_tls=tls.parse_upstream_tls(section, "--upstream-tls"))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    if config.tls_listen is not None and config.tls is None:
+        raise ConfigError("tls_listen needs the tls settings (cert_file, key_file)")
+    return config
+
+
+def _configure_upstream_tls(config) -> None:
+    """Every upstream connection of this process (and its workers) uses TLS when the upstream's
+    URL says rediss:// (proxy/tls.py)."""
+    from . import tls
+
+    sentinel = config.upstream_sentinel
+    if sentinel is not None:  # the sentinels and the master each with TLS or not
+        tls.configure_upstream(config.upstream_tls, sentinel.tls or sentinel.sentinel_tls,
+                               plain=() if sentinel.sentinel_tls else sentinel.sentinels,
+                               only=sentinel.sentinels if not sentinel.tls else None)
+        return
+    seeds = (config.upstream,) + tuple(config.upstream_cluster)
+    tls.configure_upstream(config.upstream_tls, any(seed is not None and seed.tls for seed in seeds))
 
 
 def _upstream_text(config) -> str:
@@ -312,7 +370,7 @@ def _find_sentinel_master(config):
         raise ConfigError(str(exc)) from None
     finally:
         runner.close()
-    return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db))
+    return config.replace(upstream=Upstream(address, sentinel.username, sentinel.password, sentinel.db, sentinel.tls))
 
 
 def _log_ready(config, address, source: str, workers: int, engine=None, shadow=None, acl=None) -> None:
@@ -402,6 +460,12 @@ def cmd_serve(args) -> int:
         if args.upstream_sentinel:
             config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"),
                                     upstream_cluster=())
+        config = _tls_flags(config, args)
+        _configure_upstream_tls(config)
+        if config.tls is not None:  # its files load, or the proxy does not start (ValueError below)
+            from .tls import server_context
+
+            server_context(config.tls)
         if config.upstream_sentinel is not None:
             config = _find_sentinel_master(config)
         if config.upstream_cluster:
@@ -411,6 +475,8 @@ def cmd_serve(args) -> int:
             if args.workers < 1:
                 raise ConfigError("--workers must be at least 1")
             config = config.replace(workers=args.workers)
+        if config.workers > 1 and config.tls_listen is not None and config.tls_listen.port == 0:
+            raise ConfigError("tls_listen: give a port with more than one worker (each would pick its own)")
         if args.policy:
             config = config.replace(policy=parse_policy(args.policy))
         if args.shadow_policy:
@@ -420,6 +486,9 @@ def cmd_serve(args) -> int:
         if args.metrics:
             config = config.replace(metrics=parse_address(args.metrics, 9121))
     except ConfigError as exc:
+        print(f"redis-guard: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a TLS file that does not load
         print(f"redis-guard: {exc}", file=sys.stderr)
         return 2
     try:
@@ -742,6 +811,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
     serve.add_argument("--upstream-acl", help="on|off: create the policy's ACL users on the upstream (default on)")
     serve.add_argument("--metrics", help="HOST:PORT or PORT (127.0.0.1) to serve /metrics, /healthz, /ready on")
+    serve.add_argument("--tls-listen", help="HOST:PORT or PORT: a second listener, with TLS (--listen stays plain)")
+    for key in _TLS_FLAGS:  # Redis's own tls-* names
+        serve.add_argument("--tls-" + key.replace("_", "-"), dest="tls_" + key, help="as tls: " + key)
+    for key in _UPSTREAM_TLS_FLAGS:
+        serve.add_argument("--upstream-tls-" + key.replace("_", "-"), dest="upstream_tls_" + key,
+                           help="as upstream_tls: " + key + (" (on|off)" if key == "verify" else ""))
     serve.set_defaults(func=cmd_serve)
     policy = commands.add_parser("policy", help="check, explain or test a policy file").add_subparsers(
         dest="policy_command", required=True)

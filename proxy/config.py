@@ -43,6 +43,7 @@ class Upstream:
     username: str | None = None
     password: str | None = None
     db: int = 0
+    tls: bool = False  # rediss://: with the settings of `upstream_tls`
 
     def url(self, redact: bool = True) -> str:
         auth = ""
@@ -51,7 +52,7 @@ class Upstream:
             auth = f"{self.username or ''}:{secret}@"
         elif self.username:
             auth = f"{self.username}@"
-        return f"redis://{auth}{self.address}/{self.db}"
+        return f"{'rediss' if self.tls else 'redis'}://{auth}{self.address}/{self.db}"
 
 
 def default_max_memory() -> int:
@@ -93,6 +94,8 @@ class Sentinel:
     sentinel_username: str | None = None  # the sentinels' own, when they require one
     sentinel_password: str | None = None
     db: int = 0
+    tls: bool = False  # the master and its replicas speak TLS (upstream_tls)
+    sentinel_tls: bool = False  # the sentinels do
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +119,9 @@ class Config:
     liveness_timeout: float = 5.0  # /healthz: 503 when an event loop has not run a callback within it
     findings_log_interval: float = 10.0  # seconds: the policy's findings gathered per rule, app and command
     request_timeout: float = 10.0  # seconds without a reply before waiting clients get an error; 0: none
+    tls: object | None = None  # tls.ServerTLS: the listener (or `tls_listen`) speaks TLS
+    tls_listen: Address | None = None  # a second listener, with TLS, beside the plain-text `listen`
+    upstream_tls: object | None = None  # tls.UpstreamTLS: how rediss:// upstreams are connected to
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -145,12 +151,12 @@ def parse_address(text: str, default_port: int = 6379) -> Address:
 
 
 def parse_upstream(url: str) -> Upstream:
-    """redis://[user:pass@]host:port[/db]; a bare host:port is accepted too."""
+    """redis[s]://[user:pass@]host:port[/db]; a bare host:port is accepted too."""
     if "://" not in url:
         url = "redis://" + url
     parts = urlsplit(url)
-    if parts.scheme != "redis":
-        raise ConfigError(f"upstream {url!r}: only redis:// is supported")
+    if parts.scheme not in ("redis", "rediss"):
+        raise ConfigError(f"upstream {url!r}: only redis:// and rediss:// (TLS) are supported")
     netloc = parts.netloc.rpartition("@")[2]
     address = parse_address(netloc)
     path = parts.path.strip("/")
@@ -160,7 +166,7 @@ def parse_upstream(url: str) -> Upstream:
         raise ConfigError(f"upstream {url!r}: database {path!r} is not a number") from None
     username = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password is not None else None
-    return Upstream(address, username, password, db)
+    return Upstream(address, username, password, db, parts.scheme == "rediss")
 
 
 def parse_cluster_seeds(value) -> tuple[Upstream, ...]:
@@ -186,7 +192,7 @@ def parse_sentinel(value, where: str = "upstream_sentinel") -> Sentinel:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: must be MASTER@HOST:PORT,... or a mapping")
     unknown = set(value) - {"master", "sentinels", "username", "password", "sentinel_username",
-                            "sentinel_password", "db"}
+                            "sentinel_password", "db", "tls", "sentinel_tls"}
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s): {', '.join(sorted(unknown))}")
     master = value.get("master")
@@ -206,7 +212,7 @@ def parse_sentinel(value, where: str = "upstream_sentinel") -> Sentinel:
         return None if item is None else str(item)
 
     return Sentinel(master, sentinels, text("username"), text("password"), text("sentinel_username"),
-                    text("sentinel_password"), db)
+                    text("sentinel_password"), db, _flag(value, "tls", where), _flag(value, "sentinel_tls", where))
 
 
 def _flag(section: dict, key: str, where: str) -> bool:
@@ -403,4 +409,21 @@ def _build(data: dict, path: str) -> Config:
         workers=_number(data, "workers", 1, int, path),
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
         liveness_timeout=_number(data, "liveness_timeout", 5.0, float, path),
+        **_tls_settings(data, path),
     )
+
+
+def _tls_settings(data: dict, path: str) -> dict:
+    """`tls`, `tls_listen`, `upstream_tls` (proxy/tls.py); their files relative to the config file."""
+    from . import tls
+
+    base = os.path.dirname(os.path.abspath(path))
+    try:
+        return {
+            "tls": tls.parse_server_tls(data["tls"], f"{path}: tls", base) if data.get("tls") else None,
+            "tls_listen": parse_address(str(data["tls_listen"]), 6380) if data.get("tls_listen") else None,
+            "upstream_tls": tls.parse_upstream_tls(data["upstream_tls"], f"{path}: upstream_tls", base)
+            if data.get("upstream_tls") else None,
+        }
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

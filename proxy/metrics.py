@@ -55,6 +55,21 @@ SLOW_CLIENTS = Counter(
     "Clients disconnected for leaving more unread replies than limits.client_output_buffer",
     registry=REGISTRY,
 )
+# TLS (proxy/tls.py)
+HANDSHAKE_FAILURES = Counter(
+    "redis_guard_tls_handshake_failures",
+    "Client TLS handshakes that failed, by reason (plaintext: a client that does not speak TLS)",
+    ["reason"], registry=REGISTRY,
+)
+CERT_EXPIRY = Gauge(
+    "redis_guard_tls_certificate_expiry_seconds",
+    "When the certificate the proxy presents expires (Unix time), by side (server: to clients)",
+    ["side"], registry=REGISTRY,
+)
+TLS_RELOADS = Counter(
+    "redis_guard_tls_reloads", "Certificate reloads by result (failed: the old ones kept)",
+    ["result"], registry=REGISTRY,
+)
 MEMORY_DISCONNECTS = Counter(
     "redis_guard_clients_disconnected_max_memory",
     "Clients disconnected, the largest holders first, for the proxy's buffers over limits.max_memory",

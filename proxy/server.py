@@ -23,6 +23,24 @@ from .upstream.connection import loop_settings
 log = logging.getLogger("redis_guard.server")
 
 
+class TLSSession(Session):
+    """A client of a TLS listener: with `tls.auth_clients_user: CN`, a certificate whose common
+    name names an application of the policy logs the client in as it, without AUTH (Redis 8's
+    tls-auth-clients-user); any other client AUTHs as before."""
+
+    def connection_made(self, transport) -> None:
+        Session.connection_made(self, transport)
+        proxy = self.proxy
+        if proxy.config.tls.auth_clients_user and proxy.tenants is not None:
+            from .tls import peer_name
+
+            name = peer_name(transport)
+            if name is not None and proxy.tenants.engine(name) is not None:
+                self.app = name
+                self.backend.identity_changed(self)
+                self.bind()
+
+
 def make_backend(loop, config, command_table, databases: int):
     if config.upstream_cluster:
         from .cluster.backend import ClusterBackend
@@ -60,6 +78,8 @@ class Proxy:
         self.tables: dict = {}
         self._next_spread = 0
         self.server = None
+        self.servers = []  # every listener: `listen`, and `tls_listen` when set
+        self.tls = None  # tls.ServerContexts when a listener speaks TLS
         self.overflows = 0  # clients disconnected for unread replies since the last log line
         self.overflow_logged = float("-inf")
         self.bounds = Bounds(self, config.limits)  # max_memory, max_clients, client_idle_timeout
@@ -149,21 +169,41 @@ class Proxy:
         return index
 
     async def start(self, sock: socket.socket | None = None, reuse_port: bool = False):
+        config = self.config
+        if config.tls is not None and self.tls is None:
+            from .tls import ServerContexts
+
+            self.tls = ServerContexts(config.tls)  # before the backend: a bad file stops here
         await self.backend.start()
         self.bounds.start(self.loop)
-        listen = self.config.listen
+        listen = config.listen
+        # `tls` alone: the listener speaks TLS; with `tls_listen`, `listen` stays plain (Redis's
+        # port and tls-port)
+        ssl = self.tls.context if self.tls is not None and config.tls_listen is None else None
+        first = TLSSession if ssl is not None else Session
         if sock is not None:
-            self.server = await self.loop.create_server(lambda: Session(self), sock=sock)
+            self.server = await self.loop.create_server(lambda: first(self), sock=sock, ssl=ssl)
         else:
             self.server = await self.loop.create_server(
-                lambda: Session(self), listen.host, listen.port,
-                reuse_address=True, reuse_port=reuse_port or None, backlog=1024,
+                lambda: first(self), listen.host, listen.port,
+                reuse_address=True, reuse_port=reuse_port or None, backlog=1024, ssl=ssl,
             )
+        self.servers = [self.server]
+        if self.tls is not None and config.tls_listen is not None:
+            self.servers.append(await self.loop.create_server(
+                lambda: TLSSession(self), config.tls_listen.host, config.tls_listen.port,
+                reuse_address=True, reuse_port=reuse_port or None, backlog=1024, ssl=self.tls.context,
+            ))
         return self.server
 
     @property
     def bound_address(self):
         return self.server.sockets[0].getsockname()
+
+    @property
+    def tls_address(self):
+        """Where the `tls_listen` listener is bound (None: no second listener)."""
+        return self.servers[1].sockets[0].getsockname() if len(self.servers) > 1 else None
 
     def log_state(self) -> None:
         """SIGUSR1: the sessions by lane and the backend's connections, for operators."""
@@ -172,12 +212,15 @@ class Proxy:
             lanes[session.state.lane] = lanes.get(session.state.lane, 0) + 1
         log.info("%d client sessions (%s)", len(self.sessions),
                  ", ".join(f"{count} {lane}" for lane, count in sorted(lanes.items())) or "none")
+        if self.tls is not None:
+            log.info("%d of them over TLS", sum(1 for session in self.sessions if type(session) is TLSSession))
         self.backend.log_state()
 
     async def shutdown(self, timeout: float) -> None:
         """Stop accepting, let in-flight replies finish (bounded), then close everything."""
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers or [self.server]:
+            if server is not None:
+                server.close()
         self.bounds.stop()
         for session in list(self.sessions):
             session.drain()

@@ -43,6 +43,7 @@ import time
 import hiredis
 
 from .policy.acl import USER_PREFIX, password_for
+from .tls import upstream_context, wrap_socket
 from .upstream.probe import ask
 
 log = logging.getLogger("redis_guard.acl")
@@ -167,7 +168,7 @@ async def cluster_nodes(seed, timeout: float = 5.0) -> list:
         (reply,) = await ask(seed, [("CLUSTER", "SLOTS")], timeout)
         slotmap = SlotMap.from_cluster_slots(reply, seed.address)
     else:
-        slotmap = SlotMap.from_cluster_shards(reply, seed.address)
+        slotmap = SlotMap.from_cluster_shards(reply, seed.address, tls=upstream_context(seed.address) is not None)
     addresses = list(dict.fromkeys(node.address for node in slotmap.nodes if node.routable))
     if not addresses:
         addresses = list(slotmap.masters()) + [a for r in slotmap.ranges() for a in r.replicas]
@@ -407,7 +408,8 @@ def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> li
     payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, *logins])
     wanted = len(setup) + len(logins)
     try:
-        with socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout) as conn:
+        with wrap_socket(socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout),
+                         upstream.address) as conn:
             conn.sendall(payload)
             reader = hiredis.Reader()
             replies = []

@@ -93,6 +93,12 @@ def run(args) -> int:
     if upstream is None:
         return _fail("no server to scan: give --upstream URL, --upstream-cluster HOST:PORT,... "
                      "or a --config with an upstream")
+    from .. import tls
+
+    try:  # rediss://: the configuration's upstream_tls, as the proxy uses it
+        tls.configure_upstream(config.upstream_tls, upstream.tls)
+    except ValueError as exc:
+        return _fail(str(exc))
     if args.memory_samples < 0 or (args.rate is not None and args.rate <= 0):
         return _fail("--memory-samples must be 0 or more and --rate positive")
     previous = None

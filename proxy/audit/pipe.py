@@ -16,6 +16,7 @@ import collections
 
 import hiredis
 
+from ..tls import upstream_ssl
 from ..upstream.connection import startup_commands
 
 
@@ -80,7 +81,8 @@ async def connect(upstream, address=None, timeout: float = 5.0) -> Pipe:
     loop = asyncio.get_running_loop()
     address = address or upstream.address
     _, pipe = await asyncio.wait_for(
-        loop.create_connection(lambda: Pipe(loop, address), address.host, address.port), timeout)
+        loop.create_connection(lambda: Pipe(loop, address), address.host, address.port, **upstream_ssl(address)),
+        timeout)
     setup = startup_commands(upstream, upstream.db, 2)
     if setup:
         replies = await asyncio.wait_for(

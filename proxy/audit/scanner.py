@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import hiredis
 
 from ..routing.slotmap import SlotMap
+from ..tls import upstream_context
 from ..upstream.probe import ask
 from .facts import FactsQuery
 from .pipe import connect
@@ -150,7 +151,8 @@ async def cluster_masters(seeds, timeout: float = 5.0) -> list:
                     raise RuntimeError(str(slots))
                 slot_map = SlotMap.from_cluster_slots(slots, seed.address)
             else:
-                slot_map = SlotMap.from_cluster_shards(shards, seed.address)
+                slot_map = SlotMap.from_cluster_shards(shards, seed.address,
+                                                       tls=upstream_context(seed.address) is not None)
         except (TimeoutError, OSError, ConnectionError, RuntimeError, ValueError) as exc:
             problems.append(f"{seed.address}: {exc}")
             continue

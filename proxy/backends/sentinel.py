@@ -25,6 +25,7 @@ import hiredis
 from .. import errors
 from ..config import Address, Upstream
 from ..pending import Pending
+from ..tls import upstream_ssl
 from ..upstream.connection import CLOSED, SHARED, StartupPending, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 from ..upstream.probe import ask
@@ -418,7 +419,8 @@ class SentinelBackend(StandaloneBackend):
             await asyncio.sleep(0.5)
 
     async def _subscribe(self, sentinel: Address) -> None:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(sentinel.host, sentinel.port),
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(sentinel.host, sentinel.port,
+                                                                        **upstream_ssl(sentinel)),
                                                 self.timeout)
         try:
             commands = []

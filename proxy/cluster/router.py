@@ -34,6 +34,7 @@ from ..pending import hidden
 from ..routing.redirect import ClusterError, classify_error, parse_redirect
 from ..routing.slotmap import SlotMap, TopologyError
 from ..routing.slots import SLOT_COUNT
+from ..tls import upstream_context
 from ..upstream.probe import ask
 from .connection import NodePool, RoutedPending
 
@@ -153,7 +154,8 @@ class ClusterRouter:
             if isinstance(reply, hiredis.ReplyError):
                 raise TopologyError(str(reply))
             return SlotMap.from_cluster_slots(reply, node)
-        return SlotMap.from_cluster_shards(reply, node)
+        # TLS: each node's tls-port (CLUSTER SLOTS gives it to a TLS connection by itself)
+        return SlotMap.from_cluster_shards(reply, node, tls=upstream_context(node) is not None)
 
     def _use(self, slotmap: SlotMap) -> None:
         if self.leader is not None:

@@ -22,6 +22,7 @@ import time
 
 import hiredis
 
+from ..tls import wrap_socket
 from ..upstream.connection import startup_commands
 
 PROBE_TIMEOUT = 1.0
@@ -33,7 +34,8 @@ def ping(upstream, timeout: float = PROBE_TIMEOUT) -> str | None:
     setup = startup_commands(upstream, upstream.db, 2)
     payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, ("PING",)])
     try:
-        with socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout) as conn:
+        with wrap_socket(socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout),
+                         upstream.address) as conn:
             conn.sendall(payload)
             reader = hiredis.Reader()
             replies = []

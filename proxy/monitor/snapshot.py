@@ -251,7 +251,10 @@ def merge(snapshots: list[dict]) -> dict:
             family = merged["registry"].setdefault(name, (kind, doc, {}))
             for sample_name, labels, value in samples:
                 sample_key = (sample_name, tuple(sorted(labels.items())))
-                family[2][sample_key] = family[2].get(sample_key, 0) + value
+                if name.endswith("_expiry_seconds"):  # a time, the same in every worker: not a sum
+                    family[2][sample_key] = min(family[2].get(sample_key, value), value)
+                else:
+                    family[2][sample_key] = family[2].get(sample_key, 0) + value
         for key, (count, error) in snap["hot"].items():
             mine = merged["hot"].setdefault(key, [0, 0])
             mine[0] += count

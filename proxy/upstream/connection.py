@@ -35,6 +35,7 @@ from ..monitor.live import read_from, written
 from ..pending import Pending, Receiver, hidden, queue_append, queue_head, queue_popleft
 from ..resp.pushes import PushCutter
 from ..resp.replies import ReplySplitter, ReplyStreamError
+from ..tls import upstream_ssl
 from .deadline import allowance
 
 log = logging.getLogger("redis_guard.upstream")
@@ -290,7 +291,8 @@ class UpstreamConnection:
     async def _connect(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(
-                self.loop.create_connection(lambda: self, self.address.host, self.address.port),
+                self.loop.create_connection(lambda: self, self.address.host, self.address.port,
+                                            **upstream_ssl(self.address)),
                 timeout,
             )
         except TimeoutError:

@@ -7,6 +7,7 @@ import asyncio
 
 import hiredis
 
+from ..tls import upstream_ssl
 from .connection import startup_commands
 
 
@@ -16,7 +17,8 @@ async def ask(upstream, commands: list[tuple], timeout: float = 5.0) -> list:
     setup = startup_commands(upstream, 0, 2)
     payload = b"".join(hiredis.pack_command(cmd) for cmd in setup + list(commands))
     reader_out, writer = await asyncio.wait_for(
-        asyncio.open_connection(upstream.address.host, upstream.address.port), timeout
+        asyncio.open_connection(upstream.address.host, upstream.address.port, **upstream_ssl(upstream.address)),
+        timeout
     )
     try:
         writer.write(payload)

@@ -68,7 +68,7 @@ def test_the_deployment_runs_several_replicas_probed_bounded_and_unprivileged():
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
-    assert ports == {"redis": 6380, "metrics": 9121}
+    assert ports == {"redis": 6380, "redis-tls": 6381, "metrics": 9121}
     assert container["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "metrics"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert {"cpu", "memory"} <= set(container["resources"]["requests"]) and container["resources"]["limits"]
@@ -80,7 +80,24 @@ def test_the_deployment_runs_several_replicas_probed_bounded_and_unprivileged():
         selector = found[kind]["spec"]["selector"]
         assert (selector.get("matchLabels") or selector).items() <= labels.items(), kind
     assert found["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
-    assert {port["port"] for port in found["Service"]["spec"]["ports"]} == {6380, 9121}
+    assert {port["port"] for port in found["Service"]["spec"]["ports"]} == {6380, 6381, 9121}
+
+
+def test_a_tls_secret_is_mounted_as_a_directory_and_used():
+    """cert-manager renews the Secret; the kubelet swaps the directory's files (never with subPath)
+    and the proxy takes them for new connections."""
+    pod = manifests()["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volume = next(volume for volume in pod["volumes"] if "secret" in volume)
+    mount = next(mount for mount in container["volumeMounts"] if mount["name"] == volume["name"])
+    assert "subPath" not in mount and mount["readOnly"] is True
+    args = container["args"]
+    for flag, key in (("--tls-cert-file", "tls.crt"), ("--tls-key-file", "tls.key"), ("--tls-ca-cert-file", "ca.crt")):
+        assert args[args.index(flag) + 1] == f"{mount['mountPath']}/{key}"
+    from proxy.cli import build_parser
+
+    parsed = build_parser().parse_args(["serve", *args])  # flags the proxy knows
+    assert parsed.tls_listen == "0.0.0.0:6381" and parsed.tls_auth_clients == "optional"
 
 
 def test_the_policy_is_a_configmap_mounted_as_a_directory(tmp_path):
