@@ -261,6 +261,9 @@ def known_settings() -> dict[tuple[str, ...], frozenset[str]]:
     known = {path: frozenset(keys) for path, keys in asked.items()}
     known[("limits",)] = known.get(("limits",), frozenset()) | {f.name for f in dataclasses.fields(Limits)}
     known[("upstream_sentinel",)] = frozenset(f.name for f in dataclasses.fields(Sentinel))
+    from . import tls
+
+    known[("tls",)], known[("upstream_tls",)] = tls.SERVER_SETTINGS, tls.UPSTREAM_SETTINGS
     return known
 
 

@@ -74,12 +74,17 @@ def _path(section: dict, key: str, where: str, base: str | None) -> str | None:
     return os.path.join(base, value) if base is not None else os.path.abspath(value)
 
 
+# The settings of `tls:` and `upstream_tls:` (config.py's check of a file's settings reads them too).
+SERVER_SETTINGS = frozenset({"cert_file", "key_file", "ca_cert_file", "auth_clients", "protocols", "ciphers",
+                             "ciphersuites", "auth_clients_user"})
+UPSTREAM_SETTINGS = frozenset({"ca_cert_file", "cert_file", "key_file", "server_name", "verify"})
+
+
 def parse_server_tls(section, where: str = "tls", base: str | None = None) -> ServerTLS:
     """The `tls:` mapping; file paths relative to `base` (the configuration file's directory)."""
     if not isinstance(section, dict):
         raise ValueError(f"{where}: must be a mapping")
-    unknown = set(section) - {"cert_file", "key_file", "ca_cert_file", "auth_clients", "protocols", "ciphers",
-                              "ciphersuites", "auth_clients_user"}
+    unknown = set(section) - SERVER_SETTINGS
     if unknown:
         raise ValueError(f"{where}: unknown setting(s): {', '.join(sorted(unknown))}")
     cert, key = _path(section, "cert_file", where, base), _path(section, "key_file", where, base)
@@ -112,7 +117,7 @@ def parse_server_tls(section, where: str = "tls", base: str | None = None) -> Se
 def parse_upstream_tls(section, where: str = "upstream_tls", base: str | None = None) -> UpstreamTLS:
     if not isinstance(section, dict):
         raise ValueError(f"{where}: must be a mapping")
-    unknown = set(section) - {"ca_cert_file", "cert_file", "key_file", "server_name", "verify"}
+    unknown = set(section) - UPSTREAM_SETTINGS
     if unknown:
         raise ValueError(f"{where}: unknown setting(s): {', '.join(sorted(unknown))}")
     verify = section.get("verify", True)

@@ -91,3 +91,14 @@ def test_a_yaml_merge_key_is_checked_as_if_written_in_place(tmp_path):
     path = write(tmp_path, "limits:\n  <<: {max_arg: 5}\n")
     with pytest.raises(ConfigError, match=r":2: limits: unknown setting 'max_arg' \(did you mean max_args\?\)"):
         load_config(path)
+
+
+def test_tls_sections_are_checked_with_the_rest(tmp_path):
+    path = write(tmp_path, "tls:\n  cert_fil: a\n  key_file: b\nupstream_tls:\n  verfy: false\nlimits:\n  max_memry: 5\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).splitlines() == [
+        f"{path}:2: tls: unknown setting 'cert_fil' (did you mean cert_file?)",
+        f"{path}:5: upstream_tls: unknown setting 'verfy' (did you mean verify?)",
+        f"{path}:7: limits: unknown setting 'max_memry' (did you mean max_memory?)",
+    ]
