@@ -22,6 +22,7 @@ applications:
     prefixes: ["shop:order:", "shop:cart:"]
     read_only: true
 rules:
+  C2: {{baseline: false}}  # (CLIENT KILL on a stream is tested below: the baseline would deny it)
   K7: {{}}
 """
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
