@@ -119,3 +119,16 @@ def test_one_face_a_standalone_server(client, redis_cluster):
             client.execute_command(*command)
     with pytest.raises(redis.ResponseError, match="wrong number of arguments for 'cluster|keyslot'"):
         client.execute_command("CLUSTER", "KEYSLOT")
+
+
+def test_redis_py_lock_on_every_master(client, redis_cluster):
+    """redis-py's Lock loads its scripts once and calls them by SHA, on whatever master owns the
+    lock's key."""
+    client.script_flush()
+    for name in _keys_on_every_master(redis_cluster, "lock"):
+        lock = client.lock(name, timeout=10)
+        assert lock.acquire(blocking=False)
+        assert lock.extend(5)
+        assert lock.owned()
+        lock.release()
+        assert not client.exists(name)
