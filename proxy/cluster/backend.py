@@ -59,6 +59,8 @@ from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
 from .handlers import pin_transaction
+from .keyspace import FANOUT as KEYSPACE_FANOUT
+from .keyspace import fans_out, merge_for
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 
@@ -104,6 +106,9 @@ class ClusterBackend:
         self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN, PONG) and name not in ("select",)
                      for name, action in actions.items()}
         self.names = {spec.name for spec in table.walk()}
+        # Keyless commands to every master: how their replies merge (by name, 'script|load'...).
+        self.merges = {spec.name.encode(): merge_for(spec.name, spec.tips) for spec in table.walk()
+                       if fans_out(spec.name, spec.tips) or spec.name.encode() in KEYSPACE_FANOUT}
         self.deferred_route = DeferredRoute(self)
         self.shared_routes: dict[tuple, ClusterRoute] = {}
         self.spares: dict[tuple, SparePool] = {}

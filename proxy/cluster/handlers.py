@@ -42,6 +42,7 @@ from ..session.behaviour import (
     LEASE,
     LOCAL_OK,
     MULTI,
+    NO_CLUSTER,
     RESET,
     SCAN,
     STREAM,
@@ -57,7 +58,7 @@ from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
-from .keyspace import decode_cursor, merge_min, merge_ok, scan_reply
+from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
 
 CLUSTER_MODE = b"$7\r\ncluster\r\n"
@@ -89,13 +90,41 @@ def _lend(session, node, event: str):
 # -- the whole keyspace -----------------------------------------------------------------------
 
 def fanout(session, batch, index: int) -> int:
+    """A keyless command that concerns every node (KEYS, DBSIZE, SCRIPT LOAD, CONFIG SET, INFO...:
+    `keyspace.merge_for`): to every master, the replies merged into one as a cluster client
+    merges them."""
     args = batch.commands[index]
     masters = session.backend.router.master_slots()
     if not masters:
         session._local(CLUSTER_IS_DOWN)
         return index + 1
+    merges = session.backend.merges
+    name = args[0].lower()
+    merge = merges.get(name, MERGES.get(name))
+    if merge is None and len(args) > 1:
+        full = name + b"|" + args[1].lower()
+        merge = merges.get(full)
+        if merge is None:
+            merge = merge_with_args(full.decode("latin-1"), args)
     data = hiredis.pack_command(tuple(args))
-    gather(session, [(slot, data) for _node, slot in masters], MERGES[args[0].lower()])
+    gather(session, [(slot, data) for _node, slot in masters], merge)
+    return index + 1
+
+
+NO_CLUSTER_SUPPORT = errors.resp_error("ERR This instance has cluster support disabled")
+
+
+def no_cluster(session, batch, index: int) -> int:
+    """CLUSTER ...: answered as a server without cluster support answers it (the proxy presents
+    itself as one standalone server; the nodes' addresses never reach a client)."""
+    args = batch.commands[index]
+    spec = session.backend.behaviour.table.lookup(args)
+    if spec is not None and (len(args) < spec.arity if spec.arity < 0 else len(args) != spec.arity):
+        session._local(errors.resp_error(
+            f"ERR wrong number of arguments for '{spec.name}' command"))
+    else:
+        session._local(NO_CLUSTER_SUPPORT)
+    session.refused_in_transaction()
     return index + 1
 
 
@@ -802,6 +831,7 @@ CLUSTER = {
     CONTROL: control,
     CLIENT_KILL: client_kill,
     UNKNOWN: unknown,
+    NO_CLUSTER: no_cluster,
 }
 
 __all__ = ["CLUSTER", "HELD", "replay"]

@@ -110,6 +110,8 @@ class CommandSpec:
     group: str | None  # from COMMAND DOCS
     key_specs: tuple[KeySpec, ...] = ()
     subcommands: Mapping[str, CommandSpec] = field(default_factory=lambda: _EMPTY, compare=False)
+    # COMMAND INFO's tips (7.0+): request_policy:all_shards, response_policy:agg_sum...
+    tips: frozenset[str] = field(default=frozenset(), compare=False)
     # Like Redis's doesCommandHaveKeys(): a key spec that is not NOT_KEY.
     has_keys: bool = field(init=False)
     # The common shape "one key, and it is argument 1" (GET, SET, HSET...): no interpreter needed.
@@ -288,14 +290,15 @@ def _command(entry: Sequence[Any], docs: Mapping[str, Any]) -> CommandSpec:
         subdocs = _pairs(doc["subcommands"]) if "subcommands" in doc else {}
         subs = sorted((_command(sub, subdocs) for sub in entry[9]), key=lambda s: s.name)
         subcommands = MappingProxyType({s.name.partition("|")[2]: _inherit_group(s, group) for s in subs})
-    return CommandSpec(name, int(entry[1]), flags, acl, group, key_specs, subcommands)
+    tips = frozenset(_text(tip).lower() for tip in entry[7]) if len(entry) > 7 and entry[7] else frozenset()
+    return CommandSpec(name, int(entry[1]), flags, acl, group, key_specs, subcommands, tips)
 
 
 def _inherit_group(sub: CommandSpec, group: str | None) -> CommandSpec:
     if sub.group is not None or group is None:
         return sub
     return CommandSpec(sub.name, sub.arity, sub.flags, sub.acl_categories, group,
-                       sub.key_specs, sub.subcommands)
+                       sub.key_specs, sub.subcommands, sub.tips)
 
 
 def _key_spec(raw: Any) -> KeySpec:

@@ -41,6 +41,7 @@ lookup.
 
 from __future__ import annotations
 
+from ..cluster.keyspace import fans_out
 from ..monitor import live
 from ..resp.reader import command_name
 from .guard import Guard
@@ -83,6 +84,8 @@ LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itse
 TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
 # Both:
 PONG = 32  # PING on the shared connections: answered by the proxy while the connection is up
+# Cluster only:
+NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (the proxy's one face)
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -164,7 +167,22 @@ UNKNOWN_TO_SERVER = (PASS, PASS)
 
 
 def classify(spec) -> tuple[int, int]:
-    """(standalone, cluster) action of a command or subcommand of the command table."""
+    """(standalone, cluster) action of a command or subcommand of the command table: the rules
+    above, then, in the cluster column, CLUSTER's subcommands answered as a standalone server
+    answers them, and keyless commands that concern every node (their `request_policy` tip, or
+    `keyspace.SPECIAL`) sent to every master."""
+    standalone, cluster = _classify(spec)
+    name = spec.name
+    if name in EXCEPTIONS or cluster in (LEASE, CONTROL, STREAM):
+        return standalone, cluster
+    if name.startswith("cluster|"):
+        return standalone, NO_CLUSTER
+    if not spec.has_keys and fans_out(name, spec.tips):
+        return standalone, FANOUT
+    return standalone, cluster
+
+
+def _classify(spec) -> tuple[int, int]:
     name = spec.name
     container = name.split("|")[0]
     if name in EXCEPTIONS:
@@ -261,7 +279,7 @@ def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:
 # On a connection of the client's own these carry no state of their own, or are handled there.
 _KEPT_ON_OWN = {QUIT, CONTROL, CLIENT_KILL, SETINFO, MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT, LOGIN,
                 LOCKED, RESET, SUBCOMMAND, HELLO, REFUSE, FANOUT, SCAN, CLIENT_ID, CLIENT_GETNAME,
-                CLIENT_SETNAME, LOCAL_OK, TRACKING}
+                CLIENT_SETNAME, LOCAL_OK, TRACKING, NO_CLUSTER}
 
 
 def own_action(action: int, lane) -> int:
