@@ -187,6 +187,15 @@ async def server_and_replicas(upstream, timeout: float = 5.0) -> list:
     return nodes
 
 
+def following(config, backend=None):
+    """`config` with a Sentinel-managed master's current address (the backend follows failovers;
+    the configuration holds the master of start-up) as its upstream."""
+    address = getattr(backend, "address", None)
+    if config.upstream_sentinel is None or address is None or address == config.upstream.address:
+        return config
+    return config.replace(upstream=dataclasses.replace(config.upstream, address=address))
+
+
 async def apply_for(config, users) -> AclStatus:
     """Apply on the configured upstream: the server (with a Sentinel, its replicas too), or
     every node of the cluster."""
@@ -351,13 +360,15 @@ async def remove_at_exit(config, own=frozenset(), wait: float = 0.0) -> None:
 class Keeper:
     """Applies a worker's ACL users again when a server refused them (a restart without them):
     `reapply(label)` is a future of whether they log in again; the connections refused meanwhile
-    share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds."""
+    share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds. In
+    front of a Sentinel, on the master the backend follows now (`following`), not that of start-up."""
 
     RETRY_AFTER = 1.0
 
-    def __init__(self, config, users, clock=time.monotonic):
+    def __init__(self, config, users, clock=time.monotonic, backend=None):
         self.config = config
         self.users = users
+        self.backend = backend
         self.clock = clock
         self.running = None  # the future of the attempt under way
         self.failed_at = float("-inf")
@@ -378,7 +389,7 @@ class Keeper:
         return self.running
 
     async def _apply(self, label: str) -> bool:
-        status = await apply_for(self.config, self.users)
+        status = await apply_for(following(self.config, self.backend), self.users)
         if status.ok:
             self.applied += 1
             log.warning("upstream %s refused the policy's ACL users (restarted without them): %s again",

@@ -268,3 +268,37 @@ def test_request_timeout_zero_waits(tmp_path):
     finally:
         proxy.stop()
         server.close()
+
+
+def test_a_renamed_policy_is_not_brought_back_by_a_restart_or_ready(tmp_path):
+    """A reload renames the policy (its old users deleted, upstream_acl.retire); then the server
+    restarts without persistence: the keeper and /ready apply the current policy's users only,
+    never the old ones again."""
+    server = RedisServer(None, "--requirepass", PASSWORD)
+    metrics = free_port()
+    proxy = policy_proxy(tmp_path, POLICY, f"redis://:{PASSWORD}@127.0.0.1:{server.port}",
+                         config=f"metrics: 127.0.0.1:{metrics}\n")
+    try:
+        assert get(metrics, "/ready")[0] == 200
+        (tmp_path / "policy.yaml").write_text(POLICY.replace("name: shop", "name: store"))
+        proxy.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: acl_names(server) >= {"redis-guard:store"} and "redis-guard:shop" not in acl_names(server),
+                 20, "the old policy's user to be deleted")
+        time.sleep(1.1)  # past the probe's cached answer
+        assert get(metrics, "/ready")[0] == 200
+        assert "redis-guard:shop" not in acl_names(server)  # the probe did not apply the old users
+        server.stop(signal.SIGKILL)
+        server.start()
+        time.sleep(1.1)
+        wait_for(lambda: get(metrics, "/ready")[0] == 200, 10, "/ready to say 200 (the users applied again)")
+        names = acl_names(server)
+        assert "redis-guard:store" in names and "redis-guard:shop" not in names, names
+        server.stop(signal.SIGKILL)
+        server.start()  # again, and a client first this time: the keeper applies them
+        with retrying_client(proxy.port) as client:
+            assert client.set("shop:x", "1") and client.get("shop:x") == b"1"
+        names = acl_names(server)
+        assert "redis-guard:store" in names and "redis-guard:shop" not in names, names
+    finally:
+        proxy.stop()
+        server.close()
