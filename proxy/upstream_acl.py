@@ -372,34 +372,89 @@ class Keeper:
         self.clock = clock
         self.running = None  # the future of the attempt under way
         self.failed_at = float("-inf")
+        self.applied_at = float("-inf")
         self.applied = 0  # times the users were applied again (for tests and the log)
+        self.run_ids: dict = {}  # address -> (the server's run_id seen last, `applied` then)
+        self.run_id_due: dict = {}  # address -> clock of its next check (one at a time)
 
     def owns(self, name) -> bool:
         return bool(name) and any(user.name == name for user in self.users.users)
 
-    def reapply(self, label: str) -> asyncio.Future:
+    def reapply(self, label: str, why: str = "refused the policy's ACL users (restarted without them)"):
         if self.running is not None and not self.running.done():
             return self.running
         loop = asyncio.get_running_loop()
-        if self.clock() - self.failed_at < self.RETRY_AFTER:
+        recent = self.clock() - self.failed_at < self.RETRY_AFTER
+        if recent or self.clock() - self.applied_at < self.RETRY_AFTER:  # just applied: the start-up runs again
             future = loop.create_future()
-            future.set_result(False)
+            future.set_result(not recent)
             return future
-        self.running = loop.create_task(self._apply(label))
+        self.running = loop.create_task(self._apply(label, why))
         return self.running
 
-    async def _apply(self, label: str) -> bool:
+    async def _apply(self, label: str, why: str) -> bool:
         status = await apply_for(following(self.config, self.backend), self.users)
         if status.ok:
             self.applied += 1
-            log.warning("upstream %s refused the policy's ACL users (restarted without them): %s again",
-                        label, status.line().removeprefix("upstream ACL users: "),
+            self.applied_at = self.clock()
+            log.warning("upstream %s %s: %s again", label, why, status.line().removeprefix("upstream ACL users: "),
                         extra={"fields": {"event": "acl_users_reapplied", "upstream": label}})
             return True
         self.failed_at = self.clock()
         log.error("upstream %s refused the policy's ACL users and they could not be applied again: %s",
                   label, status.line(), extra={"fields": {"event": "acl_users_lost", "upstream": label}})
         return False
+
+
+    # -- a changed run_id: the server restarted -------------------------------------------------
+
+    RUN_ID_EVERY = 1.0  # seconds: at most one INFO server per address in this time
+
+    def opened(self, address) -> None:
+        """A connection to `address` is being opened (start-up, a reconnect): its server's run_id
+        is compared with the one seen last, over a connection of its own as the proxy's upstream
+        user (INFO server), at most once a RUN_ID_EVERY per address (a burst of reconnects, one
+        check at its end). A change is a restart: logged once, the users applied again, since a
+        server that kept users (an aclfile) may hold an older policy's. Off the serving path."""
+        if address in self.run_id_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        delay = max(0.0, self.run_ids.get(address, (None, 0, float("-inf")))[2] + self.RUN_ID_EVERY - self.clock())
+        self.run_id_due[address] = self.clock() + delay
+        loop.call_later(delay, lambda: loop.create_task(self._check_run_id(address)))
+
+    async def _check_run_id(self, address) -> None:
+        try:
+            own = dataclasses.replace(self.config.upstream, address=address)
+            try:
+                (reply,) = await ask(own, [("INFO", "server")], 2.0)
+            except (TimeoutError, OSError, ConnectionError):
+                return
+            run_id = run_id_of(reply)
+            if run_id is None:
+                return
+            seen, applied, _at = self.run_ids.get(address, (None, self.applied, 0.0))
+            self.run_ids[address] = (run_id, self.applied, self.clock())
+            if seen is None or seen == run_id or applied != self.applied:  # first look; same; applied since
+                return
+            self.reapply(str(address), f"restarted (run_id {run_id[:8]}, was {seen[:8]})")
+        finally:
+            self.run_id_due.pop(address, None)
+
+
+def run_id_of(reply) -> str | None:
+    """The run_id line of INFO server's reply (None: refused, or none)."""
+    if isinstance(reply, bytes):
+        reply = reply.decode("utf-8", "replace")
+    if not isinstance(reply, str):
+        return None
+    for line in reply.splitlines():
+        if line.startswith("run_id:"):
+            return line.split(":", 1)[1].strip() or None
+    return None
 
 
 def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> list[str]:
