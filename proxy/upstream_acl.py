@@ -29,7 +29,9 @@ has lost them and refuses the proxy's start-up AUTH with WRONGPASS. The `Keeper`
 applies them again then (`UpstreamConnection.users_lost`), once for all the connections refused
 at the same time, and logs it once; the refused connections run their start-up again and the
 requests queued behind them go on. `/ready` checks that the users log in and applies them again
-too (`monitor/ready.py`), so an idle proxy is ready again after a restart.
+too (`monitor/ready.py`), so an idle proxy is ready again after a restart. A changed `run_id`
+(`Keeper.opened`) is a restart too, for a server that kept older users (an aclfile). In front of a
+Sentinel, all of this goes to the master the backend follows now (`following`).
 """
 
 from __future__ import annotations
