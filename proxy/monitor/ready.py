@@ -67,6 +67,8 @@ class Readiness:
         self.reapply = reapply  # (users, upstream) -> None: apply them again (None: upstream_acl off)
         self.locate = locate  # () -> the upstreams to probe now (a Sentinel's master); raises ConnectionError
         self.current_users = current_users  # (policy names running) -> their users, or None when unknown
+        self.follows = users is not None  # the clients' connections run as the policy's users
+        self.tried = frozenset()  # the policy names `current_users` was last asked for
         self.policy_required = policy_required
         self.workers = workers  # configured: fewer answering (dead, being restarted, stopped) is not ready
         self.probe = probe
@@ -76,11 +78,15 @@ class Readiness:
         self.problem = "not probed yet"
 
     def follow_reloads(self, names: set) -> None:
-        """The workers run policies `names`: users of another (renamed) policy are not probed."""
-        name = getattr(self.users, "policy_name", None)
-        if name is None or not names or name in names:
+        """The workers run policies `names`: users of another (renamed) policy are not probed;
+        those of the policy file as it is now are, when the workers run it (tried again when the
+        names change)."""
+        if not self.follows or self.current_users is None or not names:
             return
-        self.users = self.current_users(names) if self.current_users is not None else None
+        if getattr(self.users, "policy_name", None) in names or frozenset(names) == self.tried:
+            return
+        self.tried = frozenset(names)
+        self.users = self.current_users(names)
 
     def upstream_problem(self) -> str | None:
         with self.lock:

@@ -105,3 +105,22 @@ def test_users_of_a_renamed_policy_are_not_probed_nor_applied():
                           missing=lambda users, up: ["x"], reapply=lambda users, up: applied.append("again"),
                           current_users=lambda names: None)
     assert readiness.check(merged) == (True, "ready") and "again" not in applied  # unknown: not probed
+
+
+def test_users_are_looked_for_again_when_the_policy_names_change():
+    class Users:
+        def __init__(self, name):
+            self.policy_name = name
+
+    asked = []
+    answers = {"b": None, "c": Users("c")}
+    readiness = Readiness([], False, users=Users("a"), missing=lambda users, up: [],
+                          current_users=lambda names: asked.append(set(names)) or answers[min(names)])
+    readiness.follow_reloads({"b"})
+    readiness.follow_reloads({"b"})
+    assert readiness.users is None and asked == [{"b"}]  # unknown: not asked again for the same names
+    readiness.follow_reloads({"c"})
+    assert readiness.users.policy_name == "c" and asked == [{"b"}, {"c"}]
+    readiness = Readiness([], False, current_users=lambda names: asked.append(names))
+    readiness.follow_reloads({"d"})
+    assert readiness.users is None and len(asked) == 2  # no users to begin with: none looked for
