@@ -1,5 +1,5 @@
 """Production events (issue 50) in front of a Sentinel-managed master: the master restarted
-without persistence under redis-py traffic with Retry (the policy's ACL users, lost with the
+with and without persistence under redis-py traffic with Retry (the policy's ACL users, lost with the
 server's memory, applied again on the master the proxy follows: `upstream_acl.following`), also
 after a failover moved the master away from the start-up address; /ready probing the master the
 sentinels name now; a client half-closing during BLPOP; request_timeout with the master stopped."""
@@ -83,13 +83,21 @@ class Writer(threading.Thread):
             self.join(10)
 
 
-def restart(server) -> float:
-    """The server killed and started again on its port, as a master, with nothing kept."""
-    server.stop(signal.SIGKILL)
+def restart(server, persistence: bool = False) -> float:
+    """The server killed (without persistence) or stopped (with its AOF) and started again on its
+    port, as a master."""
+    server.stop(signal.SIGTERM if persistence else signal.SIGKILL)
     time.sleep(0.3)
-    server.extra = ()  # a promoted replica comes back as a master
+    server.extra = ("--appendonly", "yes") if persistence else ()  # a promoted replica comes back as a master
     server.start()
     return time.monotonic()
+
+
+def aof_on(server) -> None:
+    with redis.Redis(port=server.port, socket_timeout=5) as admin:
+        admin.config_set("appendonly", "yes")
+        wait_for(lambda: admin.info("persistence")["aof_rewrite_in_progress"] == 0
+                 and admin.info("persistence")["aof_enabled"] == 1, 20, "the AOF to be written")
 
 
 def ridden_out(writer, proxy, restarted: float) -> None:
@@ -99,20 +107,26 @@ def ridden_out(writer, proxy, restarted: float) -> None:
     assert not late, (late, proxy.log)
 
 
-def test_master_restarted_without_persistence_is_ridden_out(sentinel_group, tmp_path):
+@pytest.mark.parametrize("persistence", [False, True], ids=["no-persistence", "aof"])
+def test_master_restarted_is_ridden_out(sentinel_group, tmp_path, persistence):
     group = sentinel_group
     slow_failover(group)
+    if persistence:
+        aof_on(group.master)
     proxy, metrics = proxy_for(group, tmp_path)
     writer = Writer(proxy.port)
     try:
         assert "redis-guard:shop" in acl_names(group.master.port)
         writer.start()
         wait_for(lambda: writer.written > 50, 10, "writes before the restart")
-        restarted = restart(group.master)
+        restarted = restart(group.master, persistence)
         ridden_out(writer, proxy, restarted)
         assert "redis-guard:shop" in acl_names(group.master.port)
         assert reapplied(proxy.log) == 1, proxy.log
         wait_for(lambda: get(metrics, "/ready") == 200, 10, "/ready to say 200")
+        if persistence:
+            with redis.Redis(port=group.master.port) as direct:
+                assert direct.dbsize() > 0  # the data came back from the AOF; the users did not
     finally:
         writer.stop()
         proxy.stop()
