@@ -194,13 +194,14 @@ class PolicyWatcher:
                  len(engine.policy.rules))
 
     async def _apply_acl(self, users) -> None:
-        from .upstream_acl import apply_for, retire
+        from .upstream_acl import apply_for, following, retire
 
-        status = await apply_for(self.proxy.config, users)
+        config = following(self.proxy.config, self.proxy.backend)  # a Sentinel's master now
+        status = await apply_for(config, users)
         self.proxy.acl_users = users if status.usable else None  # the users upstream connections may log in as
         log.info("policy reloaded: %s", status.line())
         if status.ok:  # the users of a renamed or replaced policy, where no other proxy uses them
-            await retire(self.proxy.config, self.proxy.backend, users)
+            await retire(config, self.proxy.backend, users)
 
     def start(self, loop, interval: float = 1.0) -> None:
         threading.Thread(target=self._watch, args=(loop, interval), name="policy-watcher", daemon=True).start()
@@ -273,7 +274,9 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         own = proxy.backend.ours().addrs  # what Redis may still list of them just after they close
         await proxy.shutdown(config.shutdown_timeout)
-        await _remove_own_users(config, own)
+        from .upstream_acl import following
+
+        await _remove_own_users(following(config, proxy.backend), own)  # a Sentinel's master now
         metrics.FINDING_LINES.flush()  # the findings the last interval gathered
         return 0
 
@@ -516,7 +519,7 @@ def cmd_serve(args) -> int:
 
         acl_users, acl = _upstream_acl(config, engine)
         service.prepare(table, config.policy, engine)
-        monitor = service.bind(config, acl_users)
+        monitor = service.bind(config, acl_users, table)
         if monitor[0] is not None:
             log.info("metrics on http://%s/metrics (also /healthz, /ready, /debug/hotkeys, /debug/bigkeys, "
                      "/debug/slowlog)", config.metrics)

@@ -101,7 +101,8 @@ class Proxy:
 
         self.backend.acl_users = users
         # A server restarted without persistence refuses them (WRONGPASS): the keeper applies them again
-        loop_settings(self.loop).keeper = Keeper(self.config, users) if users is not None else None
+        keeper = Keeper(self.config, users, backend=self.backend) if users is not None else None
+        loop_settings(self.loop).keeper = keeper
         for session in self.sessions:
             self.backend.identity_changed(session)
 

@@ -29,7 +29,9 @@ has lost them and refuses the proxy's start-up AUTH with WRONGPASS. The `Keeper`
 applies them again then (`UpstreamConnection.users_lost`), once for all the connections refused
 at the same time, and logs it once; the refused connections run their start-up again and the
 requests queued behind them go on. `/ready` checks that the users log in and applies them again
-too (`monitor/ready.py`), so an idle proxy is ready again after a restart.
+too (`monitor/ready.py`), so an idle proxy is ready again after a restart. A changed `run_id`
+(`Keeper.opened`) is a restart too, for a server that kept older users (an aclfile). In front of a
+Sentinel, all of this goes to the master the backend follows now (`following`).
 """
 
 from __future__ import annotations
@@ -186,6 +188,15 @@ async def server_and_replicas(upstream, timeout: float = 5.0) -> list:
             address = dataclasses.replace(upstream.address, host=host, port=int(replica[1]))
             nodes.append(dataclasses.replace(upstream, address=address))
     return nodes
+
+
+def following(config, backend=None):
+    """`config` with a Sentinel-managed master's current address (the backend follows failovers;
+    the configuration holds the master of start-up) as its upstream."""
+    address = getattr(backend, "address", None)
+    if config.upstream_sentinel is None or address is None or address == config.upstream.address:
+        return config
+    return config.replace(upstream=dataclasses.replace(config.upstream, address=address))
 
 
 async def apply_for(config, users) -> AclStatus:
@@ -352,44 +363,101 @@ async def remove_at_exit(config, own=frozenset(), wait: float = 0.0) -> None:
 class Keeper:
     """Applies a worker's ACL users again when a server refused them (a restart without them):
     `reapply(label)` is a future of whether they log in again; the connections refused meanwhile
-    share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds."""
+    share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds. In
+    front of a Sentinel, on the master the backend follows now (`following`), not that of start-up."""
 
     RETRY_AFTER = 1.0
 
-    def __init__(self, config, users, clock=time.monotonic):
+    def __init__(self, config, users, clock=time.monotonic, backend=None):
         self.config = config
         self.users = users
+        self.backend = backend
         self.clock = clock
         self.running = None  # the future of the attempt under way
         self.failed_at = float("-inf")
+        self.applied_at = float("-inf")
         self.applied = 0  # times the users were applied again (for tests and the log)
+        self.run_ids: dict = {}  # address -> (the server's run_id seen last, `applied` then)
+        self.run_id_due: dict = {}  # address -> clock of its next check (one at a time)
 
     def owns(self, name) -> bool:
         return bool(name) and any(user.name == name for user in self.users.users)
 
-    def reapply(self, label: str) -> asyncio.Future:
+    def reapply(self, label: str, why: str = "refused the policy's ACL users (restarted without them)"):
         if self.running is not None and not self.running.done():
             return self.running
         loop = asyncio.get_running_loop()
-        if self.clock() - self.failed_at < self.RETRY_AFTER:
+        recent = self.clock() - self.failed_at < self.RETRY_AFTER
+        if recent or self.clock() - self.applied_at < self.RETRY_AFTER:  # just applied: the start-up runs again
             future = loop.create_future()
-            future.set_result(False)
+            future.set_result(not recent)
             return future
-        self.running = loop.create_task(self._apply(label))
+        self.running = loop.create_task(self._apply(label, why))
         return self.running
 
-    async def _apply(self, label: str) -> bool:
-        status = await apply_for(self.config, self.users)
+    async def _apply(self, label: str, why: str) -> bool:
+        status = await apply_for(following(self.config, self.backend), self.users)
         if status.ok:
             self.applied += 1
-            log.warning("upstream %s refused the policy's ACL users (restarted without them): %s again",
-                        label, status.line().removeprefix("upstream ACL users: "),
+            self.applied_at = self.clock()
+            log.warning("upstream %s %s: %s again", label, why, status.line().removeprefix("upstream ACL users: "),
                         extra={"fields": {"event": "acl_users_reapplied", "upstream": label}})
             return True
         self.failed_at = self.clock()
         log.error("upstream %s refused the policy's ACL users and they could not be applied again: %s",
                   label, status.line(), extra={"fields": {"event": "acl_users_lost", "upstream": label}})
         return False
+
+
+    # -- a changed run_id: the server restarted -------------------------------------------------
+
+    RUN_ID_EVERY = 1.0  # seconds: at most one INFO server per address in this time
+
+    def opened(self, address) -> None:
+        """A connection to `address` is being opened (start-up, a reconnect): its server's run_id
+        is compared with the one seen last, over a connection of its own as the proxy's upstream
+        user (INFO server), at most once a RUN_ID_EVERY per address (a burst of reconnects, one
+        check at its end). A change is a restart: logged once, the users applied again, since a
+        server that kept users (an aclfile) may hold an older policy's. Off the serving path."""
+        if address in self.run_id_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        delay = max(0.0, self.run_ids.get(address, (None, 0, float("-inf")))[2] + self.RUN_ID_EVERY - self.clock())
+        self.run_id_due[address] = self.clock() + delay
+        loop.call_later(delay, lambda: loop.create_task(self._check_run_id(address)))
+
+    async def _check_run_id(self, address) -> None:
+        try:
+            own = dataclasses.replace(self.config.upstream, address=address)
+            try:
+                (reply,) = await ask(own, [("INFO", "server")], 2.0)
+            except (TimeoutError, OSError, ConnectionError):
+                return
+            run_id = run_id_of(reply)
+            if run_id is None:
+                return
+            seen, applied, _at = self.run_ids.get(address, (None, self.applied, 0.0))
+            self.run_ids[address] = (run_id, self.applied, self.clock())
+            if seen is None or seen == run_id or applied != self.applied:  # first look; same; applied since
+                return
+            self.reapply(str(address), f"restarted (run_id {run_id[:8]}, was {seen[:8]})")
+        finally:
+            self.run_id_due.pop(address, None)
+
+
+def run_id_of(reply) -> str | None:
+    """The run_id line of INFO server's reply (None: refused, or none)."""
+    if isinstance(reply, bytes):
+        reply = reply.decode("utf-8", "replace")
+    if not isinstance(reply, str):
+        return None
+    for line in reply.splitlines():
+        if line.startswith("run_id:"):
+            return line.split(":", 1)[1].strip() or None
+    return None
 
 
 def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> list[str]:

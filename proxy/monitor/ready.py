@@ -11,7 +11,11 @@ The clients' connections run as the policy's ACL users (`upstream_acl.py`) when 
 applied: the probe then logs in as each of them too, since a server restarted without them
 answers PING yet refuses every client. Users that do not log in are applied again from here
 (`reapply`), so an idle proxy that no client touched is ready again after the restart; /ready
-says 503, naming them, while they are missing.
+says 503, naming them, while they are missing. In front of a Sentinel the probe asks the
+sentinels where the master is now (`locate`): a failover moves it away from the start-up address.
+After a reload that renamed the policy (its old users deleted, `upstream_acl.retire`), the probe
+takes the current policy's users (`current_users`, by the policy names the workers report), so
+that it never applies the old ones again.
 """
 
 from __future__ import annotations
@@ -58,11 +62,15 @@ class Readiness:
     """`check(state)` -> (ready, reason); state is the merged snapshot's started/draining."""
 
     def __init__(self, upstreams, policy_required: bool, probe=ping, clock=time.monotonic, workers: int = 1,
-                 users=None, missing=None, reapply=None):
+                 users=None, missing=None, reapply=None, locate=None, current_users=None):
         self.upstreams = list(upstreams)
         self.users = users  # the policy's ACL users the clients' connections run as, or None
         self.missing = missing  # (users, upstream) -> names of those that do not log in
-        self.reapply = reapply  # () -> None: apply them again (None: upstream_acl off)
+        self.reapply = reapply  # (users, upstream) -> None: apply them again (None: upstream_acl off)
+        self.locate = locate  # () -> the upstreams to probe now (a Sentinel's master); raises ConnectionError
+        self.current_users = current_users  # (policy names running) -> their users, or None when unknown
+        self.follows = users is not None  # the clients' connections run as the policy's users
+        self.tried = frozenset()  # the policy names `current_users` was last asked for
         self.policy_required = policy_required
         self.workers = workers  # configured: fewer answering (dead, being restarted, stopped) is not ready
         self.probe = probe
@@ -71,12 +79,27 @@ class Readiness:
         self.checked_at = float("-inf")
         self.problem = "not probed yet"
 
+    def follow_reloads(self, names: set) -> None:
+        """The workers run policies `names`: users of another (renamed) policy are not probed;
+        those of the policy file as it is now are, when the workers run it (tried again when the
+        names change)."""
+        if not self.follows or self.current_users is None or not names:
+            return
+        if getattr(self.users, "policy_name", None) in names or frozenset(names) == self.tried:
+            return
+        self.tried = frozenset(names)
+        self.users = self.current_users(names)
+
     def upstream_problem(self) -> str | None:
         with self.lock:
             if self.clock() - self.checked_at >= PROBE_EVERY:
                 problems = []
                 answered = None
-                for upstream in self.upstreams:
+                try:
+                    upstreams = self.locate() if self.locate is not None else self.upstreams
+                except ConnectionError as exc:
+                    upstreams, problems = [], [str(exc)]
+                for upstream in upstreams:
                     problem = self.probe(upstream)
                     if problem is None:
                         problems = []
@@ -92,7 +115,7 @@ class Readiness:
     def users_problem(self, upstream) -> str | None:
         gone = self.missing(self.users, upstream)
         if gone and self.reapply is not None:
-            self.reapply()
+            self.reapply(self.users, upstream)
             gone = self.missing(self.users, upstream)
         if not gone:
             return None
@@ -108,6 +131,7 @@ class Readiness:
             return False, "starting"
         if self.policy_required and not merged.get("policies"):
             return False, "no policy loaded"
+        self.follow_reloads({policy.get("name") for policy in merged.get("policies") or ()})
         problem = self.upstream_problem()
         if problem is not None:
             return False, problem

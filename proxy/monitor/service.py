@@ -10,6 +10,8 @@ On SIGTERM: `draining` (/ready answers 503 from then on, before the listener clo
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..config import NO_POLICY
 from . import live, liveness, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
@@ -23,7 +25,7 @@ def prepare(table, policy_path, engine) -> None:
     snapshot.policy_loaded(policy_path, engine)
 
 
-def bind(config, acl_users=None) -> tuple[MonitorServer | None, str | None]:
+def bind(config, acl_users=None, table=None) -> tuple[MonitorServer | None, str | None]:
     """(the HTTP server, not serving yet, or None without `metrics:`; the workers' snapshot
     directory, or None with one process). Raises BindError naming the address. `acl_users`: the
     policy's users the clients' connections run as (the readiness probe logs in as each)."""
@@ -35,7 +37,7 @@ def bind(config, acl_users=None) -> tuple[MonitorServer | None, str | None]:
     alive = (lambda: workers.liveness(directory, timeout)) if directory else (lambda: liveness.check(timeout))
     upstreams = config.upstream_cluster or (config.upstream,)
     try:
-        server = MonitorServer(config.metrics, source, readiness(config, upstreams, acl_users), alive)
+        server = MonitorServer(config.metrics, source, readiness(config, upstreams, acl_users, table), alive)
     except BindError:
         if directory:
             workers.remove_directory(directory)
@@ -43,18 +45,42 @@ def bind(config, acl_users=None) -> tuple[MonitorServer | None, str | None]:
     return server, directory
 
 
-def readiness(config, upstreams, acl_users) -> Readiness:
+def readiness(config, upstreams, acl_users, table=None) -> Readiness:
+    import asyncio  # (the HTTP server's thread: a loop of its own for each call)
+
+    locate = None
+    if config.upstream_sentinel is not None:
+        from ..backends.sentinel import find_master
+
+        def locate() -> list:
+            """The master the sentinels name now (ConnectionError when none is confirmed)."""
+            address = asyncio.run(find_master(config.upstream_sentinel))
+            return [dataclasses.replace(config.upstream, address=address)]
+
     if acl_users is None:
-        return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers)
+        return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers, locate=locate)
     from .. import upstream_acl
 
-    def reapply() -> None:
-        import asyncio
+    def reapply(users, upstream) -> None:
+        asyncio.run(upstream_acl.apply_for(config.replace(upstream=upstream), users))
 
-        asyncio.run(upstream_acl.apply_for(config, acl_users))  # (the HTTP server's thread: a loop of its own)
+    def current_users(names):
+        """The users of the policy file as it is now, when the workers run it (a reload)."""
+        if table is None:
+            return None
+        from ..cli import build_engine
+        from ..policy.acl import compile_users
+
+        try:
+            engine = build_engine(config.policy, table)
+        except Exception:  # noqa: BLE001 - a file the workers refused too: not probed
+            return None
+        users = compile_users(engine, config.upstream.password) if engine is not None else None
+        return users if users is not None and users.policy_name in names else None
 
     return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers, users=acl_users,
-                     missing=upstream_acl.missing, reapply=reapply if config.upstream_acl else None)
+                     missing=upstream_acl.missing, reapply=reapply if config.upstream_acl else None,
+                     locate=locate, current_users=current_users)
 
 
 def worker_ready(proxy, directory: str | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from .connection import CLOSED, CONTROL, OWN, SHARED, SPARE, UpstreamConnection, open_connection
+from .connection import CLOSED, CONTROL, OWN, SHARED, SPARE, UpstreamConnection, loop_settings, open_connection
 
 
 class Opener:
@@ -57,6 +57,9 @@ class Opener:
             if self.on_failure is not None and conn.close_reason != "closed by the proxy":
                 self.on_failure(conn)
 
+        keeper = loop_settings(self.loop).keeper
+        if keeper is not None:  # a restart seen by its run_id (upstream_acl.Keeper.opened)
+            keeper.opened(self.upstream.address)
         return open_connection(self.loop, self.upstream, self.db, self.protocol, self.timeout, closed,
                                cls=self.cls, role=role, **{**self.extra, **extra})
 

@@ -58,6 +58,12 @@ def retrying_client(port: int) -> redis.Redis:
                        retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
+def reapplied(log: str) -> int:
+    """Times the log says the users were applied again after a restart (a refused start-up AUTH or
+    a changed run_id, whichever came first: the other finds them applied)."""
+    return log.count("restarted without them") + log.count("restarted (run_id")
+
+
 def acl_names(server) -> set[str]:
     with redis.Redis(port=server.port, password=PASSWORD) as admin:
         return {name if isinstance(name, str) else name.decode() for name in admin.acl_users()}
@@ -116,7 +122,7 @@ def test_restart_is_ridden_out_under_traffic(tmp_path, persistence):
         late = [(at - restarted, error) for at, error in writer.errors if at > restarted + 0.3]
         assert not late, late
         assert "redis-guard:shop" in acl_names(server)
-        assert proxy.log.count("restarted without them") == 1, proxy.log
+        assert reapplied(proxy.log) == 1, proxy.log
         assert "start-up command refused" not in proxy.log
         wait_for(lambda: get(metrics, "/ready")[0] == 200, 10, "/ready to say 200")
         with redis.Redis(port=proxy.port) as client:
@@ -265,6 +271,73 @@ def test_request_timeout_zero_waits(tmp_path):
         with redis.Redis(port=proxy.port, socket_timeout=10) as client:
             assert client.eval("local t = redis.call('TIME') while true do local n = redis.call('TIME') "
                                "if n[1] - t[1] >= 2 then return 1 end end", 0) == 1
+    finally:
+        proxy.stop()
+        server.close()
+
+
+def test_a_renamed_policy_is_not_brought_back_by_a_restart_or_ready(tmp_path):
+    """A reload renames the policy (its old users deleted, upstream_acl.retire); then the server
+    restarts without persistence: the keeper and /ready apply the current policy's users only,
+    never the old ones again."""
+    server = RedisServer(None, "--requirepass", PASSWORD)
+    metrics = free_port()
+    proxy = policy_proxy(tmp_path, POLICY, f"redis://:{PASSWORD}@127.0.0.1:{server.port}",
+                         config=f"metrics: 127.0.0.1:{metrics}\n")
+    try:
+        assert get(metrics, "/ready")[0] == 200
+        (tmp_path / "policy.yaml").write_text(POLICY.replace("name: shop", "name: store"))
+        proxy.process.send_signal(signal.SIGHUP)
+        wait_for(lambda: acl_names(server) >= {"redis-guard:store"} and "redis-guard:shop" not in acl_names(server),
+                 20, "the old policy's user to be deleted")
+        time.sleep(1.1)  # past the probe's cached answer
+        assert get(metrics, "/ready")[0] == 200
+        assert "redis-guard:shop" not in acl_names(server)  # the probe did not apply the old users
+        server.stop(signal.SIGKILL)
+        server.start()
+        time.sleep(1.1)
+        wait_for(lambda: get(metrics, "/ready")[0] == 200, 10, "/ready to say 200 (the users applied again)")
+        names = acl_names(server)
+        assert "redis-guard:store" in names and "redis-guard:shop" not in names, names
+        server.stop(signal.SIGKILL)
+        server.start()  # again, and a client first this time: the keeper applies them
+        with retrying_client(proxy.port) as client:
+            assert client.set("shop:x", "1") and client.get("shop:x") == b"1"
+        names = acl_names(server)
+        assert "redis-guard:store" in names and "redis-guard:shop" not in names, names
+    finally:
+        proxy.stop()
+        server.close()
+
+
+def test_a_changed_run_id_applies_the_users_again(tmp_path):
+    """A server that kept the users across its restart (an aclfile), in a form the policy does not
+    give them (changed behind the proxy's back, then ACL SAVE): no AUTH is refused, the changed
+    run_id tells the restart, and the users are applied again (each starts with `reset`)."""
+    aclfile = tmp_path / "users.acl"
+    aclfile.write_text("")
+    server = RedisServer(None, "--aclfile", str(aclfile))
+    proxy = policy_proxy(tmp_path, POLICY, server.url)
+    try:
+        with redis.Redis(port=proxy.port) as client:
+            assert client.set("shop:k", "v") and client.get("shop:k") == b"v"
+        with redis.Redis(port=server.port) as admin:
+            admin.execute_command("ACL", "SETUSER", "redis-guard:shop", "-get")
+            admin.execute_command("ACL", "SAVE")
+        server.stop(signal.SIGKILL)
+        server.start()
+
+        def get_works():
+            try:
+                with redis.Redis(port=proxy.port, socket_timeout=5) as client:
+                    return client.get("shop:k") is None  # the server kept no data, and GET is allowed again
+            except redis.RedisError:
+                return False
+
+        wait_for(get_works, 15, "GET through the proxy to be allowed again")
+        wait_for(lambda: "restarted (run_id" in proxy.log, 5, "the restart logged")
+        assert proxy.log.count("restarted (run_id") == 1, proxy.log
+        assert "restarted without them" not in proxy.log
     finally:
         proxy.stop()
         server.close()

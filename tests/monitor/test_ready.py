@@ -49,7 +49,7 @@ def test_users_that_do_not_log_in_are_applied_again_or_named():
     gone = {"names": ["redis-guard:p"]}
     applied = []
 
-    def reapply():
+    def reapply(users, up):
         applied.append(1)
         gone["names"] = []
 
@@ -61,3 +61,66 @@ def test_users_that_do_not_log_in_are_applied_again_or_named():
                           missing=lambda users, up: list(gone["names"]))
     ok, why = readiness.check(UP)
     assert not ok and "redis-guard:p" in why and "do not log in" in why
+
+
+def test_the_upstream_probed_is_located_each_time():
+    """A Sentinel's master: `locate` names the upstream to probe now; none confirmed is a 503."""
+    probed = []
+    where = {"now": [Upstream(Address("127.0.0.1", 1))]}
+
+    def locate():
+        if where["now"] is None:
+            raise ConnectionError("no master 'm' confirmed")
+        return where["now"]
+
+    clock = {"t": 0.0}
+    readiness = Readiness([Upstream(Address("127.0.0.1", 9))], False, probe=lambda up: probed.append(up) or None,
+                          clock=lambda: clock["t"], locate=locate)
+    assert readiness.check(UP) == (True, "ready") and probed[-1].address.port == 1
+    where["now"] = [Upstream(Address("127.0.0.1", 2))]
+    clock["t"] += 2
+    assert readiness.check(UP) == (True, "ready") and probed[-1].address.port == 2
+    where["now"] = None
+    clock["t"] += 2
+    ok, why = readiness.check(UP)
+    assert not ok and "no master 'm' confirmed" in why
+
+
+def test_users_of_a_renamed_policy_are_not_probed_nor_applied():
+    """A reload renamed the policy: the probe takes the current policy's users (or none)."""
+    class Users:
+        def __init__(self, name):
+            self.policy_name = name
+
+    applied, asked = [], []
+    current = {"users": Users("new")}
+    readiness = Readiness([Upstream(Address("127.0.0.1", 1))], False, probe=lambda up: None, users=Users("old"),
+                          missing=lambda users, up: asked.append(users.policy_name) or ["x"],
+                          reapply=lambda users, up: applied.append(users.policy_name),
+                          current_users=lambda names: current["users"])
+    merged = dict(UP, policies=[{"name": "new"}])
+    readiness.check(merged)
+    assert set(applied) == {"new"} and set(asked) == {"new"}
+    readiness = Readiness([Upstream(Address("127.0.0.1", 1))], False, probe=lambda up: None, users=Users("old"),
+                          missing=lambda users, up: ["x"], reapply=lambda users, up: applied.append("again"),
+                          current_users=lambda names: None)
+    assert readiness.check(merged) == (True, "ready") and "again" not in applied  # unknown: not probed
+
+
+def test_users_are_looked_for_again_when_the_policy_names_change():
+    class Users:
+        def __init__(self, name):
+            self.policy_name = name
+
+    asked = []
+    answers = {"b": None, "c": Users("c")}
+    readiness = Readiness([], False, users=Users("a"), missing=lambda users, up: [],
+                          current_users=lambda names: asked.append(set(names)) or answers[min(names)])
+    readiness.follow_reloads({"b"})
+    readiness.follow_reloads({"b"})
+    assert readiness.users is None and asked == [{"b"}]  # unknown: not asked again for the same names
+    readiness.follow_reloads({"c"})
+    assert readiness.users.policy_name == "c" and asked == [{"b"}, {"c"}]
+    readiness = Readiness([], False, current_users=lambda names: asked.append(names))
+    readiness.follow_reloads({"d"})
+    assert readiness.users is None and len(asked) == 2  # no users to begin with: none looked for
