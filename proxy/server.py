@@ -101,10 +101,18 @@ class Proxy:
 
         self.backend.acl_users = users
         # A server restarted without persistence refuses them (WRONGPASS): the keeper applies them again
-        keeper = Keeper(self.config, users, backend=self.backend) if users is not None else None
+        # (and the approved function libraries, which have no EVAL to fall back on, are loaded again)
+        keeper = None
+        if users is not None:
+            keeper = Keeper(self.config, users, backend=self.backend, after=self._load_approved)
         loop_settings(self.loop).keeper = keeper
         for session in self.sessions:
             self.backend.identity_changed(session)
+
+    async def _load_approved(self, config) -> None:
+        from .upstream_scripts import load_for
+
+        await load_for(config, self.engine)
 
     @property
     def shadow(self):

@@ -364,14 +364,16 @@ class Keeper:
     """Applies a worker's ACL users again when a server refused them (a restart without them):
     `reapply(label)` is a future of whether they log in again; the connections refused meanwhile
     share one attempt, and an attempt that failed is not repeated for `RETRY_AFTER` seconds. In
-    front of a Sentinel, on the master the backend follows now (`following`), not that of start-up."""
+    front of a Sentinel, on the master the backend follows now (`following`), not that of start-up.
+    Once they are back, `after` loads what else the restart lost (the approved function libraries)."""
 
     RETRY_AFTER = 1.0
 
-    def __init__(self, config, users, clock=time.monotonic, backend=None):
+    def __init__(self, config, users, clock=time.monotonic, backend=None, after=None):
         self.config = config
         self.users = users
         self.backend = backend
+        self.after = after  # (config) -> awaitable: what a restart lost besides the users (approved scripts)
         self.clock = clock
         self.running = None  # the future of the attempt under way
         self.failed_at = float("-inf")
@@ -402,6 +404,8 @@ class Keeper:
             self.applied_at = self.clock()
             log.warning("upstream %s %s: %s again", label, why, status.line().removeprefix("upstream ACL users: "),
                         extra={"fields": {"event": "acl_users_reapplied", "upstream": label}})
+            if self.after is not None:
+                await self.after(following(self.config, self.backend))
             return True
         self.failed_at = self.clock()
         log.error("upstream %s refused the policy's ACL users and they could not be applied again: %s",

@@ -149,3 +149,29 @@ def test_an_approved_evalsha_keeps_a_connection_of_its_own(own_redis, tmp_path):
         for client in (runner, other, killer):
             client.close()
         process.stop()
+
+
+def test_functions_come_back_after_an_upstream_restart(own_redis, tmp_path):
+    """With the proxy's ACL users (the default), the restart that lost them lost the approved
+    function libraries too: they are loaded again with the users, without a policy reload."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "mylib.lua").write_text(FUNCTIONS)
+    process = policy_proxy(tmp_path, "name: fnlib\nrules:\n  C6: {scripts: approved, library: scripts}\n",
+                           own_redis.url)
+    client = redis.Redis(port=process.port, decode_responses=True, socket_timeout=10)
+    try:
+        assert client.fcall("hello", 0) == "hi"
+        own_redis.stop()  # no persistence: users and functions gone
+        own_redis.start()
+
+        def runs():
+            try:
+                return client.fcall("hello", 0) == "hi"
+            except (redis.exceptions.ConnectionError, redis.exceptions.ResponseError):
+                return False
+
+        wait_for(runs, 20, "FCALL after the upstream restarted")
+        assert process.log.count("function libraries loaded") >= 2  # at start, then after the restart
+    finally:
+        client.close()
+        process.stop()
