@@ -308,8 +308,8 @@ class Session(Receiver):
         est = self.reply_est
         if self.reply_acc > est:
             est = self.reply_acc
-        if est < self.small_reply:
-            est = self.small_reply
+        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
+            return IN_FLIGHT
         left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
         return left // est if left > 0 else 0
 
