@@ -75,7 +75,7 @@ def default_max_memory() -> int:
 class Limits:
     max_request_bytes: int = 512 * 1024 * 1024
     max_args: int = 1024 * 1024
-    client_write_buffer: int = 8 * 1024 * 1024  # unread reply bytes before the proxy stops reading the client
+    client_write_buffer: int = 1024 * 1024  # unread reply bytes before the proxy stops reading the client
     client_output_buffer: int = 256 * 1024 * 1024  # hard safety bound on unread replies (pushes...): disconnect
     max_memory: int = field(default_factory=lambda: default_max_memory())  # all the proxy buffers; 0: off
     max_clients: int = 10000  # client connections per process, like Redis's maxclients

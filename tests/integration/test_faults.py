@@ -140,7 +140,7 @@ def test_a_reader_that_stops_holds_up_nobody(own_redis, own_proxy):
 
 def test_a_reader_far_behind_stays_under_its_output_limit_and_is_not_disconnected(own_redis, tmp_path):
     """The same with 200 MB against a 64 MB client_output_buffer: the reply window sends its
-    requests upstream only as it reads, so it never nears the limit (its window, 8 MB, plus at
+    requests upstream only as it reads, so it never nears the limit (its window, 1 MB, plus at
     most 32 replies not yet sized): not disconnected, the proxy's memory bounded, all 200 replies
     intact once it reads. (Before, it was disconnected.)"""
     direct = redis.Redis(port=own_redis.port)
