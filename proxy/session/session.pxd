@@ -40,6 +40,7 @@ cdef class Session(Receiver):
     cdef public Py_ssize_t reply_est
     cdef public Py_ssize_t reply_acc
     cdef public Py_ssize_t small_reply
+    cdef public Py_ssize_t units_out
     cdef public Py_ssize_t reads
     cdef public object policy_state
     cdef public object after_exec
@@ -64,16 +65,17 @@ cdef class Session(Receiver):
     cdef public int stream_ends
     cdef public object pubsub
 
-    @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard)
+    @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard, units=Py_ssize_t)
     cpdef data_received(self, data)
     @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, budget=Py_ssize_t, tally=Tally, guard=Guard,
-                   dispatch=dict)
+                   dispatch=dict, units=Py_ssize_t)
     cpdef _run(self, Batch batch, Py_ssize_t index)
-    @cython.locals(est=Py_ssize_t, allowance=Py_ssize_t)
+    @cython.locals(est=Py_ssize_t, left=Py_ssize_t)
     cpdef Py_ssize_t _budget(self)
+    cpdef bint _window_open(self, args)
     @cython.locals(found=bytes)
     cpdef bint _key_passes(self, key)
-    @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t, acc=Py_ssize_t)
+    @cython.locals(remaining=Py_ssize_t, held=Py_ssize_t, acc=Py_ssize_t, units=Py_ssize_t)
     cpdef deliver(self, Pending pending, data, Py_ssize_t done)
     cpdef pending_failed(self, Pending pending, error, bint partial)
     cpdef _head_done(self)

@@ -18,12 +18,16 @@ Flow control and isolation: a client's requests go upstream only while its unrea
 under its window (`limits.client_write_buffer`, `_budget`): replies are taken off shared
 connections at once (other clients must not wait), so what a client does not read is held here,
 and the proxy sends no more of its requests (and reads none) until it catches up. Replies are
-not sized before they arrive: the commands a client may have in flight come from the size of
-its latest replies (`reply_est`), one stretch at a time once they are large, so that a client
-that stops reading costs about the window plus one reply, here and in Redis, and one that reads
-slowly is never disconnected for it. `limits.client_output_buffer` stays a hard safety bound for
-what arrives anyway (pushes, replies far larger than the client's latest). Only a connection of
-the client's own is paused for it. An upstream connection
+not sized before they arrive, so what a client may have in flight is counted in units (a
+command's arguments past its name: an MGET's keys) against what the window has left over the
+size a reply is expected to have: its latest reply's, the one arriving as soon as it is larger,
+and never less than window / IN_FLIGHT, whatever small replies came before (`_budget`). The
+count slides: each reply that completes lets the next commands go. A command larger than that
+goes alone, once nothing is in flight. So a client that stops reading costs at most the window
+plus one such command's reply, or IN_FLIGHT replies of a size it never asked for before (small
+replies, then many large values one key each), here and in Redis; one that reads slowly is
+never disconnected for it. `limits.client_output_buffer` stays a hard safety bound for what
+arrives anyway (pushes). Only a connection of the client's own is paused for it. An upstream connection
 that does not take requests pauses the clients writing to it. When an upstream connection fails
 with a client's requests in flight, or none can be had, the client's connection is closed after
 the replies before them: client libraries see a connection error, as when Redis itself goes
@@ -70,13 +74,19 @@ log = logging.getLogger("redis_guard.server")
 
 PING_TALLY = live.tally(b"ping")  # PING's count where it is passed on with its run (Session._run)
 
-# Commands a client may have in flight: its window over the size of its latest replies. Where
-# that allows this many or more, no limit (a read's worth of small replies); below it, stretches
-# go one at a time. Before its first reply, a client's stretches are of FIRST_STRETCH.
-THROTTLE_AT = 1024
-FIRST_STRETCH = 16
+# Replies in flight a client may have while its replies are small (or none has come yet): a reply
+# not yet arrived is counted as at least window / IN_FLIGHT bytes (`_budget`), so that whatever
+# small replies came before, at most this many unknown replies are ever on their way.
+IN_FLIGHT = 32
 UNLIMITED = 1 << 62
 BIG_REQUEST = 1024 * 1024  # an unfinished request past this is counted as it grows (proxy/bounds.py)
+
+
+def _units(args) -> int:
+    """What a command counts for in the reply window: its arguments past the name, at least one
+    (an MGET's reply grows with its keys; inline in the hot paths)."""
+    units = len(args) - 1
+    return units if units > 0 else 1
 
 
 class Route:
@@ -109,7 +119,7 @@ class Session(Receiver):
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
         "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
-        "buffer_limit", "output_limit", "reply_est", "reply_acc", "small_reply", "reads",
+        "buffer_limit", "output_limit", "reply_est", "reply_acc", "small_reply", "units_out", "reads",
         "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
         "verifying", "auth_failures", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
@@ -146,7 +156,8 @@ class Session(Receiver):
         self.output_limit = limits.client_output_buffer
         self.reply_est = -1  # bytes per reply, the latest (deliver); -1: none yet
         self.reply_acc = 0  # bytes of the reply being delivered
-        self.small_reply = self.buffer_limit // THROTTLE_AT  # no limit at or below this estimate
+        self.small_reply = max(self.buffer_limit // IN_FLIGHT, 1)  # the least a reply in flight is counted as
+        self.units_out = 0  # units (`_units`) sent since nothing was in flight, less the replies since
         self.reads = 0  # reads from the client: the proxy's idle sweep compares them (proxy/memory.py)
         self.policy_state = SessionState()
         self.after_exec = []  # hidden commands the policy adds once the transaction has run
@@ -240,12 +251,18 @@ class Session(Receiver):
                             if (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) or (
                                     guard.memo is not None and guard.memo.passed(args, self.policy_state)):
                                 action = guard.action
-                        if type(action) is Tally and not self.write_paused and (
-                                self.inflight == 0 or self.reply_est <= self.small_reply):
-                            tally = action  # (compiled: typed, its count a C field)
-                            tally.n += 1
-                            self.route.forward(self, batch, 0, 1)
-                            return
+                        if type(action) is Tally and not self.write_paused:
+                            units = len(args) - 1  # _units, inline
+                            if units < 1:
+                                units = 1
+                            if self.inflight == 0:
+                                self.units_out = 0
+                            if self.units_out == 0 or self.units_out + units <= self._budget():
+                                tally = action  # (compiled: typed, its count a C field)
+                                tally.n += 1
+                                self.units_out += units
+                                self.route.forward(self, batch, 0, 1)
+                                return
                     self._run(batch, 0)
                 else:
                     self._handle(batch)
@@ -275,24 +292,32 @@ class Session(Receiver):
             self.loop.call_soon(self._resume)
 
     def _budget(self) -> int:
-        """How many of the client's commands may go upstream now: none while its unread replies
-        are over the window (the transport's high-water mark: `pause_writing`); one stretch of
-        window / latest reply size at a time where that is under THROTTLE_AT, none while one
-        is in flight; else no limit. Before any reply, FIRST_STRETCH commands a stretch. A
-        stream's replies are unpaired (never all in): only the window counts there."""
+        """How many units of the client's commands (`units_out` included) may be in flight now:
+        -1 (none) while its unread replies are over the window (the transport's high-water mark:
+        `pause_writing`), else what the window has left over the size a reply is expected to
+        have: the latest reply's, or the one arriving if larger already, and never less than
+        window / IN_FLIGHT. One command goes anyway when nothing is in flight (the loop's rule),
+        so that a client that stops reading costs the window plus what was in flight. A stream's
+        replies are unpaired (never all in): only the window counts there."""
         if self.write_paused:
-            return 0
+            return -1
         if self.stream is not None:
             return UNLIMITED
+        if self.inflight == 0:
+            self.units_out = 0
         est = self.reply_est
-        if est < 0:  # no reply yet: stretches of FIRST_STRETCH until one is sized
-            return FIRST_STRETCH if self.inflight < FIRST_STRETCH else 0
-        if est <= self.small_reply:
-            return UNLIMITED
-        if self.inflight:
-            return 0
-        allowance = self.buffer_limit // est
-        return allowance if allowance > 0 else 1
+        if self.reply_acc > est:
+            est = self.reply_acc
+        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
+            return IN_FLIGHT
+        left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
+        return left // est if left > 0 else 0
+
+    def _window_open(self, args) -> bool:
+        """May `args` go upstream now (`_budget`)? Always when nothing is in flight, unless the
+        client is over its window."""
+        budget = self._budget()
+        return budget >= 0 and (self.units_out == 0 or self.units_out + _units(args) <= budget)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -329,10 +354,14 @@ class Session(Receiver):
         while index < count:
             # The reply window, checked before the command is decided: a command decided is not
             # decided again when the loop resumes there (its findings count once).
-            if index - start >= budget:
+            args = commands[index]
+            units = len(args) - 1  # _units, inline
+            if units < 1:
+                units = 1
+            if self.units_out + units > budget and (self.units_out or budget < 0):
                 self._window_wait(batch, start, index)
                 return
-            args = commands[index]
+            self.units_out += units
             name = args[0]
             action = dispatch.get(name)
             if action is None:
@@ -397,6 +426,8 @@ class Session(Receiver):
             self.route.forward(self, batch, start, index)
         if self.state.life is OPEN:
             self.wait(batch, index, WINDOW)
+            if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
+                self.loop.call_soon(self._resume)
 
     def _key_passes(self, key) -> bool:
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
@@ -448,9 +479,10 @@ class Session(Receiver):
         """Dispatch the request we waited at again."""
         if self.state.life is not WAITING or self.verifying or (self.waiting_for is REPLIES and self.inflight):
             return
-        if self.waiting_for is WINDOW and self._budget() == 0:
-            return
         batch, index = self.resume_at
+        if self.waiting_for is WINDOW and index < len(batch.commands) and not self._window_open(
+                batch.commands[index]):
+            return
         self.resume_at = self.waiting_for = None
         self.state.to("resume")
         self._resume_reading("wait")
@@ -594,6 +626,8 @@ class Session(Receiver):
         if done:
             self.reply_est = acc // done
             self.reply_acc = 0
+            units = self.units_out - done
+            self.units_out = units if units > 0 else 0
         else:
             self.reply_acc = acc
         queue = self.queue
@@ -659,6 +693,8 @@ class Session(Receiver):
                 self.release_lease()
             if self.state.life is WAITING and (self.waiting_for is REPLIES or self.waiting_for is WINDOW):
                 self.loop.call_soon(self._resume)
+        elif self.state.life is WAITING and self.waiting_for is WINDOW:  # the window may allow more now
+            self.loop.call_soon(self._resume)
         self._advance()
 
     def _release_upstreams(self) -> None:
@@ -668,8 +704,8 @@ class Session(Receiver):
 
     def _pending_done(self) -> None:
         self.inflight -= 1
-        if self.inflight == 0 and self.state.life is WAITING and (
-                self.waiting_for is REPLIES or self.waiting_for is WINDOW):
+        if self.state.life is WAITING and (
+                (self.inflight == 0 and self.waiting_for is REPLIES) or self.waiting_for is WINDOW):
             self.loop.call_soon(self._resume)
 
     def _advance(self) -> None:

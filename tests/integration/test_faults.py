@@ -139,12 +139,13 @@ def test_a_reader_that_stops_holds_up_nobody(own_redis, own_proxy):
 
 
 def test_a_reader_far_behind_stays_under_its_output_limit_and_is_not_disconnected(own_redis, tmp_path):
-    """The same with 200 MB against a 16 MB client_output_buffer: the reply window sends its
-    requests upstream only as it reads, so it never nears the limit: not disconnected, the
-    proxy's memory bounded, all 200 replies intact once it reads. (Before, it was disconnected.)"""
+    """The same with 200 MB against a 64 MB client_output_buffer: the reply window sends its
+    requests upstream only as it reads, so it never nears the limit (its window, 1 MB, plus at
+    most 32 replies not yet sized): not disconnected, the proxy's memory bounded, all 200 replies
+    intact once it reads. (Before, it was disconnected.)"""
     direct = redis.Redis(port=own_redis.port)
     direct.set("big:v", b"x" * (1024 * 1024))
-    process = _limited_proxy(tmp_path, own_redis.url, 16 * 1024 * 1024)
+    process = _limited_proxy(tmp_path, own_redis.url, 64 * 1024 * 1024)
     try:
         before = rss_mb(process.process.pid)
         sock = socket.create_connection(("127.0.0.1", process.port))

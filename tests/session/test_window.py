@@ -5,7 +5,7 @@ import pytest
 
 from proxy.bounds import plan_memory
 from proxy.config import ConfigError, Limits, default_max_memory, load_config
-from proxy.session.session import FIRST_STRETCH
+from proxy.session.session import IN_FLIGHT
 from proxy.session.states import OPEN, WAITING
 from tests.servers import parse_all
 from tests.session.test_session import Rig, replies
@@ -17,19 +17,74 @@ def bulk(size: int) -> bytes:
     return b"$%d\r\n%s\r\n" % (size, b"x" * size)
 
 
-def test_before_its_first_reply_a_client_pipeline_goes_in_stretches_of_sixteen():
+def test_before_its_first_reply_a_client_has_at_most_in_flight_commands_upstream():
     rig = Rig()
     try:
         rig.send(*[GET] * 40)
         shared = rig.shared()
-        assert len(rig.sent(shared)) == FIRST_STRETCH
+        assert len(rig.sent(shared)) == IN_FLIGHT
         assert rig.session.state.life is WAITING and not rig.client.reading
-        rig.answer(shared, bulk(3) * FIRST_STRETCH)
+        rig.answer(shared, bulk(3) * IN_FLIGHT)
         rig.run()
-        assert len(rig.sent(shared)) == 40 - FIRST_STRETCH  # small replies: no limit any more
-        rig.answer(shared, bulk(3) * (40 - FIRST_STRETCH))
+        assert len(rig.sent(shared)) == 40 - IN_FLIGHT
+        rig.answer(shared, bulk(3) * (40 - IN_FLIGHT))
         assert replies(rig) == [b"xxx"] * 40
         assert rig.session.state.life is OPEN and rig.client.reading
+    finally:
+        rig.close()
+
+
+def test_small_replies_first_do_not_let_large_commands_through_together():
+    """PING, then MGETs of many keys, never read: each MGET counts its keys, so one goes alone
+    once nothing is in flight, and none while the client is over its window."""
+    rig = Rig(client_write_buffer=10_000)
+    try:
+        rig.send([b"PING"], [b"GET", b"k"])
+        shared = rig.shared()
+        rig.sent(shared)
+        rig.answer(shared, b"+PONG\r\n" + bulk(3))
+        mget = [b"MGET"] + [b"k%d" % n for n in range(100)]
+        rig.send(*[mget] * 5)
+        assert [len(c) for c in rig.sent(shared)] == [101]
+        rig.answer(shared, b"*100\r\n" + bulk(50) * 50)  # half the reply
+        rig.client.buffered = 6_000
+        rig.session.pause_writing()  # the client does not read
+        rig.answer(shared, bulk(50) * 50)
+        rig.run()
+        assert rig.sent(shared) == []
+        rig.client.buffered = 0
+        rig.session.resume_writing()
+        rig.run()
+        assert [len(c) for c in rig.sent(shared)] == [101]  # the next, alone
+        rig.answer(shared, b"*100\r\n" + bulk(50) * 100)
+        rig.run()
+        assert [len(c) for c in rig.sent(shared)] == [101]
+    finally:
+        rig.close()
+
+
+def test_replies_in_flight_slide_a_reply_completed_lets_the_next_command_go():
+    """~1 KB replies, a 10 KB window: ten GETs in flight, each sent alone (the fast path), and
+    each reply that completes lets one more go, without waiting for all of them."""
+    rig = Rig(client_write_buffer=10_000)
+    try:
+        rig.send(GET)
+        shared = rig.shared()
+        rig.sent(shared)
+        rig.answer(shared, bulk(990))
+        for _ in range(15):
+            rig.send(GET)
+        assert len(rig.sent(shared)) == 10
+        assert rig.session.state.life is WAITING
+        rig.answer(shared, bulk(990))
+        rig.run()
+        assert len(rig.sent(shared)) == 1
+        rig.answer(shared, bulk(990) * 10)
+        rig.run()
+        assert len(rig.sent(shared)) == 4
+        rig.answer(shared, bulk(990) * 4)
+        rig.run()
+        assert len(parse_all(rig.client.taken())) == 16 and rig.session.state.life is OPEN
     finally:
         rig.close()
 
