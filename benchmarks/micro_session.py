@@ -57,6 +57,9 @@ REPEATS = 7
 COMMANDS = {
     "GET": (lambda i: (b"GET", b"bench:item:%012d:string" % i), b"$3\r\nxxx\r\n"),
     "SET": (lambda i: (b"SET", b"bench:item:%012d:string" % i, b"xxx", b"EX", b"3600"), b"+OK\r\n"),
+    # run.py's --rejected SET: with a policy (--policy configs/policies/strict-dotted.yaml) it breaks
+    # five rules and the proxy answers it itself; nothing goes upstream (--case BAD-1, BAD-16).
+    "BAD": (lambda i: (b"SET", b"BadKey%d" % i, b"xxx"), None),
 }
 # Only with --case (PING-1, PING-16): what answering PING in the proxy saves over forwarding it
 # (`--forward-ping`), standalone.
@@ -119,7 +122,7 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
     # Keys spread like redis-benchmark's `-r 100000` (over a cluster's masters too), all as long.
     requests = [b"".join(hiredis.pack_command(make((c * 1000 + k) * 2654435761 % 100000)) for k in range(pipeline))
                 for c in range(clients)]
-    replies = reply * (clients * pipeline)
+    replies = reply * (clients * pipeline) if reply is not None else None
     pairs = list(zip(sessions, requests))
     settle_collector()  # as `redis-guard serve` does once started
     live.SLOW_SECONDS = 3600.0  # under valgrind every request would pass the slow log's threshold
@@ -136,15 +139,21 @@ def measure(policy, clients: int, rounds: int, name: str, pipeline: int, repeats
             if cluster:
                 answer_masters(opened, reply, answers, requests if check else None)
             else:
-                conn = opened[-1]
-                if check and conn.transport.out:  # every request went upstream as sent (PING: none)
-                    assert b"".join(conn.transport.out) == b"".join(requests), "requests not forwarded as sent"
-                if conn.transport.out:  # (none: PING answered by the proxy)
-                    conn.transport.out.clear()
-                    conn.data_received(replies)
+                if replies is None:  # refused by the proxy: nothing went upstream (no connection opened)
+                    assert not any(conn.transport.out for conn in opened), "a refused request was forwarded"
+                else:
+                    conn = opened[-1]
+                    if check and conn.transport.out:  # every request went upstream as sent (PING: none)
+                        assert b"".join(conn.transport.out) == b"".join(requests), "requests not forwarded as sent"
+                    if conn.transport.out:  # (none: PING answered by the proxy)
+                        conn.transport.out.clear()
+                        conn.data_received(replies)
             for out in outs:
                 if check:
-                    assert b"".join(out) == reply * pipeline, "replies not delivered"
+                    if reply is None:
+                        assert b"".join(out).count(b"\r\n") == pipeline, "refusals not delivered"
+                    else:
+                        assert b"".join(out) == reply * pipeline, "replies not delivered"
                 out.clear()
         best = min(best, time.perf_counter() - started)
     loop.close()
@@ -198,6 +207,8 @@ def main() -> None:
           + (" per master" if args.cluster else "") + (f", policy {args.policy.name}" if args.policy else ""))
     for pipeline in (1, 16):
         for name in [*COMMANDS, *EXTRA] if args.case else COMMANDS:
+            if name == "BAD" and args.case is None and args.policy is None:
+                continue  # refused only under a policy
             if args.case is not None and args.case != f"{name}-{pipeline}":
                 continue
             rounds = args.rounds if args.case else max(1, args.rounds // pipeline)

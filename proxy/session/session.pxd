@@ -64,6 +64,8 @@ cdef class Session(Receiver):
     cdef public bint replies_unsure
     cdef public int stream_ends
     cdef public object pubsub
+    cdef public bint collecting
+    cdef public object local_out
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard, units=Py_ssize_t)
     cpdef data_received(self, data)
@@ -84,6 +86,7 @@ cdef class Session(Receiver):
     cpdef _advance(self)
     cpdef _write(self, data)
     cpdef _to_client(self, data)
+    cpdef _flush_local(self)
 
 cdef class Route:
     cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)

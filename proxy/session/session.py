@@ -123,6 +123,7 @@ class Session(Receiver):
         "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
         "verifying", "auth_failures", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
+        "collecting", "local_out",
     )
 
     def __init__(self, proxy):
@@ -165,6 +166,10 @@ class Session(Receiver):
         self.replies_unsure = False  # CLIENT REPLY OFF or SKIP was sent: commands may go unanswered
         self.stream_ends = 0  # how the stream may end: never (0), at RESET, with its subscriptions (streamend.py)
         self.pubsub = None  # a RESP3 client's subscriptions, its replies paired (paired_subscriptions.py)
+        # While a read's commands are dispatched, the proxy's own replies with nothing before them
+        # are collected and written at its end in one write (`_local`), not one system call each.
+        self.collecting = False
+        self.local_out = None
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
@@ -231,6 +236,7 @@ class Session(Receiver):
             else:
                 own.close()  # the client's connection state goes with it, as with Redis
         self.queue.clear()
+        self.local_out = None
 
     def data_received(self, data: bytes) -> None:
         self.reads += 1
@@ -263,9 +269,17 @@ class Session(Receiver):
                                 self.units_out += units
                                 self.route.forward(self, batch, 0, 1)
                                 return
-                    self._run(batch, 0)
+                    self.collecting = True
+                    try:
+                        self._run(batch, 0)
+                    finally:
+                        self._flush_local()
                 else:
-                    self._handle(batch)
+                    self.collecting = True
+                    try:
+                        self._handle(batch)
+                    finally:
+                        self._flush_local()
             elif self.reader._size >= BIG_REQUEST:  # counted against limits.max_memory as it grows
                 self.proxy.bounds.request_growing(self, self.reader._size)
         else:
@@ -486,12 +500,16 @@ class Session(Receiver):
         self.resume_at = self.waiting_for = None
         self.state.to("resume")
         self._resume_reading("wait")
-        self._run(batch, index)
-        if self.state.life is OPEN:
-            if batch.error is not None:
-                self.protocol_error(batch.error.reply)
-            else:
-                self._process()
+        self.collecting = True
+        try:
+            self._run(batch, index)
+            if self.state.life is OPEN:
+                if batch.error is not None:
+                    self.protocol_error(batch.error.reply)
+                else:
+                    self._process()
+        finally:
+            self._flush_local()
 
     # -- the connection the client's commands take -------------------------------------------
 
@@ -762,6 +780,13 @@ class Session(Receiver):
         """A reply the proxy writes itself, in order after everything before it."""
         queue = self.queue
         if not queue:
+            if self.collecting:
+                out = self.local_out
+                if out is None:
+                    self.local_out = [reply]
+                else:
+                    out.append(reply)
+                return
             self._write(reply)
             return
         stream = self.stream
@@ -834,6 +859,11 @@ class Session(Receiver):
             self._to_client(data)
 
     def _to_client(self, data: bytes) -> None:
+        if self.local_out is not None:  # the proxy's own replies collected before it (`_local`)
+            out = self.local_out
+            self.local_out = None
+            out.append(data)
+            data = b"".join(out)
         writer = self.writer
         if writer is not None:
             writer.write(data)
@@ -853,9 +883,19 @@ class Session(Receiver):
         self._pause_reading("closing")
         self._maybe_close()
 
+    def _flush_local(self) -> None:
+        """The end of a read's dispatch: write the proxy's own replies collected (`_local`)."""
+        self.collecting = False
+        out = self.local_out
+        if out is not None:
+            self.local_out = None
+            self._write(out[0] if len(out) == 1 else b"".join(out))
+
     def _maybe_close(self) -> None:
         if self.state.life is not CLOSING:
             return
+        if self.local_out is not None:
+            self._flush_local()
         queue = self.queue
         if queue:
             stream = self.stream

@@ -5,6 +5,7 @@ import signal
 import time
 import urllib.request
 
+import hiredis
 import pytest
 import redis
 
@@ -63,6 +64,40 @@ def test_rejected_commands_keep_pipeline_order(setup):
                      b"repeated until the cursor is 0\r\n"
                      b":1\r\n")
     assert not closed
+
+
+def test_a_thousand_pipelined_commands_good_and_refused_get_every_reply_in_order(setup):
+    """Runs of refusals (answered by the proxy at once, collected in one write) among forwarded
+    commands (answered by Redis): each reply in its command's place, checked one by one."""
+    _, process, _, _ = setup
+    commands, expected = [], []
+    for i in range(1000):
+        if (i // 7) % 3 == 0 or i % 5 == 0:  # runs of refusals, and single ones between good commands
+            commands.append(b"SET Bad:%d v\r\n" % i)
+            expected.append(b"-NOPERM key 'Bad:%d' breaks rule K2 (lowercase): use 'bad:%d'\r\n" % (i, i))
+        elif i % 2:
+            commands.append(b"SET ok:%d v%d\r\n" % (i, i))
+            expected.append(b"+OK\r\n")
+        else:
+            commands.append(b"INCR ok:n\r\n")
+            expected.append(None)  # the counter's value: counted below
+    reply, closed = exchange(process.port, b"".join(commands), timeout=10)
+    assert not closed
+    reader = hiredis.Reader()
+    reader.feed(reply)
+    n = 0
+    for i, want in enumerate(expected):
+        got = reader.gets()
+        assert got is not False, f"reply {i} missing"
+        if want is None:
+            n += 1
+            assert got == n, f"reply {i}: {got!r}"
+        elif want.startswith(b"-"):
+            assert isinstance(got, hiredis.ReplyError) and str(got).encode() + b"\r\n" == want[1:], f"reply {i}"
+        else:
+            assert got == b"OK", f"reply {i}: {got!r}"
+    assert reader.gets() is False
+    assert reply.count(b"-NOPERM") == sum(1 for want in expected if want and want.startswith(b"-"))
 
 
 KEYS_REFUSED = (b"-NOPERM command KEYS breaks rule C1 (no KEYS): use SCAN 0 MATCH <pattern> COUNT 100, "

@@ -385,3 +385,36 @@ def test_the_last_key_class_kept_is_only_a_shortcut(tmp_path):
         assert [isinstance(reply, hiredis.ReplyError) and "K2" in str(reply) for reply in got] == expected_bad
     finally:
         rig.close()
+
+
+def test_pipelined_refusals_are_one_write_and_keep_their_place_among_forwarded_replies(tmp_path):
+    """The proxy's own replies with nothing before them are collected over a read's dispatch and
+    written in one write (not a system call each); one behind a forwarded command waits for its
+    reply, in order; QUIT after refusals writes them before closing."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: refusals\nrules:\n  K2: {style: lowercase}\n")
+    rig = Rig(policy)
+    try:
+        session = rig.session
+        bad = [[b"SET", b"Bad:%d" % i, b"v"] for i in range(16)]
+        rig.send(*bad)
+        assert len(session.transport.out) == 1  # sixteen refusals, one write
+        got = replies(rig)
+        assert len(got) == 16 and all(isinstance(r, hiredis.ReplyError) and "'Bad:%d'" % i in str(r)
+                                      for i, r in enumerate(got))
+        # refusals, forwarded commands, refusals: the first ones at once, the rest after the replies
+        rig.send(bad[0], bad[1], [b"GET", b"ok:1"], bad[2], [b"GET", b"ok:2"], bad[3])
+        assert len(session.transport.out) == 1
+        assert [str(r) for r in replies(rig)] == [str(r) for r in got[:2]]
+        conn = session.route.connection()
+        assert rig.sent(conn) == [[b"GET", b"ok:1"], [b"GET", b"ok:2"]]
+        rig.answer(conn, b"$1\r\na\r\n$1\r\nb\r\n")
+        after = replies(rig)
+        assert after[0] == b"a" and after[2] == b"b" and [str(after[1]), str(after[3])] == [str(got[2]), str(got[3])]
+        assert not session.local_out and not session.queue
+        rig.send(bad[4], [b"QUIT"])
+        assert session.transport.closed or session.state.life is CLOSING
+        end = replies(rig)
+        assert str(end[0]) == str(got[4]) and end[1] == b"OK"
+    finally:
+        rig.close()
