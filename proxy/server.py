@@ -16,8 +16,9 @@ import socket
 
 from .bounds import Bounds
 from .resp.reader import ParseLimits
+from .session import session as session_module
 from .session.behaviour import LOCKED, NO_NAMES, counted, counted_unknown, dispatch_table, locked, with_login
-from .session.session import Session
+from .session.session import Session, one_unit_names
 from .upstream.connection import loop_settings
 
 log = logging.getLogger("redis_guard.server")
@@ -66,6 +67,7 @@ class Proxy:
             max_request_bytes=config.limits.max_request_bytes,
         )
         self.command_table = command_table
+        session_module.ONE_UNIT = one_unit_names(command_table)  # (the reply window's units)
         loop_settings(loop).request_timeout = getattr(config, "request_timeout", 0.0)
         self.backend = backend or make_backend(loop, config, command_table, databases)
         self.backend.pauses.on_change = self.rebind

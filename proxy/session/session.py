@@ -82,10 +82,26 @@ UNLIMITED = 1 << 62
 BIG_REQUEST = 1024 * 1024  # an unfinished request past this is counted as it grows (proxy/bounds.py)
 
 
+# Commands whose reply does not grow with their arguments: the command table's writers (+OK, a
+# count; `one_unit_names`), one unit each in the reply window, so that pipelined writes are not held
+# to IN_FLIGHT arguments. Set by the Proxy from its command table.
+ONE_UNIT = frozenset()
+
+
+def one_unit_names(table) -> frozenset:
+    """The names, as clients send them in lower and upper case, of the table's write commands."""
+    names = set()
+    for spec in table:
+        if "write" in spec.flags:
+            names.add(spec.name.lower().encode())
+            names.add(spec.name.upper().encode())
+    return frozenset(names)
+
+
 def _units(args) -> int:
-    """What a command counts for in the reply window: its arguments past the name, at least one
-    (an MGET's reply grows with its keys; inline in the hot paths)."""
-    units = len(args) - 1
+    """What a command counts for in the reply window: a writer one, any other its arguments past
+    the name, at least one (an MGET's reply grows with its keys; inline in the hot paths)."""
+    units = 1 if args[0] in ONE_UNIT else len(args) - 1
     return units if units > 0 else 1
 
 
@@ -258,7 +274,7 @@ class Session(Receiver):
                                     guard.memo is not None and guard.memo.passed(args, self.policy_state)):
                                 action = guard.action
                         if type(action) is Tally and not self.write_paused:
-                            units = len(args) - 1  # _units, inline
+                            units = 1 if args[0] in ONE_UNIT else len(args) - 1  # _units, inline
                             if units < 1:
                                 units = 1
                             if self.inflight == 0:
@@ -369,7 +385,7 @@ class Session(Receiver):
             # The reply window, checked before the command is decided: a command decided is not
             # decided again when the loop resumes there (its findings count once).
             args = commands[index]
-            units = len(args) - 1  # _units, inline
+            units = 1 if args[0] in ONE_UNIT else len(args) - 1  # _units, inline
             if units < 1:
                 units = 1
             if self.units_out + units > budget and (self.units_out or budget < 0):
