@@ -45,8 +45,8 @@ import time
 import hiredis
 
 from .policy.acl import USER_PREFIX, password_for
-from .tls import upstream_context, wrap_socket
-from .upstream.probe import ask
+from .tls import upstream_context
+from .upstream.probe import ask, ask_blocking
 
 log = logging.getLogger("redis_guard.acl")
 
@@ -470,29 +470,10 @@ def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> li
     user of clients of no application only: every version of the policy has it, whereas the
     users of applications come and go with reloads in the workers, which this process (the
     monitor's, the parent of workers) does not follow."""
-    import socket
-
-    from .upstream.connection import startup_commands
-
-    setup = startup_commands(upstream, 0, 2)
     checked = users.users if everyone else [users.by_app[None]]
-    logins = [("AUTH", user.name, user.password) for user in checked]
-    payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, *logins])
-    wanted = len(setup) + len(logins)
     try:
-        with wrap_socket(socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout),
-                         upstream.address) as conn:
-            conn.sendall(payload)
-            reader = hiredis.Reader()
-            replies = []
-            while len(replies) < wanted:
-                data = conn.recv(65536)
-                if not data:
-                    return ["? (the connection was closed)"]
-                reader.feed(data)
-                while (reply := reader.gets()) is not False:
-                    replies.append(reply)
+        _, replies = ask_blocking(upstream, [("AUTH", user.name, user.password) for user in checked], timeout)
     except OSError as exc:
         return [f"? ({exc.strerror or exc})"]
-    return [user.name for user, reply in zip(checked, replies[len(setup):], strict=False)
+    return [user.name for user, reply in zip(checked, replies, strict=False)
             if isinstance(reply, hiredis.ReplyError)]

@@ -13,8 +13,11 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import hiredis
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSTHROUGH = os.path.join(REPO, "configs", "passthrough.yaml")
@@ -269,3 +272,23 @@ local t0 = redis.call('TIME')
 repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
 return 1
 """
+
+
+def http_get(port: int, path: str, timeout: float = 15.0) -> tuple[int, str]:
+    """(status, body) of GET `path` on the proxy's metrics server at 127.0.0.1:`port`."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(port: int) -> dict:
+    """/metrics as {(name, sorted labels): value}; a series exported twice fails the test."""
+    samples = {}
+    for family in text_string_to_metric_families(http_get(port, "/metrics")[1]):
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            assert key not in samples, f"{key} exported twice"
+            samples[key] = sample.value
+    return samples

@@ -20,14 +20,12 @@ that it never applies the old ones again.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
 import hiredis
 
-from ..tls import wrap_socket
-from ..upstream.connection import startup_commands
+from ..upstream.probe import ask_blocking
 
 PROBE_TIMEOUT = 1.0
 PROBE_EVERY = 1.0
@@ -35,24 +33,11 @@ PROBE_EVERY = 1.0
 
 def ping(upstream, timeout: float = PROBE_TIMEOUT) -> str | None:
     """None when the upstream answers PING (after the proxy's own start-up commands), else why not."""
-    setup = startup_commands(upstream, upstream.db, 2)
-    payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, ("PING",)])
     try:
-        with wrap_socket(socket.create_connection((upstream.address.host, upstream.address.port), timeout=timeout),
-                         upstream.address) as conn:
-            conn.sendall(payload)
-            reader = hiredis.Reader()
-            replies = []
-            while len(replies) < len(setup) + 1:
-                data = conn.recv(65536)
-                if not data:
-                    return "the connection was closed"
-                reader.feed(data)
-                while (reply := reader.gets()) is not False:
-                    replies.append(reply)
+        setup, replies = ask_blocking(upstream, [("PING",)], timeout, upstream.db)
     except OSError as exc:
         return exc.strerror or str(exc) or type(exc).__name__
-    for reply in replies:
+    for reply in [*setup, *replies]:
         if isinstance(reply, hiredis.ReplyError):
             return str(reply)
     return None

@@ -4,10 +4,11 @@ say about itself (command table, number of databases)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import hiredis
 
-from ..tls import upstream_ssl
+from ..tls import upstream_ssl, wrap_socket
 from .connection import startup_commands
 
 
@@ -38,6 +39,28 @@ async def ask(upstream, commands: list[tuple], timeout: float = 5.0) -> list:
         return replies[len(setup):]
     finally:
         writer.close()
+
+
+def ask_blocking(upstream, commands: list[tuple], timeout: float, db: int = 0) -> tuple[list, list]:
+    """`ask` for a thread without an event loop (the readiness probe): (the replies to the proxy's
+    own start-up commands, those to `commands`), errors as hiredis.ReplyError values. Raises
+    OSError (ConnectionError when the server closes the connection first)."""
+    setup = startup_commands(upstream, db, 2)
+    payload = b"".join(hiredis.pack_command(cmd) for cmd in [*setup, *commands])
+    wanted = len(setup) + len(commands)
+    address = upstream.address
+    with wrap_socket(socket.create_connection((address.host, address.port), timeout=timeout), address) as conn:
+        conn.sendall(payload)
+        reader = hiredis.Reader()
+        replies = []
+        while len(replies) < wanted:
+            data = conn.recv(65536)
+            if not data:
+                raise ConnectionError("the connection was closed")
+            reader.feed(data)
+            while (reply := reader.gets()) is not False:
+                replies.append(reply)
+    return replies[:len(setup)], replies[len(setup):]
 
 
 async def answers(upstream, timeout: float = 1.0) -> bool:

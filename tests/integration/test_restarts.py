@@ -12,13 +12,10 @@ import signal
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import hiredis
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
@@ -27,26 +24,15 @@ from proxy.config import Address, Upstream
 from proxy.policy import Engine, load_policy
 from proxy.policy.acl import compile_users
 from proxy.upstream_acl import apply
-from tests.servers import PASSTHROUGH, ProxyProcess, RedisServer, free_port, parse_all, policy_proxy, wait_for
+from tests.servers import PASSTHROUGH, ProxyProcess, RedisServer, free_port, parse_all, policy_proxy, scrape, wait_for
+from tests.servers import http_get as get
 
 PASSWORD = "up-secret"
 POLICY = "name: shop\nrules:\n  C2: {}\n"
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
-def scrape(port: int) -> dict:
-    samples = {}
-    for family in text_string_to_metric_families(get(port, "/metrics")[1]):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def metric(port: int, name: str) -> float:

@@ -8,16 +8,14 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.servers import ProxyProcess, RedisServer, free_port, wait_for
+from tests.servers import ProxyProcess, RedisServer, free_port, scrape, wait_for
+from tests.servers import http_get as get
 
 POLICY = "name: counted\nrules:\n  K2: {style: lowercase}\n"
 
@@ -50,22 +48,8 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=15) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
-def scrape(port: int) -> dict:
-    samples = {}
-    for family in text_string_to_metric_families(get(port, "/metrics")[1]):
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            assert key not in samples, f"{key} exported twice"
-            samples[key] = sample.value
-    return samples
 
 
 def commands(samples: dict) -> float:

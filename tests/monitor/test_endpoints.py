@@ -9,12 +9,9 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import hiredis
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.monitor import exporter
 from tests.servers import (
@@ -26,7 +23,11 @@ from tests.servers import (
     exchange,
     free_port,
     parse_all,
+    scrape,
     wait_for,
+)
+from tests.servers import (
+    http_get as get,
 )
 
 AUDIT_POLICY = "name: audited\nmode: audit\nrules:\n  K2: {style: lowercase}\n"
@@ -39,20 +40,8 @@ def redis_server():
     server.close()
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
-def scrape(port: int) -> dict:
-    samples = {}
-    for family in text_string_to_metric_families(get(port, "/metrics")[1]):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
 
 
 def send(port: int, commands: list[tuple], connections: int = 1, per_write: int = 0) -> list:
@@ -164,7 +153,7 @@ def test_ready_follows_the_upstream_and_down_and_up_are_logged_once(redis_server
 
 def draining(metrics: int):
     answer = get(metrics, "/ready")
-    return answer if answer[0] == 503 else None
+    return answer if answer[0] == 503 and "draining" in answer[1] else None
 
 
 def test_ready_says_503_while_draining(redis_server):
@@ -177,7 +166,7 @@ def test_ready_says_503_while_draining(redis_server):
         conn.sendall(hiredis.pack_command(("EVAL", BUSY_SCRIPT, "0", "3000")))
         time.sleep(0.3)
         proxy.process.send_signal(signal.SIGTERM)
-        _, body = wait_for(lambda: draining(metrics), 2, "/ready to say 503")
+        _, body = wait_for(lambda: draining(metrics), 2.5, "/ready to say 503")
         assert "draining" in body and proxy.process.poll() is None
         assert conn.recv(100) == b":1\r\n"  # the request in flight was answered before the exit
     finally:

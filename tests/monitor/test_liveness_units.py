@@ -6,8 +6,6 @@ import asyncio
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -19,6 +17,7 @@ from proxy.monitor.ready import Readiness
 from proxy.supervisor import FIRST_DELAY, MAX_DELAY, RestartPolicy, describe
 from tests.monitor.test_exporter import scrape, worker
 from tests.servers import free_port
+from tests.servers import http_get as get
 
 live.setup(CommandTable.from_snapshot())
 
@@ -142,12 +141,6 @@ def test_loop_probe_sees_a_stuck_loop():
     assert not liveness.turns(runner.loop, 0.5)  # closed
 
 
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def test_healthz_of_one_process_answers_503_while_its_loop_is_stuck():
