@@ -22,7 +22,10 @@ own pooled connections by their address, the backend's `ours()`; a running proxy
 spares open as the policy's user, so its users count as used while it runs), and only users that this
 process applied (`CREATED`), whose name starts with `redis-guard:` and that still hold the
 password the proxy derived for them (ACL GETUSER): a user an operator made or changed is never
-deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted.
+deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted. After a reload the
+backend's connections open as the new policy's users (`retarget`, a cluster's routers too), and
+users still in use are tried again in the background for a bounded time (`retire`): the workers
+of one proxy reload one by one, and each sees its siblings' connections until they switch.
 
 ACL users live in the server's memory only (neither RDB nor AOF keeps them): a restarted server
 has lost them and refuses the proxy's start-up AUTH with WRONGPASS. The `Keeper` of a worker
@@ -329,16 +332,36 @@ def retarget(backend, old, new) -> bool:
     an identity of `old` open from now on as the matching user of `new` (same application, else
     the user of no application), so that `old` can be deleted under its sessions (a deleted
     user's connections are closed by Redis and reopen as the new user). False when the backend
-    cannot (a cluster's connections), and `old` then stays until exit."""
+    cannot, and `old` then stays until exit. In front of a cluster: the routers of an identity
+    of `old` (their node pools) and its spare pools."""
+    apps = {user.name: user.app for user in old.users}
+    routers = getattr(backend, "routers", None)
+    if isinstance(routers, dict):
+        return _retarget_cluster(backend, routers, apps, new)
     openers = getattr(backend, "openers", None)
     if not isinstance(openers, dict):
         return False
-    apps = {user.name: user.app for user in old.users}
     for key, opener in openers.items():
         identity = key[0]
         if isinstance(identity, tuple) and identity and identity[0] in apps:
             name, password = new.credentials_for(apps[identity[0]])
             opener.upstream = dataclasses.replace(opener.upstream, username=name, password=password)
+    return True
+
+
+def _retarget_cluster(backend, routers, apps, new) -> bool:
+    def moved(upstream):
+        name, password = new.credentials_for(apps[upstream.username])
+        return dataclasses.replace(upstream, username=name, password=password)
+
+    for identity, router in routers.items():
+        if identity[0] in apps:
+            router.username, router.password = new.credentials_for(apps[identity[0]])
+            for pool in router.pools.values():
+                pool.opener.upstream = moved(pool.opener.upstream)
+    for (_node, _protocol, identity), spares in getattr(backend, "spares", {}).items():
+        if identity[0] in apps:
+            spares.opener.upstream = moved(spares.opener.upstream)
     return True
 
 
