@@ -22,7 +22,10 @@ own pooled connections by their address, the backend's `ours()`; a running proxy
 spares open as the policy's user, so its users count as used while it runs), and only users that this
 process applied (`CREATED`), whose name starts with `redis-guard:` and that still hold the
 password the proxy derived for them (ACL GETUSER): a user an operator made or changed is never
-deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted.
+deleted. When CLIENT LIST or ACL GETUSER is refused, nothing is deleted. After a reload the
+backend's connections open as the new policy's users (`retarget`, a cluster's routers too), and
+users still in use are tried again in the background for a bounded time (`retire`): the workers
+of one proxy reload one by one, and each sees its siblings' connections until they switch.
 
 ACL users live in the server's memory only (neither RDB nor AOF keeps them): a restarted server
 has lost them and refuses the proxy's start-up AUTH with WRONGPASS. The `Keeper` of a worker
@@ -46,6 +49,7 @@ import hiredis
 
 from .policy.acl import USER_PREFIX, password_for
 from .tls import upstream_context
+from .upstream.connection import SHARED, SPARE
 from .upstream.probe import ask, ask_blocking
 
 log = logging.getLogger("redis_guard.acl")
@@ -328,11 +332,15 @@ def retarget(backend, old, new) -> bool:
     an identity of `old` open from now on as the matching user of `new` (same application, else
     the user of no application), so that `old` can be deleted under its sessions (a deleted
     user's connections are closed by Redis and reopen as the new user). False when the backend
-    cannot (a cluster's connections), and `old` then stays until exit."""
+    cannot, and `old` then stays until exit. In front of a cluster: the routers of an identity
+    of `old` (their node pools) and its spare pools."""
+    apps = {user.name: user.app for user in old.users}
+    routers = getattr(backend, "routers", None)
+    if isinstance(routers, dict):
+        return _retarget_cluster(backend, routers, apps, new)
     openers = getattr(backend, "openers", None)
     if not isinstance(openers, dict):
         return False
-    apps = {user.name: user.app for user in old.users}
     for key, opener in openers.items():
         identity = key[0]
         if isinstance(identity, tuple) and identity and identity[0] in apps:
@@ -341,21 +349,91 @@ def retarget(backend, old, new) -> bool:
     return True
 
 
-async def retire(config, backend, current) -> None:
+def _retarget_cluster(backend, routers, apps, new) -> bool:
+    def moved(upstream):
+        name, password = new.credentials_for(apps[upstream.username])
+        return dataclasses.replace(upstream, username=name, password=password)
+
+    for identity, router in routers.items():
+        if identity[0] in apps:
+            router.username, router.password = new.credentials_for(apps[identity[0]])
+            for pool in router.pools.values():
+                pool.opener.upstream = moved(pool.opener.upstream)
+    for (_node, _protocol, identity), spares in getattr(backend, "spares", {}).items():
+        if identity[0] in apps:
+            spares.opener.upstream = moved(spares.opener.upstream)
+    return True
+
+
+async def retire(config, backend, current, every: float = 1.0, within: float = 30.0) -> None:
     """A reload applied `current`: remove the users of the policies this process applied before
-    (a renamed or replaced policy), where no other process uses them."""
+    (a renamed or replaced policy), where no other process uses them. Those kept because another
+    connection still uses them (the sibling workers, which reload one by one, or another proxy)
+    are tried again in the background every `every` seconds for up to `within` seconds (`RETRY`,
+    cancelled by the next reload and at exit): each try first closes this process's idle
+    connections still logged in as them (they reopen as `current`'s users), so once every worker
+    has reloaded, the last one to try finds them unused and deletes them."""
+    cancel_retry()
+    kept = []
     for users in [users for name, users in CREATED.items() if name != current.policy_name]:
         if not retarget(backend, users, current):
             log.info("upstream ACL users of policy '%s' kept until exit (the cluster's connections use them)",
                      users.policy_name)
             continue
         await remove_for(config, users, backend.ours().addrs)
+        if users.policy_name in CREATED:
+            kept.append(users)
+    if kept and within > 0:
+        RETRY[0] = asyncio.ensure_future(_retry(config, backend, kept, every, within))
+
+
+RETRY: list = [None]  # the background task of `retire` still trying, if any
+
+
+def cancel_retry() -> None:
+    task, RETRY[0] = RETRY[0], None
+    if task is not None and not task.done():
+        task.cancel()
+
+
+def close_idle_as(backend, names) -> set:
+    """Close this process's connections logged in as one of `names` that wait for no reply and
+    belong to no client (shared and spare ones): they reopen, when next needed, as the user their
+    opener says now (`retarget`). The addresses Redis knows the closed ones by (it may list them
+    a moment longer)."""
+    closed = set()
+    for role, conn in backend.connections():
+        upstream = conn.upstream
+        if (role in (SHARED, SPARE) and upstream is not None and upstream.username in names
+                and not conn.pending):
+            if conn.sockname is not None:
+                closed.add(conn.sockname)
+            conn.close()
+    return closed
+
+
+async def _retry(config, backend, kept, every: float, within: float) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while kept and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(every)
+        for users in list(kept):
+            if users.policy_name not in CREATED:  # removed meanwhile (at exit, or by another reload)
+                kept.remove(users)
+                continue
+            closed = close_idle_as(backend, {user.name for user in users.users})
+            await remove_for(config, users, backend.ours().addrs | closed)
+            if users.policy_name not in CREATED:
+                kept.remove(users)
+    for users in kept:
+        log.info("upstream ACL users of policy '%s' kept until exit (still in use %gs after the reload)",
+                 users.policy_name, within)
 
 
 async def remove_at_exit(config, own=frozenset(), wait: float = 0.0) -> None:
     """At a clean exit (the proxy's connections closed; `own` their addresses): remove the users
     this process applied, waiting up to `wait` seconds for the connections of workers stopping
     with it to go."""
+    cancel_retry()
     for users in list(CREATED.values()):
         await remove_for(config, users, own, wait=wait)
 

@@ -93,3 +93,41 @@ def test_through_the_proxy_an_applications_commands_run_as_its_user(acl_proxy, r
     name = users.credentials_for("checkout")[0]
     assert name in {entry["user"] for entry in owner.client_list()}
     client.close()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_renamed_policys_users_go_from_every_node_on_reload(redis_cluster, tmp_path, workers):
+    """The cluster's node connections open as the new policy's user after a reload (`retarget`),
+    so the old policy's user is deleted on every node while the proxy keeps serving."""
+    from tests.servers import wait_for
+
+    def users_on(node) -> set[str]:
+        return {n if isinstance(n, str) else n.decode() for n in redis_cluster.command(node, "ACL", "USERS")}
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("name: life\nrules:\n  K2: {style: lowercase}\n")
+    process = proxy_for(redis_cluster, "--policy", str(policy), "--workers", workers)
+    nodes = [node for node in redis_cluster.nodes if node.alive]
+    clients = [redis.Redis(port=process.port) for _ in range(4)]
+    try:
+        for number, client in enumerate(clients):
+            for shard in range(3):  # keys on every master
+                assert client.set(f"life:{number}:{{{shard}}}", "1") is True
+        assert all("redis-guard:life" in users_on(node) for node in nodes)
+        policy.write_text("name: renamed\nrules:\n  K2: {style: lowercase}\n")
+        wait_for(lambda: all("redis-guard:renamed" in users_on(node) for node in nodes), 20, "the new user")
+        wait_for(lambda: not any("redis-guard:life" in users_on(node) for node in nodes), 40,
+                 "the old policy's user to be deleted on every node")
+        for number, client in enumerate(clients):
+            for shard in range(3):
+                assert client.get(f"life:{number}:{{{shard}}}") == b"1"
+                assert client.set(f"life:{number}:{{{shard}}}", "2") is True
+        for node in nodes:
+            listing = redis_cluster.command(node, "CLIENT", "LIST")
+            listing = listing.decode() if isinstance(listing, bytes) else listing
+            assert "user=redis-guard:life " not in listing, node
+    finally:
+        for client in clients:
+            client.close()
+        assert process.stop() == 0
+    assert not any("redis-guard:renamed" in users_on(node) for node in nodes)

@@ -134,3 +134,33 @@ def test_a_policy_without_c2_keeps_the_baseline(server, tmp_path, rules, keys, f
     finally:
         client.close()
         proxy.stop()
+
+
+def test_workers_reloaded_one_by_one_delete_the_renamed_policys_user(server, tmp_path):
+    """Each worker reloads on its own; the first to try finds its sibling's connections still
+    logged in as the old user and keeps it; its retries (every second, up to 30 s) close its own
+    idle ones, so once both have reloaded the old user goes, while the proxy keeps serving."""
+    operator_users(server.port)
+    proxy = policy_proxy(tmp_path, POLICY.format(name="life"), server.url, "--workers", "2")
+    try:
+        clients = [redis.Redis(port=proxy.port) for _ in range(6)]  # connections on both workers
+        for number, client in enumerate(clients):
+            assert client.set(f"a:{number}", "1") is True
+        assert "redis-guard:life" in users(server.port)
+        (tmp_path / "policy.yaml").write_text(POLICY.format(name="renamed"))
+        wait_for(lambda: "redis-guard:renamed" in users(server.port), 20, "the new policy's user")
+        wait_for(lambda: "redis-guard:life" not in users(server.port), 40, "the old policy's user to be deleted")
+        assert OPERATORS <= users(server.port)
+        for number, client in enumerate(clients):  # the clients go on, as the new policy's user
+            assert client.get(f"a:{number}") == b"1"
+            assert client.set(f"a:{number}", "2") is True
+        admin = redis.Redis(port=server.port)
+        listing = admin.execute_command("CLIENT", "LIST").decode()
+        admin.close()
+        assert "user=redis-guard:life " not in listing
+        for client in clients:
+            client.close()
+    finally:
+        assert proxy.stop() == 0
+    assert "redis-guard:renamed" not in users(server.port)
+    assert OPERATORS <= users(server.port)
