@@ -96,6 +96,8 @@ def test_read_only_allow_and_managing_commands():
         assert refused_by_c6(engine, *command), command
     for command in (["SCRIPT", "KILL"], ["FUNCTION", "LIST"], ["FUNCTION", "STATS"]):
         assert outcome(engine, *command).verdict == ALLOW, command
+    assert outcome(engine, "SCRIPT", "EXISTS", RELEASE_SHA, RELEASE_SHA.upper()).verdict == ALLOW
+    assert refused_by_c6(engine, "SCRIPT", "EXISTS", RELEASE_SHA, "0" * 40)  # another's SHA: not answered
     declared = Engine(load_policy_text("rules:\n  C6: {scripts: declared}\n", None, table()), table())
     assert outcome(declared, "EVAL", "return 1", "0").verdict == ALLOW
 

@@ -8,7 +8,8 @@ names, TTLs or sizes. So `scripts:` says which scripts run:
   DIR` (relative to the policy file) holds one approved script per `.lua` file and function
   libraries (`#!lua name=...`); the built-in library (`_scripts.BUILTIN_DIR`: the client
   libraries' lock scripts) is always approved too. EVAL of an approved body, EVALSHA of an
-  approved SHA, FCALL of a function of an approved library, SCRIPT LOAD of an approved body run;
+  approved SHA, FCALL of a function of an approved library, SCRIPT LOAD of an approved body run
+  (and SCRIPT EXISTS of approved SHAs is answered);
   every other EVAL*/FCALL*/SCRIPT LOAD is refused, and so are SCRIPT FLUSH/DEBUG and FUNCTION
   LOAD/DELETE/FLUSH/RESTORE (the library is the operators'). EVALSHA of an approved SHA is sent as
   EVAL of its body: Redis runs it from its script cache all the same, and a script cache emptied
@@ -95,7 +96,7 @@ class ScriptsWithinTheRules(RewriteRule):
             return True
         if spec.name in READ_ONLY and self.read_only == "allow":
             return False
-        return spec.name in RUNS or spec.name in MANAGING or spec.name == "script|load"
+        return spec.name in RUNS or spec.name in MANAGING or spec.name in ("script|load", "script|exists")
 
     def denies(self, spec) -> bool:
         if self.scripts == "deny":
@@ -112,6 +113,12 @@ class ScriptsWithinTheRules(RewriteRule):
                 return None
             if name == "script|load":
                 return self.finding("command SCRIPT LOAD of a script that is not approved", APPROVE)
+            if name == "script|exists":  # asked of approved scripts only
+                unknown = [sha for sha in args[2:] if sha.lower() not in self.library.scripts]
+                if not unknown:
+                    return None
+                return self.finding(f"command SCRIPT EXISTS of SHA {_short(unknown[0])}, not an approved script",
+                                    APPROVE)
             return self.finding(f"command {command_words(name)}", OPERATORS)
         if len(args) < 2:
             return None  # Redis answers with its arity error
