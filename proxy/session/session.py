@@ -391,7 +391,6 @@ class Session(Receiver):
             if self.units_out + units > budget and (self.units_out or budget < 0):
                 self._window_wait(batch, start, index)
                 return
-            self.units_out += units
             name = args[0]
             action = dispatch.get(name)
             if action is None:
@@ -420,6 +419,7 @@ class Session(Receiver):
             if type(action) is Tally:
                 tally = action  # (compiled: typed, its count a C field)
                 tally.n += 1
+                self.units_out += units  # (what goes upstream only: a refusal waits for no reply)
                 index += 1
                 continue
             if action == PONG and count > 1:
@@ -427,6 +427,7 @@ class Session(Receiver):
                 # anyway, where the proxy's own would be a write of its own (handlers.pong).
                 tally = PING_TALLY
                 tally.n += 1
+                self.units_out += units
                 index += 1
                 continue
             if start < index:
