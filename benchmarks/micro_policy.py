@@ -27,6 +27,7 @@ from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
 from proxy.policy.shadow import ShadowPolicy  # noqa: E402
 from proxy.resp.reader import Batch  # noqa: E402
+from proxy.session import session as session_module  # noqa: E402
 from proxy.session.behaviour import (  # noqa: E402
     PASS,
     STANDALONE,
@@ -36,7 +37,7 @@ from proxy.session.behaviour import (  # noqa: E402
     dispatch_table,
     lane_tables,
 )
-from proxy.session.session import Route, Session  # noqa: E402
+from proxy.session.session import Route, Session, one_unit_names  # noqa: E402
 from proxy.session.states import SHARED, ConnState  # noqa: E402
 
 PIPELINE = 16
@@ -50,7 +51,9 @@ COMMANDS = {
 
 class NoRoute(Route):
     def forward(self, session, batch, start, stop) -> None:
-        pass  # the upstream write is not what is measured
+        # The upstream write is not what is measured: the replies are taken as arrived at once
+        # (the reply window stays open).
+        session.units_out = 0
 
 
 def session(engine: Engine, actions, shadow=None) -> Session:
@@ -89,6 +92,7 @@ def main() -> None:
                         "(`shadow_policy:`; e.g. the same file: the cost of a candidate that passes everything)")
     args = parser.parse_args()
     table = CommandTable.from_snapshot()
+    session_module.ONE_UNIT = one_unit_names(table)  # as the Proxy sets it (the reply window's units)
     actions = lane_tables(Behaviour(table), STANDALONE)[SHARED]
     off = passthrough_engine(table)
     rng = random.Random(1)
