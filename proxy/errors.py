@@ -78,6 +78,10 @@ def not_in_transaction(args) -> bytes:
                       "where it could reach connections the proxy shares; send it outside the transaction")
 
 
+AUTH_IN_TRANSACTION = resp_error(
+    "ERR AUTH inside MULTI is not supported through Redis Guard: the proxy answers AUTH itself (credentials "
+    "never reach Redis), so it cannot run at EXEC; authenticate before MULTI")
+
 HELLO2_SUBSCRIBED = resp_error(
     "ERR HELLO 2 while subscribed in RESP3 is not supported through Redis Guard with options or in front of a "
     "Redis Cluster (the server would send the subscriptions' messages as RESP2 replies): unsubscribe from every "

@@ -84,6 +84,12 @@ def locked(session, batch, index: int) -> int:
 
 
 def login(session, batch, index: int) -> int:
+    if session.state.in_transaction:
+        # The proxy answers AUTH when it comes: queued, it could not run at EXEC. Refused, and EXEC
+        # aborts, as after a command Redis refused to queue (it was answered +OK, then EXECABORT).
+        session._local(errors.AUTH_IN_TRANSACTION)
+        session.refused_in_transaction()
+        return index + 1
     return session.login(batch, index)
 
 

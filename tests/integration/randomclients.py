@@ -102,7 +102,9 @@ SERVER_WIDE = {"scan", "randomkey", "client|list", "slowlog|get", "pubsub|channe
 # EXEC counts one reply per command (redis/redis#12207): REPLCONF ACK/GETACK send none, so EXEC
 # takes the next command's reply (the marker) as its own; (UN)SUBSCRIBE with N channels sends N,
 # and the N-1 extra ones follow EXEC's array as replies nobody asked for.
-NOT_IN_GROUPS = {"replconf", "unsubscribe", "punsubscribe", "sunsubscribe"}
+# AUTH is the proxy's (credentials never reach Redis): inside MULTI it is refused, not queued
+# (test_isolation_findings.py: test_auth_inside_multi_is_refused_and_exec_aborts).
+NOT_IN_GROUPS = {"replconf", "unsubscribe", "punsubscribe", "sunsubscribe", "auth"}
 # Commands that splice bytes or bits into a value: the client's own tag can become another's
 # ('rg12' and 'rg11' are two bits apart), so replies reading such a key are not searched for tags.
 SCRAMBLES = {"setrange", "setbit", "bitfield", "bitop"}

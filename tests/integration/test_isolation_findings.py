@@ -11,6 +11,7 @@ import time
 import hiredis
 import pytest
 
+from proxy import errors
 from tests.servers import PASSTHROUGH, REPO, ProxyProcess, RedisServer, exchange, exchange_batches, read_until_quiet
 
 BUSY_SCRIPT = hiredis.pack_command(("EVAL", "while true do end", "0"))
@@ -164,6 +165,15 @@ def test_failed_hello_auth_keeps_resp3(own_redis, own_proxy, hello):
     direct, through = both(own_redis, own_proxy, [b"HELLO 3\r\n", hello + b"\r\nGET nokey\r\n"])
     assert direct[1][0].endswith(b"\r\n_\r\n")  # RESP3's null: the client is still in RESP3
     assert through[1] == direct[1]  # (HELLO's reply holds the connection id)
+
+
+def test_auth_inside_multi_is_refused_and_exec_aborts(own_redis, own_proxy):
+    """The proxy answers AUTH itself, so it cannot be queued for EXEC: refused with the reason,
+    and EXEC aborts as after any command refused at queue time (it used to answer +OK, then abort)."""
+    direct, through = both(own_redis, own_proxy, [b"MULTI\r\nAUTH default pw\r\nSET k v\r\nEXEC\r\nGET k\r\n"])
+    assert direct[0][0] == b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n+OK\r\n$1\r\nv\r\n"
+    assert through[0][0] == (b"+OK\r\n" + errors.AUTH_IN_TRANSACTION + b"+QUEUED\r\n"
+                             b"-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n")
 
 
 def test_multi_reply_command_in_transaction(own_redis, own_proxy):
