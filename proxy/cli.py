@@ -301,36 +301,38 @@ _TLS_FLAGS = ("cert_file", "key_file", "ca_cert_file", "auth_clients", "protocol
 _UPSTREAM_TLS_FLAGS = ("ca_cert_file", "cert_file", "key_file", "server_name", "verify")
 
 
-def _tls_flags(config, args):
-    """`--tls-*` and `--upstream-tls-*` override the fields of `tls:` / `upstream_tls:`."""
+def _flag_section(args, prefix: str, names, current) -> dict | None:
+    """The `--<prefix>*` flags given over the fields of `current` (a parsed section, or None), as
+    the YAML section they amount to; None when no such flag is given."""
     import dataclasses
 
+    given = {key: getattr(args, prefix + key) for key in names if getattr(args, prefix + key) is not None}
+    if not given:
+        return None
+    section = dataclasses.asdict(current) if current is not None else {}
+    section = {key: " ".join(value) if isinstance(value, tuple) else value  # (protocols, as written in YAML)
+               for key, value in section.items()}
+    section.update(given)
+    return {key: value for key, value in section.items() if value is not None}
+
+
+def _tls_flags(config, args):
+    """`--tls-*` and `--upstream-tls-*` override the fields of `tls:` / `upstream_tls:`."""
     from . import tls
 
     if args.tls_listen:
         config = config.replace(tls_listen=parse_address(args.tls_listen, 6380))
-    given = {key: getattr(args, "tls_" + key) for key in _TLS_FLAGS if getattr(args, "tls_" + key) is not None}
-    if given:
-        section = dataclasses.asdict(config.tls) if config.tls is not None else {}
-        section["protocols"] = " ".join(section.get("protocols", ("TLSv1.2", "TLSv1.3")))
-        section.update(given)
-        section = {key: value for key, value in section.items() if value is not None}
-        try:
+    try:
+        section = _flag_section(args, "tls_", _TLS_FLAGS, config.tls)
+        if section is not None:
             config = config.replace(tls=tls.parse_server_tls(section, "--tls"))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    given = {key: getattr(args, "upstream_tls_" + key) for key in _UPSTREAM_TLS_FLAGS
-             if getattr(args, "upstream_tls_" + key) is not None}
-    if given:
-        if "verify" in given:
-            given["verify"] = parse_switch(given["verify"], "--upstream-tls-verify")
-        section = dataclasses.asdict(config.upstream_tls) if config.upstream_tls is not None else {}
-        section.update(given)
-        section = {key: value for key, value in section.items() if value is not None}
-        try:
+        section = _flag_section(args, "upstream_tls_", _UPSTREAM_TLS_FLAGS, config.upstream_tls)
+        if section is not None:
+            if args.upstream_tls_verify is not None:
+                section["verify"] = parse_switch(args.upstream_tls_verify, "--upstream-tls-verify")
             config = config.replace(upstream_tls=tls.parse_upstream_tls(section, "--upstream-tls"))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if config.tls_listen is not None and config.tls is None:
         raise ConfigError("tls_listen needs the tls settings (cert_file, key_file)")
     return config

@@ -39,8 +39,8 @@ def metric(port: int, name: str) -> float:
     return sum(value for (found, _), value in scrape(port).items() if found == name)
 
 
-def retrying_client(port: int) -> redis.Redis:
-    return redis.Redis(port=port, socket_timeout=10, retry=Retry(ConstantBackoff(0.05), 40),
+def retrying_client(port: int, retries: int = 40) -> redis.Redis:
+    return redis.Redis(port=port, socket_timeout=10, retry=Retry(ConstantBackoff(0.05), retries),
                        retry_on_error=[redis.ConnectionError, redis.TimeoutError])
 
 
@@ -59,16 +59,17 @@ class Writer(threading.Thread):
     """Writes through the proxy until stopped, bounded in count and time: (time, error) of each
     failure, the count of successes."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, seconds: float = 60, count: int = 200_000, retries: int = 40):
         super().__init__(daemon=True)
-        self.client = retrying_client(port)
+        self.client = retrying_client(port, retries)
         self.stopped = threading.Event()
         self.errors: list[tuple[float, str]] = []
         self.written = 0
+        self.seconds, self.count = seconds, count
 
     def run(self) -> None:
-        deadline = time.monotonic() + 60
-        for count in range(200_000):
+        deadline = time.monotonic() + self.seconds
+        for count in range(self.count):
             if self.stopped.is_set() or time.monotonic() > deadline:
                 break
             try:

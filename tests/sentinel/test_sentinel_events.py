@@ -7,7 +7,6 @@ sentinels name now; a client half-closing during BLPOP; request_timeout with the
 import os
 import signal
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,10 +14,8 @@ import urllib.request
 import hiredis
 import pytest
 import redis
-from redis.backoff import ConstantBackoff
-from redis.retry import Retry
 
-from tests.integration.test_restarts import reapplied
+from tests.integration.test_restarts import Writer, reapplied
 from tests.sentinel.group import MASTER_NAME
 from tests.servers import free_port, policy_proxy, wait_for
 
@@ -52,37 +49,6 @@ def proxy_for(group, tmp_path, config: str = ""):
     return proxy, metrics
 
 
-class Writer(threading.Thread):
-    """Writes through the proxy with redis-py's Retry until stopped, bounded in count and time."""
-
-    def __init__(self, port: int):
-        super().__init__(daemon=True)
-        self.client = redis.Redis(port=port, socket_timeout=10, retry=Retry(ConstantBackoff(0.05), 60),
-                                  retry_on_error=[redis.ConnectionError, redis.TimeoutError])
-        self.stopped = threading.Event()
-        self.errors: list[tuple[float, str]] = []
-        self.written = 0
-
-    def run(self) -> None:
-        deadline = time.monotonic() + 90
-        for count in range(300_000):
-            if self.stopped.is_set() or time.monotonic() > deadline:
-                break
-            try:
-                self.client.set(f"shop:k{count % 100}", count)
-                self.written += 1
-            except redis.RedisError as exc:
-                self.errors.append((time.monotonic(), str(exc)))
-                time.sleep(0.01)
-            time.sleep(0.002)
-        self.client.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        if self.is_alive():
-            self.join(10)
-
-
 def restart(server, persistence: bool = False) -> float:
     """The server killed (without persistence) or stopped (with its AOF) and started again on its
     port, as a master."""
@@ -114,7 +80,7 @@ def test_master_restarted_is_ridden_out(sentinel_group, tmp_path, persistence):
     if persistence:
         aof_on(group.master)
     proxy, metrics = proxy_for(group, tmp_path)
-    writer = Writer(proxy.port)
+    writer = Writer(proxy.port, seconds=90, count=300_000, retries=60)
     try:
         assert "redis-guard:shop" in acl_names(group.master.port)
         writer.start()
@@ -136,7 +102,7 @@ def test_new_master_restarted_after_a_failover_is_ridden_out(sentinel_group, tmp
     """The users go to the master the proxy follows now, not to the one of start-up (dead)."""
     group = sentinel_group
     proxy, metrics = proxy_for(group, tmp_path)
-    writer = Writer(proxy.port)
+    writer = Writer(proxy.port, seconds=90, count=300_000, retries=60)
     try:
         writer.start()
         wait_for(lambda: writer.written > 50, 10, "writes before the failover")
