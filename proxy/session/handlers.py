@@ -18,6 +18,7 @@ import logging
 import hiredis
 
 from .. import errors
+from ..login import parse_hello
 from ..pending import Receiver
 from ..policy.engine import SessionState
 from . import clientkill, paired_subscriptions, streamend
@@ -84,13 +85,22 @@ def locked(session, batch, index: int) -> int:
 
 
 def login(session, batch, index: int) -> int:
-    if session.state.in_transaction:
+    if session.state.in_transaction and with_credentials(batch.commands[index]):
         # The proxy answers AUTH when it comes: queued, it could not run at EXEC. Refused, and EXEC
         # aborts, as after a command Redis refused to queue (it was answered +OK, then EXECABORT).
         session._local(errors.AUTH_IN_TRANSACTION)
         session.refused_in_transaction()
         return index + 1
     return session.login(batch, index)
+
+
+def with_credentials(args: list[bytes]) -> bool:
+    """AUTH, or a HELLO with AUTH: what the proxy answers itself (a HELLO without credentials is
+    queued upstream, as Redis queues it)."""
+    if args[0].lower() == b"auth":
+        return True
+    parsed = parse_hello(args)
+    return not isinstance(parsed, bytes) and parsed.user is not None
 
 
 def subcommand(session, batch, index: int) -> int:
