@@ -36,6 +36,7 @@ from ..session.behaviour import (
     LOCKED,
     LOGIN,
     MULTI,
+    NO_CLUSTER,
     NO_NAMES,
     PASS,
     PONG,
@@ -58,9 +59,9 @@ from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
-from .handlers import pin_transaction
+from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
-from .keyspace import fans_out, merge_for
+from .keyspace import fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 
@@ -91,7 +92,9 @@ class ClusterBackend:
         self.routers = {self.default_identity: self.router}  # identity -> its router (`router_for`)
         self.routes = RouteTable(table, Planner(table))
         self.behaviour = Behaviour(table)
-        self.handlers = HANDLERS
+        # The one face (handlers.no_cluster), or a one-node cluster at the proxy's address (face.py).
+        self.face = config.face
+        self.handlers = HANDLERS if self.face != "cluster" else {**HANDLERS, NO_CLUSTER: cluster_face}
         check_columns(self.behaviour, self.column, self.handlers)
         actions = self.behaviour.actions[CLUSTER]
         self.shared_table = both_cases(actions)
@@ -109,6 +112,8 @@ class ClusterBackend:
         # Keyless commands to every master: how their replies merge (by name, 'script|load'...).
         self.merges = {spec.name.encode(): merge_for(spec.name, spec.tips) for spec in table.walk()
                        if fans_out(spec.name, spec.tips) or spec.name.encode() in KEYSPACE_FANOUT}
+        if self.face == "cluster":
+            self.merges[b"info"] = merge_info_cluster
         self.deferred_route = DeferredRoute(self)
         self.shared_routes: dict[tuple, ClusterRoute] = {}
         self.spares: dict[tuple, SparePool] = {}
