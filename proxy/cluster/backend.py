@@ -67,9 +67,10 @@ from .router import ClusterRouter
 
 log = logging.getLogger("redis_guard.cluster")
 
-# Inside a cluster transaction: the transaction's own commands, and those that end the session.
+# Inside a cluster transaction: the transaction's own commands, and those that end the session;
+# CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
-             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND}
+             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER}
 
 
 class ClusterBackend:
