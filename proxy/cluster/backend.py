@@ -71,6 +71,9 @@ log = logging.getLogger("redis_guard.cluster")
 # CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
              CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER}
+# A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
+# with the stream (its reply behind a barrier), never by the stream's node.
+_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER}
 
 
 class ClusterBackend:
@@ -103,6 +106,8 @@ class ClusterBackend:
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
                                         for name, action in actions.items()})
         self.stream_table.update(stream_table_extra(actions))
+        if actions.get("cluster") == SUBCOMMAND:  # (answered by the proxy there too: `_STREAM_KEPT`)
+            self.stream_table.update(both_cases({"cluster": SUBCOMMAND}))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
@@ -160,7 +165,7 @@ class ClusterBackend:
         if state.lane is SHARED:
             return action
         if state.lane is STREAMING:  # (CLIENT's subcommands there: `stream_table_extra`)
-            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL) else PASS
+            return action if action in _STREAM_KEPT else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:

@@ -308,3 +308,30 @@ def test_face_cluster_in_front_of_one_server_refused(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 2
     assert "face: cluster presents a Redis Cluster (upstream_cluster) as one node" in done.stderr
+
+
+@pytest.mark.parametrize("which", ["face_proxy", "cluster_proxy"], ids=["face-cluster", "face-standalone"])
+def test_cluster_on_a_stream_answered_by_the_proxy_in_order(which, request, redis_cluster):
+    """After CLIENT REPLY, MONITOR or SUBSCRIBE the client's commands go on its own node's stream:
+    CLUSTER there is still the proxy's (never the node's view of the real cluster), in order with
+    the stream's replies, skipped under CLIENT REPLY SKIP/OFF as Redis skips a reply."""
+    port = request.getfixturevalue(which).port
+    if which == "face_proxy":
+        myid = b"$40\r\n" + face.node_id(b"127.0.0.1", port) + b"\r\n"
+        slots = face.slots_reply(_me(port), 2)
+    else:
+        myid = slots = b"-ERR This instance has cluster support disabled\r\n"
+    replies = exchange_batches(port, [command("CLIENT", "REPLY", "SKIP"), command("CLUSTER", "SLOTS"),
+                                      command("CLUSTER", "MYID")])
+    assert replies == [(b"", False), (b"", False), (myid, False)]
+    replies = exchange_batches(port, [command("CLIENT", "REPLY", "OFF"), command("CLUSTER", "SLOTS"),
+                                      command("CLIENT", "REPLY", "ON") + command("CLUSTER", "SLOTS")])
+    assert replies == [(b"", False), (b"", False), (b"+OK\r\n" + slots, False)]
+    replies = exchange_batches(port, [command("SUBSCRIBE", "x"), command("CLUSTER", "MYID"), command("UNSUBSCRIBE"),
+                                      command("CLUSTER", "MYID") + command("GET", "{never}set")])
+    assert replies[1:] == [(myid, False), (b"*3\r\n$11\r\nunsubscribe\r\n$1\r\nx\r\n:0\r\n", False),
+                           (myid + b"$-1\r\n", False)]  # (the stream ended: GET routed by slot again)
+    replies = exchange_batches(port, [command("MONITOR"), command("CLUSTER", "MYID")])
+    assert replies == [(b"+OK\r\n", False), (myid, False)]
+    for real in redis_cluster.nodes:
+        assert all(str(real.port).encode() not in reply for reply, _ in replies)
