@@ -13,6 +13,8 @@ shard channels). Whole-keyspace commands go to every master, replies
 merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
 control connection at once; CLIENT KILL to every master, never reaching the proxy's own
 connections; WAIT to every master on lent connections, after a write that covers the client's.
+CLUSTER is the proxy's in every lane (a node would describe the real cluster): as a server
+without cluster support answers it, or, with `face: cluster`, as a one-node cluster (`face.py`).
 """
 
 from __future__ import annotations
