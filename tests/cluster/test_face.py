@@ -335,3 +335,14 @@ def test_cluster_on_a_stream_answered_by_the_proxy_in_order(which, request, redi
     assert replies == [(b"+OK\r\n", False), (myid, False)]
     for real in redis_cluster.nodes:
         assert all(str(real.port).encode() not in reply for reply, _ in replies)
+
+
+def test_standalone_face_inside_multi_never_asks_a_node(cluster_proxy):
+    """With the default face CLUSTER inside MULTI is the proxy's error too (it went to the
+    transaction's node, which answered with the real cluster's slots and addresses)."""
+    for first in (command("SET", "{multi}a", "1"), b""):
+        replies = exchange_batches(cluster_proxy.port, [command("MULTI") + first + command("CLUSTER", "SLOTS")
+                                                        + command("EXEC")])
+        queued = b"+QUEUED\r\n" if first else b""
+        assert replies[0][0] == (b"+OK\r\n" + queued + b"-ERR This instance has cluster support disabled\r\n"
+                                 b"-EXECABORT Transaction discarded because of previous errors.\r\n")
