@@ -27,9 +27,11 @@ from .config import (
     Address,
     ConfigError,
     Upstream,
+    check_face,
     load_config,
     parse_address,
     parse_cluster_seeds,
+    parse_face,
     parse_policy,
     parse_sentinel,
     parse_switch,
@@ -465,6 +467,9 @@ def cmd_serve(args) -> int:
         if args.upstream_sentinel:
             config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"),
                                     upstream_cluster=())
+        if args.face:
+            config = config.replace(face=parse_face(args.face))
+        check_face(config)  # (before a Sentinel is asked for its master)
         config = _tls_flags(config, args)
         _configure_upstream_tls(config)
         if config.tls is not None:  # its files load, or the proxy does not start (ValueError below)
@@ -816,6 +821,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
     serve.add_argument("--upstream-acl", help="on|off: create the policy's ACL users on the upstream (default on)")
     serve.add_argument("--metrics", help="HOST:PORT or PORT (127.0.0.1) to serve /metrics, /healthz, /ready on")
+    serve.add_argument("--face", help="standalone|cluster: in front of a cluster, present a standalone server "
+                       "(default) or a one-node cluster at the proxy's own address")
     serve.add_argument("--tls-listen", help="HOST:PORT or PORT: a second listener, with TLS (--listen stays plain)")
     for key in _TLS_FLAGS:  # Redis's own tls-* names
         serve.add_argument("--tls-" + key.replace("_", "-"), dest="tls_" + key, help="as tls: " + key)

@@ -122,6 +122,7 @@ class Config:
     tls: object | None = None  # tls.ServerTLS: the listener (or `tls_listen`) speaks TLS
     tls_listen: Address | None = None  # a second listener, with TLS, beside the plain-text `listen`
     upstream_tls: object | None = None  # tls.UpstreamTLS: how rediss:// upstreams are connected to
+    face: str = "standalone"  # in front of a cluster: a standalone server, or a one-node cluster (FACES)
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -323,6 +324,26 @@ def _off_or_number(section: dict, key: str, default: float, where: str) -> float
     return float(value)
 
 
+FACES = ("standalone", "cluster")
+
+
+def parse_face(value) -> str:
+    """`face:` / `--face`: how the proxy presents itself in front of a cluster."""
+    text = str(value).strip().lower() if isinstance(value, str) else value
+    if text not in FACES:
+        raise ConfigError(f"'face' must be standalone or cluster, got {value!r}")
+    return text
+
+
+def check_face(config) -> None:
+    """`face: cluster` presents a Redis Cluster as one node: in front of one server (upstream,
+    upstream_sentinel) there is no cluster to present, and that server's databases 1-15 would
+    be out of a cluster client's reach."""
+    if config.face == "cluster" and not config.upstream_cluster:
+        raise ConfigError("face: cluster presents a Redis Cluster (upstream_cluster) as one node; in front of "
+                          "one server (upstream, upstream_sentinel) use face: standalone and a standalone client")
+
+
 def parse_policy(value, base: str | None = None) -> str | None:
     """`policy:` / `--policy`: a file (relative to `base`), or `none` for no rules at all."""
     if not isinstance(value, str) or not value.strip():
@@ -412,6 +433,7 @@ def _build(data: dict, path: str) -> Config:
         workers=_number(data, "workers", 1, int, path),
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
         liveness_timeout=_number(data, "liveness_timeout", 5.0, float, path),
+        face=parse_face(data.get("face", "standalone")),
         **_tls_settings(data, path),
     )
 

@@ -255,3 +255,23 @@ RESET = b"+RESET\r\n"
 
 def hello_option(option: bytes) -> bytes:
     return resp_error(f"ERR Syntax error in HELLO option '{option.decode('utf-8', 'replace')}'")
+
+
+def unknown_node(node_id: bytes) -> bytes:
+    """Redis's reply to CLUSTER REPLICAS/COUNT-FAILURE-REPORTS naming no node it knows."""
+    return _redis_error(b"ERR Unknown node %s" % node_id[:128])
+
+
+def cluster_face_refused(sub: bytes, reshaping: bool) -> bytes:
+    """A CLUSTER subcommand the proxy's one-node cluster face (face: cluster) does not pass on."""
+    name = sub.decode("utf-8", "replace").upper()
+    if reshaping:
+        return resp_error(f"ERR CLUSTER {name} is not available through redis-guard: it presents the cluster "
+                          "as one node (face: cluster); change the cluster on its nodes directly")
+    return resp_error(f"ERR CLUSTER {name} is not available through redis-guard's one-node cluster face "
+                      "(face: cluster)")
+
+
+CLUSTER_FACE_IN_MULTI = resp_error(
+    "ERR CLUSTER commands are answered by redis-guard's one-node cluster face (face: cluster), "
+    "not inside MULTI: send them outside the transaction")

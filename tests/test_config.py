@@ -102,3 +102,13 @@ def test_tls_sections_are_checked_with_the_rest(tmp_path):
         f"{path}:5: upstream_tls: unknown setting 'verfy' (did you mean verify?)",
         f"{path}:7: limits: unknown setting 'max_memry' (did you mean max_memory?)",
     ]
+
+
+def test_face_setting(tmp_path):
+    assert load_config(write(tmp_path, "upstream_cluster: 127.0.0.1:7000\nface: cluster\n")).face == "cluster"
+    assert load_config(write(tmp_path, "upstream: redis://127.0.0.1:6390\n")).face == "standalone"
+    assert "face" in known_settings()[()]
+    with pytest.raises(ConfigError, match="'face' must be standalone or cluster, got 'clustre'"):
+        load_config(write(tmp_path, "face: clustre\n"))
+    with pytest.raises(ConfigError, match=r"unknown setting 'faces' \(did you mean face\?\)"):
+        load_config(write(tmp_path, "faces: cluster\n"))

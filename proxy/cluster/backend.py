@@ -36,6 +36,7 @@ from ..session.behaviour import (
     LOCKED,
     LOGIN,
     MULTI,
+    NO_CLUSTER,
     NO_NAMES,
     PASS,
     PONG,
@@ -58,17 +59,21 @@ from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
-from .handlers import pin_transaction
+from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
-from .keyspace import fans_out, merge_for
+from .keyspace import fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 
 log = logging.getLogger("redis_guard.cluster")
 
-# Inside a cluster transaction: the transaction's own commands, and those that end the session.
+# Inside a cluster transaction: the transaction's own commands, and those that end the session;
+# CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
-             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND}
+             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER}
+# A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
+# with the stream (its reply behind a barrier), never by the stream's node.
+_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER}
 
 
 class ClusterBackend:
@@ -91,7 +96,9 @@ class ClusterBackend:
         self.routers = {self.default_identity: self.router}  # identity -> its router (`router_for`)
         self.routes = RouteTable(table, Planner(table))
         self.behaviour = Behaviour(table)
-        self.handlers = HANDLERS
+        # The one face (handlers.no_cluster), or a one-node cluster at the proxy's address (face.py).
+        self.face = config.face
+        self.handlers = HANDLERS if self.face != "cluster" else {**HANDLERS, NO_CLUSTER: cluster_face}
         check_columns(self.behaviour, self.column, self.handlers)
         actions = self.behaviour.actions[CLUSTER]
         self.shared_table = both_cases(actions)
@@ -99,6 +106,8 @@ class ClusterBackend:
         self.stream_table = both_cases({name: action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM) else PASS
                                         for name, action in actions.items()})
         self.stream_table.update(stream_table_extra(actions))
+        if actions.get("cluster") == SUBCOMMAND:  # (answered by the proxy there too: `_STREAM_KEPT`)
+            self.stream_table.update(both_cases({"cluster": SUBCOMMAND}))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
@@ -109,6 +118,8 @@ class ClusterBackend:
         # Keyless commands to every master: how their replies merge (by name, 'script|load'...).
         self.merges = {spec.name.encode(): merge_for(spec.name, spec.tips) for spec in table.walk()
                        if fans_out(spec.name, spec.tips) or spec.name.encode() in KEYSPACE_FANOUT}
+        if self.face == "cluster":
+            self.merges[b"info"] = merge_info_cluster
         self.deferred_route = DeferredRoute(self)
         self.shared_routes: dict[tuple, ClusterRoute] = {}
         self.spares: dict[tuple, SparePool] = {}
@@ -154,7 +165,7 @@ class ClusterBackend:
         if state.lane is SHARED:
             return action
         if state.lane is STREAMING:  # (CLIENT's subcommands there: `stream_table_extra`)
-            return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL) else PASS
+            return action if action in _STREAM_KEPT else PASS
         return DRAIN
 
     def knows(self, name: str) -> bool:

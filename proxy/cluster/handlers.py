@@ -13,6 +13,8 @@ shard channels). Whole-keyspace commands go to every master, replies
 merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
 control connection at once; CLIENT KILL to every master, never reaching the proxy's own
 connections; WAIT to every master on lent connections, after a write that covers the client's.
+CLUSTER is the proxy's in every lane (a node would describe the real cluster): as a server
+without cluster support answers it, or, with `face: cluster`, as a one-node cluster (`face.py`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from . import face
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -114,17 +117,58 @@ def fanout(session, batch, index: int) -> int:
 NO_CLUSTER_SUPPORT = errors.resp_error("ERR This instance has cluster support disabled")
 
 
+def _arity_refused(session, args) -> bool:
+    """Redis's arity error for a CLUSTER subcommand (written: True)."""
+    spec = session.backend.behaviour.table.lookup(args)
+    if spec is not None and (len(args) < spec.arity if spec.arity < 0 else len(args) != spec.arity):
+        session._local(errors.resp_error(f"ERR wrong number of arguments for '{spec.name}' command"))
+        session.refused_in_transaction()
+        return True
+    return False
+
+
 def no_cluster(session, batch, index: int) -> int:
     """CLUSTER ...: answered as a server without cluster support answers it (the proxy presents
     itself as one standalone server; the nodes' addresses never reach a client)."""
-    args = batch.commands[index]
-    spec = session.backend.behaviour.table.lookup(args)
-    if spec is not None and (len(args) < spec.arity if spec.arity < 0 else len(args) != spec.arity):
-        session._local(errors.resp_error(
-            f"ERR wrong number of arguments for '{spec.name}' command"))
-    else:
+    if not _arity_refused(session, batch.commands[index]):
         session._local(NO_CLUSTER_SUPPORT)
-    session.refused_in_transaction()
+        session.refused_in_transaction()
+    return index + 1
+
+
+def face_me(session) -> face.Me:
+    """The one node the client sees (`face: cluster`): the proxy where the client reached it."""
+    transport = session.transport
+    sockname = transport.get_extra_info("sockname") if transport is not None else None
+    tls = transport is not None and transport.get_extra_info("ssl_object") is not None
+    proxy = session.proxy
+    servers = proxy.servers
+    first = servers[0].sockets[0].getsockname()[1]
+    if len(servers) > 1:  # `listen` plain, `tls_listen` TLS
+        plain, tls_port = first, servers[1].sockets[0].getsockname()[1]
+    elif proxy.tls is not None:
+        plain, tls_port = None, first
+    else:
+        plain, tls_port = first, None
+    return face.me(sockname, tls, plain, tls_port)
+
+
+def cluster_face(session, batch, index: int) -> int:
+    """CLUSTER ... with `face: cluster`: answered as a one-node cluster that owns every slot at
+    the proxy's own address (`face.py`); COUNTKEYSINSLOT/GETKEYSINSLOT by the slot's real owner.
+    Inside MULTI refused (EXEC aborts): the proxy's replies cannot join the transaction's."""
+    args = batch.commands[index]
+    if _arity_refused(session, args):
+        return index + 1
+    if session.state.in_transaction:
+        session._local(errors.CLUSTER_FACE_IN_MULTI)
+        session.refused_in_transaction()
+        return index + 1
+    decided = face.decide(args, face_me(session), session.protocol)
+    if type(decided) is face.ToSlot:
+        gather(session, [(decided.slot, hiredis.pack_command(tuple(args)))], _first)
+    else:
+        session._local(decided)
     return index + 1
 
 
@@ -214,7 +258,8 @@ def local_ok(session, batch, index: int) -> int:
 
 
 def hello(session, batch, index: int, hello_args=None) -> int:
-    """HELLO says `mode: standalone` (the client talks to one server); SETNAME is kept here,
+    """HELLO says `mode: standalone` (the client talks to one server; `mode: cluster` with
+    `face: cluster`, the one-node cluster of `face.py`); SETNAME is kept here,
     once Redis accepted the HELLO; a protocol switch waits for the client's replies in flight
     (while WATCHing, the transaction's connection switches: it is closed, not given back)."""
     refused = paired_subscriptions.check_hello(session, batch, index)
@@ -261,7 +306,7 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     def accepted(reply: bytes) -> bytes:
         if name is not None and reply[:1] != b"-":
             client.name = name or None
-        return reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)
+        return reply if session.backend.face == "cluster" else reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)
 
     sink = TransformSink(session, accepted)
     data = hiredis.pack_command(tuple(args))

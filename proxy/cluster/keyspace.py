@@ -187,9 +187,10 @@ def _keyspace_line(lines: list[bytes]) -> bytes:
     return db + b":" + b",".join(b"%s=%d" % item for item in totals.items())
 
 
-def merge_info(replies) -> bytes:
+def merge_info(replies, cluster_enabled: bool = False) -> bytes:
     """INFO as one server answers it: the first master's text, the keyspace section summed over
-    every master, and `cluster_enabled:0` (the proxy presents itself as a standalone server)."""
+    every master, and `cluster_enabled:0` (the proxy presents itself as a standalone server;
+    `cluster_enabled:1` as the one-node cluster of `face: cluster`, `merge_info_cluster`)."""
     error = _first_error(replies)
     if error is not None:
         return error
@@ -206,7 +207,7 @@ def merge_info(replies) -> bytes:
     for line in first.split(b"\r\n"):
         if line.startswith(b"db") and b":keys=" in line:
             continue  # (every master's, summed, under the section's title)
-        if line == b"cluster_enabled:1":
+        if line == b"cluster_enabled:1" and not cluster_enabled:
             line = b"cluster_enabled:0"
         out.append(line)
         if line == b"# Keyspace":
@@ -214,6 +215,10 @@ def merge_info(replies) -> bytes:
     body = prefix + b"\r\n".join(out)
     head = b"=" if prefix else b"$"
     return head + b"%d\r\n" % len(body) + body + b"\r\n"
+
+
+def merge_info_cluster(replies) -> bytes:
+    return merge_info(replies, cluster_enabled=True)
 
 
 def _slowlog_time(entry: bytes) -> int:
