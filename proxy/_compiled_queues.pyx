@@ -4,14 +4,14 @@
 
 Reply queues (a session's, a connection's `pending`) are deques. Compiled code calls a deque's
 method through Python's call protocol even unbound (the method descriptor's vectorcall, its
-argument checks): about 110 instructions for an append, four such calls per request. These two
+argument checks), four such calls per request (benchmarks/README.md, "Figures behind the code"). These two
 functions call the C functions behind `collections.deque.append` and `.popleft` directly, taken
 once from their method descriptors at import, when those have the calling convention a deque's
 methods have in CPython (METH_O, METH_NOARGS); for anything else, or any other queue type, the
 queue's own method is called by name. A deque's first entry is read through its type's sequence
 slot, its length is its object's size field (`Py_SIZE`, as the deque's own `len` reads it:
 checked on a deque at import), without the truth test and the generic item lookup that
-`queue and queue[0]` cost compiled (about 70 instructions). The core's modules cimport them (their
+`queue and queue[0]` cost compiled. The core's modules cimport them (their
 `.pxd` files) and import the pure ones from `pending` (their `.py` files), so each mode calls its
 own.
 """

@@ -44,10 +44,10 @@ DEFAULT_UPSTREAM = Upstream(Address("127.0.0.1", 6379))
 
 
 # Container objects allocated, net of those freed, before the cyclic collector's youngest pass.
-# In flight, a cluster client's pipeline over several masters holds about 28 of them (its
+# In flight, a cluster client's pipeline over several masters holds a couple of dozen of them (its
 # commands, Scatter, Parts, reply chunks) until its replies are in, so 50 such clients keep
-# Python's default of 700 crossed and the passes walking what is in flight: 250 instructions a
-# request at -P 16 (5%), measured. Nearly everything the proxy makes is freed by reference
+# Python's default of 700 crossed and the passes walking what is in flight (measured:
+# benchmarks/README.md, "Figures behind the code"). Nearly everything the proxy makes is freed by reference
 # counts; what cycles there are (an exception's traceback) wait for 50,000 allocations instead.
 YOUNG_COLLECTION_THRESHOLD = 50_000
 
@@ -55,7 +55,7 @@ YOUNG_COLLECTION_THRESHOLD = 50_000
 def settle_collector() -> None:
     """Once start-up is done: what it built (the command table, the policy's compiled plans)
     lives as long as the process, so it is frozen out of the cyclic collector's sight (its full
-    passes stopped walking it: 8-15% of the proxy's CPU at -P 16, measured), and the youngest
+    passes stopped walking it, a measured share of the CPU at -P 16), and the youngest
     pass waits for YOUNG_COLLECTION_THRESHOLD allocations."""
     gc.freeze()
     _young, middle, old = gc.get_threshold()
@@ -149,8 +149,8 @@ class PolicyWatcher:
 
     The file is polled from a thread of its own, not from a timer in the event loop: while a timer
     is pending the loop waits in epoll with a timeout, and arming that timeout on every wait cost
-    1.1-1.5 µs of CPU per request at 1 client on this project's virtual machines (measured: 5-11%
-    of the proxy's CPU per request there)."""
+    a measurable share of the CPU per request at 1 client on virtual machines
+    (benchmarks/README.md, "Figures behind the code")."""
 
     def __init__(self, proxy, path, table, shadow: bool = False):
         self.proxy = proxy

@@ -1,5 +1,6 @@
 """proxy/config.py: every unknown setting of a configuration file, at any depth, refused at once
-with its file, line and the closest known name; the README's configuration block loads."""
+with its file, line and the closest known name; the configuration blocks of the README and of
+docs/operating.md load."""
 
 import re
 import subprocess
@@ -69,11 +70,12 @@ def test_valid_file_and_yaml_mistake(tmp_path):
         load_config(path)
 
 
-def test_readme_configuration_block_names_known_settings():
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("## Configuration", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert unknown_settings(compose(block), "README.md") == []
-    assert unknown_settings(compose(block + "limits: {max_arg: 1}\n"), "README.md")
+@pytest.mark.parametrize("doc, heading", [("README.md", "## Configuration"), ("docs/operating.md", "## Settings")])
+def test_documented_configuration_block_names_known_settings(doc, heading):
+    text = (REPO / doc).read_text()
+    block = text.split(heading, 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert unknown_settings(compose(block), doc) == []
+    assert unknown_settings(compose(block + "limits: {max_arg: 1}\n"), doc)
 
 
 def test_cli_exits_non_zero_with_every_typo(tmp_path):

@@ -55,7 +55,7 @@ class SharedRoute(Route):
                 return
         # The hot path's send, in this frame (once per client read): the run is one slice of the
         # client's bytes and one entry in its reply queue; a whole read is its raw bytes without
-        # span's call (850 instructions at one command).
+        # span's call (its cost: benchmarks/README.md, "Figures behind the code").
         count = stop - start
         sent = batch.raw if count == len(batch.commands) else batch.span(start, stop)
         pending = Pending.__new__(Pending)  # Pending(session, count, conn, sent) without argument parsing (compiled)

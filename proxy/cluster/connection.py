@@ -97,7 +97,7 @@ class Part(Pending):
     batch: its parsed commands are freed with the read that brought them, while still in the
     processor's cache. (Held until the replies came, their frees and the next reads'
     allocations missed it: under perf at -P 16, tuples' and lists' allocations and frees took
-    about 35 ns a command more, twice the standalone proxy's.)"""
+    twice the standalone proxy's time; benchmarks/README.md.)"""
 
     __slots__ = ("first", "order", "number", "chunks", "size", "entries")
 

@@ -47,8 +47,8 @@ class SlotConnections:
     """Per hash slot, the shared connection `ClusterRouter.connection` last gave for it: one
     byte per slot (`owner`), the connection's number in `conns` (0: None, not asked yet or none
     then). The routes read it for every key: 16 KiB stays in the CPU's cache where a list of
-    16,384 references (128 KiB) did not (a cache miss per key, a third of the route's own time
-    under perf). Forgotten whenever the slot map changes, in place: routes hold both objects."""
+    16,384 references (128 KiB) did not (a cache miss per key, a large share of the route's own
+    time under perf). Forgotten whenever the slot map changes, in place: routes hold both objects."""
 
     __slots__ = ("owner", "conns")
 

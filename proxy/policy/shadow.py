@@ -33,8 +33,8 @@ judged without running them and are not counted.
 
 Cost: a command the candidate passes takes the enforcing engine's fast paths: one lookup of its
 plan (a name the candidate has no plan for costs that lookup only), then the key-class check or
-the memo of passes, and no allocation; with the call, 0.2-0.6 µs per command on this project's
-machines (`benchmarks/micro_policy.py --shadow`), while a candidate is being tried.
+the memo of passes, and no allocation, while a candidate is being tried (measured with
+`benchmarks/micro_policy.py --shadow`; figures in benchmarks/README.md).
 """
 
 from __future__ import annotations

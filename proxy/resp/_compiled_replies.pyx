@@ -52,7 +52,7 @@ cpdef bint may_hold_error(bytes data) except -1:
 
 cpdef Py_ssize_t line_dash(bytes data, Py_ssize_t pos) except -2:
     """replies.pure_line_dash, in C (_line_dash), where `bytes.find` tries every position
-    (about 1 ns a byte: a read with a nil reply, `$-1`, and no error was searched to its end).
+    (a read with a nil reply, `$-1`, and no error was searched to its end; benchmarks/README.md).
     (cpdef: the compiled cluster connection's call, once per read that holds a `-`, is a C
     call.)"""
     cdef const char* s
@@ -390,7 +390,7 @@ cdef class ReplySplitter:
         if want == 1 and start < n and self._state == 0 and self._top == 0 and not self._attr:
             # One reply at a time (a client's one command): cut a short bulk or a whole line
             # without setting up the loop, exactly as the loop would cut it. (The run of short
-            # replies below cuts it too, but after the resume step: about 20 instructions more.)
+            # replies below cuts it too, but after the resume step, which costs more.)
             end = _simple_end(p, start, n)
             if end:
                 done_out[0] = 1

@@ -30,7 +30,7 @@ forwarded whole, and an offset a command would cost an integer object.
 (what `Batch.requests_by_part` returns): the same list of bytes, each part's commands copied once.
 `ends` may be the split's packed ends. Without `ends`, each command's end comes from the size of
 its arguments written canonically, checked against the bytes (or read from them when the check
-fails): about 90 instructions a command that the packed ends save.
+fails): the work the packed ends save (benchmarks/README.md, "Figures behind the code").
 `zeroed_order(count)` is order.zeroed_order's (a cluster route's new stretch).
 `request_ends(raw)` is reader.request_ends's (what `Batch.offsets` finds for a split's batch).
 
@@ -38,8 +38,8 @@ fails): about 90 instructions a command that the packed ends save.
 (what `Batch.key_owners` returns): for each command whose name is in `names` (a cluster route's
 commands whose one key is argument 1), the Redis Cluster hash slot of that key, two bytes, from
 CRC16 tables made at import, and the slot's byte in `owner_of_slot`; NO_SLOT and 0 for others.
-That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it: here it costs about
-three instructions a byte, where a call of `crc_hqx` costs about 400 a key.
+That CRC16 is `binascii.crc_hqx`'s (CRC-CCITT, XMODEM), tested equal to it: here it costs a few
+instructions a byte, where a call of `crc_hqx` costs far more a key (benchmarks/README.md).
 `owner_parts(commands, start, stop, names, owner_of_slot)` is reader.pure_owner_parts's: the
 same pass, which deals the stretch out to its owners as it goes, when every command has one.
 
@@ -150,7 +150,7 @@ cdef inline Py_ssize_t _request_end(const unsigned char* s, Py_ssize_t n, Py_ssi
 
 # _split's two shapes, made by Cython from one source: without the ends (char) and keeping them
 # (short). The plain one, a standalone client's, has no trace of the ends: one `if` on a pointer
-# there cost 10 instructions a command, as the compiler laid the loop out otherwise.
+# there cost instructions on every command, as the compiler laid the loop out otherwise.
 ctypedef fused Keeping:
     char
     short
@@ -385,8 +385,8 @@ cdef inline unsigned int _crc16(const unsigned char* s, Py_ssize_t n) noexcept n
     cdef const unsigned char* head = s + i
     # The register starts at 0 and zero bytes leave it there: the first n % 8 bytes are the last
     # ones of a step whose first bytes are zeros, a table a byte with nothing to fold in.
-    # Unrolled and nested, so that a key tests only the counts it has: a loop over them cost about
-    # 20 instructions more a key, and seven flat tests about 8 (callgrind, micro_session.py).
+    # Unrolled and nested, so that a key tests only the counts it has: a loop over them, or seven
+    # flat tests, cost more a key (callgrind, micro_session.py; benchmarks/README.md).
     if i:
         crc = _crc16_by[0][head[-1]]
         if i > 1:

@@ -41,7 +41,7 @@ _DOLLAR = 36  # b'$'
 # (`*3000000000` is a 24 GB list): a header with a 7-digit count never reaches it. hiredis reads a
 # type byte only at the start of its input or after a line end, so a read is searched from line
 # feeds (a one-byte literal prefix: sre skips to each at memchr speed, where a leading character
-# class tries every position, 13 times slower on a 64 KiB value) and its start is matched apart.
+# class tries every position, many times slower on a large value) and its start is matched apart.
 _HUGE_AGGREGATE = re.compile(rb"[*~>|%][0-9]{7}")
 _HUGE_AFTER_LINE = re.compile(rb"\n[*~>|%][0-9]{7}")
 _OVERLAP = 12  # a header split across two reads is seen whole

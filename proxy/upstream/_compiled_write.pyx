@@ -2,8 +2,8 @@
 """Bytes written to a connection's socket by one system call while its transport holds none.
 
 uvloop's `transport.write` buffers the bytes, tries to write them, clears its buffer and checks
-its flow control: about 1,000 instructions a write, more than the session spends deciding where
-a GET goes. `DirectWriter.write` does what that path does when it succeeds at once, one `send`,
+its flow control: more instructions a write than the session spends deciding where a GET goes
+(benchmarks/README.md, "Figures behind the code"). `DirectWriter.write` does what that path does when it succeeds at once, one `send`,
 and hands everything else to the transport: data that is not `bytes`, a write while the transport
 still holds earlier bytes (order), a closing transport (it decides what a closed connection gets),
 and whatever `send` did not take (a short write, EAGAIN, an error, which the transport then meets

@@ -169,7 +169,7 @@ class StartupPending(Pending):
 def writers(transport):
     """(writer, write): the compiled `DirectWriter` of this connection or None, and the function
     that writes to it: the writer's `write`, straight to the socket while the transport holds
-    nothing (uvloop's write path was an eighth of the proxy's instructions for a GET), else the
+    nothing (uvloop's write path was a large share of a GET's instructions), else the
     transport's own `write`. Every write must go through it; the compiled callers call the
     writer's `write` in C."""
     writer = direct_writer_of(transport)

@@ -51,7 +51,7 @@ def cluster_mode() -> Mode:
     behaviour = Behaviour(CommandTable.from_snapshot())
     not_compared = {**NOT_COMPARED, **{name: "the proxy refuses it by design (no connection of the client's own "
                                              "in a cluster)" for name in with_action(behaviour, REFUSE)}}
-    # A stream is a connection of the client's own on one master (README: differences from Redis):
+    # A stream is a connection of the client's own on one master (docs/differences.md):
     # keys of the others get -MOVED, where one node answers them. (A RESP3 client's subscriptions
     # make no stream, but this test's subscribers are RESP2 ones too.)
     known = {name: "a stream is tied to one master" for name in with_action(behaviour, STREAM)}
