@@ -7,6 +7,12 @@ dooms an open transaction, as Redis does for a command it refused to queue), a r
 through the session's route in the command's place (a server-side script's refusal counted like
 the proxy's own, through `ScriptVerdictSink`), and the commands the policy adds after it go
 unseen, after EXEC inside a transaction.
+
+A refusal the engine remembered (`policy/refusals.py`) is answered from its template, and its
+findings are counted in bulk: each refused command adds one to its (session, refusal, name)
+in `PENDING`, which `flush_refusals` turns into the metrics and the findings log's counts at the
+end of the loop's turn (one `call_soon`), or earlier when the metrics are read; every refused
+command is counted, exactly as one by one.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
+from ..policy.refusals import Refusal
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
@@ -33,8 +40,13 @@ POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
 
 def decide(session, plan, commands, index: int):
     try:
-        return session.engine.decide(
-            plan, commands[index], LaterCommands(commands, index + 1), session.policy_state)
+        engine = session.engine
+        state = session.policy_state
+        if plan.refusals and not state.in_multi:
+            refusal = engine.refusal(plan, commands[index], LaterCommands(commands, index + 1))
+            if refusal is not None:
+                return refusal
+        return engine.decide(plan, commands[index], LaterCommands(commands, index + 1), state)
     except Exception:  # a bug in a rule must not take the connection down
         log.exception("policy engine failed on %r", commands[index][0])
         return POLICY_FAILED
@@ -56,6 +68,8 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     Returns where to continue, or None when the command goes on as usual (findings in audit
     mode only)."""
     args = batch.commands[index]
+    if type(verdict) is Refusal:
+        return refused(session, verdict, batch, start, index, args)
     if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
             and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
         # A standalone lease moves the client to a connection of its own and dispatches the
@@ -92,6 +106,61 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         else:
             route.hidden(session, args, extra)
     return index + 1
+
+
+def refused(session, refusal, batch, start: int, index: int, args) -> int:
+    """A remembered refusal (`apply`'s): its reply from the template, its findings counted in bulk."""
+    if start < index:
+        session.route.forward(session, batch, start, index)
+    key = (refusal, args[0], session.app)
+    seen = PENDING.get(key)
+    if seen is None:
+        if not PENDING:
+            session.loop.call_soon(flush_refusals)
+        PENDING[key] = [1, args, session.peer]
+    else:
+        seen[0] += 1
+    live.rejected(args[0])
+    session._local(refusal.reply(args[1]))
+    session.refused_in_transaction()
+    return index + 1
+
+
+# (Refusal, command name as sent, application) -> [refused commands not yet counted, the first
+# of them, its client's address]: the first is the findings log's sample, as one by one.
+PENDING: dict = {}
+
+
+def flush_refusals() -> None:
+    """Count the remembered refusals of `PENDING` in the metrics and the findings log."""
+    if not PENDING:
+        return
+    pending = list(PENDING.items())
+    PENDING.clear()
+    for (refusal, name, app), (count, sample, peer) in pending:
+        policy = refusal.engine.policy.name
+        findings = Sample(refusal, sample)
+        for position, (rule, mode, outcome) in enumerate(refusal.groups):
+            metrics.record_counted(rule, mode, outcome, name, findings.subject(position), peer, policy, app, count)
+
+
+class Sample:
+    """The findings of a refused command, decided in full when a log line asks for their subjects."""
+
+    __slots__ = ("refusal", "args", "found")
+
+    def __init__(self, refusal, args):
+        self.refusal = refusal
+        self.args = args
+        self.found = None
+
+    def subject(self, position: int):
+        def subject() -> str:
+            found = self.found
+            if found is None:
+                found = self.found = self.refusal.findings(self.args)
+            return found[position].subject if position < len(found) else ""
+        return subject
 
 
 def _same_script(sent: bytes, asked: bytes) -> bool:
