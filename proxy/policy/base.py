@@ -233,15 +233,10 @@ class CommandRule(Rule):
         default): it may read more, so the memo holds the key itself."""
         return None
 
-    # Does `check` read `call.later` (the rest of the pipeline)? Such a rule answers `still_fires`.
+    # Does `check` read `call.later` (the rest of the pipeline)? For the memo of refusals
+    # (`refusals`): such a rule's verdict may change with the later commands that name the key
+    # of argument 1 and that the policy passes (`Engine.passes`), and with no others.
     reads_later: ClassVar[bool] = False
-
-    def still_fires(self, spec, args, later, engine) -> bool:
-        """For the memo of refusals (`refusals`), of a rule that reads the rest of the pipeline
-        (`reads_later`): this rule fired on a command of the shape and key class of `args`
-        after reading the rest of its pipeline; does it still, with `later` the rest of the
-        pipeline of `args`? False when it cannot tell (the command is decided in full)."""
-        return False
 
     def check(self, call) -> Finding | None:
         raise NotImplementedError

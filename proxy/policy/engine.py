@@ -169,7 +169,7 @@ class Plan:
         # Did a command of this shape on a key of this class pass before? `memo_check.passed(args,
         # session state)` (session/guard.py)
         self.memo_check = None
-        # (key class, shape) -> the `refusals.Refusal` of the commands of that shape refused before
+        # (key class, *shape) -> the `refusals.Refusal` of the commands of that shape refused before
         self.refusals = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
@@ -418,21 +418,18 @@ class Engine:
                 if each.refusals:
                     each.refusals.clear()
             self.refusals_size = 0
-        key = (args[1].translate(plan.key_classes), plan.shape(args))
+        key = (args[1].translate(plan.key_classes), *plan.shape(args))
         if key not in plan.refusals:
             self.refusals_size += 1
         plan.refusals[key] = refusal
 
-    def refusal(self, plan: Plan, args, later):
-        """The remembered refusal of `args` (outside a transaction), or None: decide it
-        (`refusals`). `later`: the rest of its pipeline, for the rules that read it."""
+    def refusal(self, plan: Plan, args):
+        """The remembered refusal of `args` (outside a transaction, whatever the rest of its
+        pipeline), or None: decide it (`refusals`). (session/verdicts.py has it inline.)"""
         refusals = plan.refusals
         if not refusals or len(args) < 2:
             return None
-        refusal = refusals.get((args[1].translate(plan.key_classes), plan.shape(args)))
-        if refusal is None or (refusal.later and len(later) and not refusal.holds(plan.spec, args, later)):
-            return None
-        return refusal
+        return refusals.get((args[1].translate(plan.key_classes), *plan.shape(args)))
 
     def with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)

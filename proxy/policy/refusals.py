@@ -19,8 +19,10 @@ advice is worked out again for each key (`KeyFinding`, as the full decision woul
 whose refusing finding is a command rule's is not remembered (its text may name anything).
 
 A verdict that read the rest of the pipeline (`Call.later`: T1 passes a write whose key a later
-command gives a TTL) is remembered only when every rule that read it fired, and each says how to
-tell, for another pipeline, whether it still fires (`CommandRule.still_fires`): a hit asks it.
+command gives a TTL) is remembered only when every rule that read it fired (`reads_later`). Such
+a rule changes its verdict only for a later command on the same key that the policy passes
+(`CommandRule.reads_later`); the remembered refusals are an enforced key rule's on that key,
+which refuses every command on it: another pipeline cannot change what the rule says.
 Transactions, verdicts that read the clock, and commands of more than `Engine.MEMO_BYTES` bytes
 (key and read arguments) are always decided in full.
 """
@@ -48,19 +50,17 @@ def shown(key: bytes) -> bytes:
 class Refusal:
     """A refused verdict by (key class, shape): `groups` are its findings' (rule, mode, outcome),
     in the verdict's order; the reply is `before + shown(key) + after` when `after` is set, else
-    `rule`'s finding on the key (`mode`), worked out again. `later`: the rules that read the
-    rest of the pipeline, asked again on a hit. `engine` and `plan` decide a sample in full
-    when a log line needs its findings' subjects."""
+    `rule`'s finding on the key (`mode`), worked out again. `engine` and `plan` decide a sample
+    in full when a log line needs its findings' subjects."""
 
-    __slots__ = ("groups", "before", "after", "rule", "mode", "later", "engine", "plan")
+    __slots__ = ("groups", "before", "after", "rule", "mode", "engine", "plan")
 
-    def __init__(self, groups, before, after, rule, mode, later, engine, plan):
+    def __init__(self, groups, before, after, rule, mode, engine, plan):
         self.groups = groups
         self.before = before
         self.after = after
         self.rule = rule
         self.mode = mode
-        self.later = later
         self.engine = engine
         self.plan = plan
 
@@ -74,14 +74,6 @@ class Refusal:
         from .engine import KeyFinding
 
         return errors.policy_violation(KeyFinding(self.rule, key.decode("utf-8", "surrogateescape"), self.mode))
-
-    def holds(self, spec, args, later) -> bool:
-        """Is this refusal still the verdict with `later` the rest of the pipeline?"""
-        engine = self.engine
-        for rule in self.later:
-            if not rule.still_fires(spec, args, later, engine):
-                return False
-        return True
 
     def findings(self, args) -> tuple:
         """The findings of `args` (a command this refusal stands for), decided in full as if
@@ -103,13 +95,11 @@ def make(engine, plan, args, findings, reject, call) -> Refusal | None:
     key = args[1]
     if not isinstance(rule, KeyRule) or not engine._failing(key):
         return None  # (a key whose rules' patterns and explanations disagree: decided each time)
-    later = ()
     if call is not None and call.volatile is LATER:
         fired = {finding.rule for finding in findings}
         readers = [each for each in plan.command_rules if getattr(each, "reads_later", False)]
         if not readers or any(each.id not in fired for each in readers):
-            return None  # a rule that read the pipeline passed: another pipeline may not save it
-        later = tuple(readers)
+            return None  # a rule that read the pipeline passed (or one that does not say it reads it)
     groups = tuple((finding.rule, finding.mode, "audited" if finding.mode == AUDIT else "rejected")
                    for finding in findings)
     text = key.decode("utf-8", "surrogateescape")
@@ -120,4 +110,4 @@ def make(engine, plan, args, findings, reject, call) -> Refusal | None:
         after = errors.resp_error(f"' breaks rule {reject.rule} ({reject.title}): {reject.advice}")[1:]
         if before + shown(key) + after != reply:
             before = after = None
-    return Refusal(groups, before, after, rule, reject.mode, later, engine, plan)
+    return Refusal(groups, before, after, rule, reject.mode, engine, plan)

@@ -10,8 +10,8 @@ unseen, after EXEC inside a transaction.
 
 A refusal the engine remembered (`policy/refusals.py`) is answered from its template, and its
 findings are counted in bulk: each refused command adds one to its (session, refusal, name)
-in `PENDING`, which `flush_refusals` turns into the metrics and the findings log's counts at the
-end of the loop's turn (one `call_soon`), or earlier when the metrics are read; every refused
+in `PENDING`, which `flush_refusals` turns into the metrics and the findings log's counts a
+tenth of a second later (one `call_later`), or earlier when the metrics are read; every refused
 command is counted, exactly as one by one.
 """
 
@@ -26,7 +26,7 @@ from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
-from ..policy.refusals import Refusal
+from ..policy.refusals import PRINTABLE, Refusal, shown
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
@@ -40,13 +40,17 @@ POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
 
 def decide(session, plan, commands, index: int):
     try:
-        engine = session.engine
         state = session.policy_state
-        if plan.refusals and not state.in_multi:
-            refusal = engine.refusal(plan, commands[index], LaterCommands(commands, index + 1))
+        args = commands[index]
+        refusals = plan.refusals
+        if refusals and not state.in_multi and len(args) > 1:  # Engine.refusal, inline
+            if len(args) == 3 and plan.memo_from == 3:  # SET k v: its shape is the value's length
+                refusal = refusals.get((args[1].translate(plan.key_classes), len(args[2])))
+            else:
+                refusal = refusals.get((args[1].translate(plan.key_classes), *plan.shape(args)))
             if refusal is not None:
                 return refusal
-        return engine.decide(plan, commands[index], LaterCommands(commands, index + 1), state)
+        return session.engine.decide(plan, args, LaterCommands(commands, index + 1), state)
     except Exception:  # a bug in a rule must not take the connection down
         log.exception("policy engine failed on %r", commands[index][0])
         return POLICY_FAILED
@@ -115,13 +119,23 @@ def refused(session, refusal, batch, start: int, index: int, args) -> int:
     key = (refusal, args[0], session.app)
     seen = PENDING.get(key)
     if seen is None:
-        if not PENDING:
-            session.loop.call_soon(flush_refusals)
+        loop = session.loop
+        if not PENDING or ARMED[0] is not loop:
+            ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)
+            loop.call_later(FLUSH_AFTER, flush_refusals)
         PENDING[key] = [1, args, session.peer]
     else:
         seen[0] += 1
-    live.rejected(args[0])
-    session._local(refusal.reply(args[1]))
+    rejected = live.REJECTED  # (live.rejected, inline)
+    rejected[args[0]] = rejected.get(args[0], 0) + 1
+    key = args[1]
+    after = refusal.after
+    if after is None:
+        session._local(refusal.reply(key))
+    elif len(key) <= 100 and not key.translate(None, PRINTABLE):  # (refusal.reply, inline)
+        session._local(refusal.before + key + after)
+    else:
+        session._local(refusal.before + shown(key) + after)
     session.refused_in_transaction()
     return index + 1
 
@@ -129,6 +143,11 @@ def refused(session, refusal, batch, start: int, index: int, args) -> int:
 # (Refusal, command name as sent, application) -> [refused commands not yet counted, the first
 # of them, its client's address]: the first is the findings log's sample, as one by one.
 PENDING: dict = {}
+# Seconds the refusals of PENDING wait to be counted: refused commands come by thousands, and
+# counting each entry costs a metric and a log group per finding. The metrics are exact whenever
+# read (the snapshot counts PENDING first: monitor/snapshot.py), and on the way out.
+FLUSH_AFTER = 0.1
+ARMED = [None]  # the loop the flush was last armed on
 
 
 def flush_refusals() -> None:

@@ -111,12 +111,11 @@ def memo_decide(engine: Engine, commands_, index: int):
     plan = engine.plan_for(args)
     if plan is None:
         return None
-    later = LaterCommands(commands_, index + 1)
     if plan.refusals:
-        found = engine.refusal(plan, args, later)
+        found = engine.refusal(plan, args)
         if found is not None:
             return found
-    return engine.decide(plan, args, later, SessionState())
+    return engine.decide(plan, args, LaterCommands(commands_, index + 1), SessionState())
 
 
 def full_decide(engine: Engine, commands_, index: int):
@@ -164,23 +163,25 @@ def test_the_strict_preset_remembers_the_benchmark_refusal():
     assert expected[0].startswith(b"-NOPERM key 'BadKey") and b"breaks rule K1" in expected[0]
 
 
-def test_a_later_ttl_is_asked_again_on_every_hit():
-    """T1 fired on `SET k v` after reading the rest of its pipeline: a hit asks T1 again
-    (`still_fires`), which says no when a later command gives the key a TTL and passes."""
-    engine = Engine(load_policy_text(MEMO), TABLE)
+def test_a_refusal_that_read_the_pipeline_is_remembered_only_when_no_pipeline_changes_it():
+    """T1 fired on `SET K v` after reading the rest of its pipeline: a later EXPIRE K would make
+    it pass, but K fails an enforced key rule, so the policy refuses that EXPIRE too: T1 fires
+    whatever follows, and the memo answers (the full decision agrees)."""
+    engine, full = Engine(load_policy_text(MEMO), TABLE), fresh(MEMO)
     refused = memo_decide(engine, [[b"SET", b"App:1:string", b"v"]], 0)
     assert {f.rule for f in refused.findings} == {"K2", "T1"}
-    hit = memo_decide(engine, [[b"SET", b"App:2:string", b"v"], [b"EXPIRE", b"App:2:string", b"60"]], 0)
-    assert type(hit) is Refusal and [rule.id for rule in hit.later] == ["T1"]
-    t1 = hit.later[0]
-    spec = engine.plan_for([b"SET"]).spec
-    good = [[b"SET", b"app:1:string", b"v"], [b"GET", b"other:1"], [b"EXPIRE", b"app:1:string", b"60"]]
-    assert not t1.still_fires(spec, good[0], LaterCommands(good, 1), engine)  # the EXPIRE passes: T1 does not
-    other = [[b"SET", b"app:1:string", b"v"], [b"EXPIRE", b"app:2:string", b"60"]]
-    assert t1.still_fires(spec, other[0], LaterCommands(other, 1), engine)
-    assert t1.still_fires(spec, other[0], LaterCommands(other, 2), engine)
-    refused_expire = [[b"SET", b"app:1:string", b"v"], [b"EXPIRE", b"app:1:string", b"5"]]  # T3 refuses it
-    assert t1.still_fires(spec, refused_expire[0], LaterCommands(refused_expire, 1), engine)
+    for pipeline in ([[b"SET", b"App:2:string", b"v"], [b"EXPIRE", b"App:2:string", b"60"]],
+                     [[b"SET", b"App:2:string", b"v"], [b"GET", b"x:1"], [b"SET", b"App:2:string", b"v", b"EX", b"60"]],
+                     [[b"SET", b"App:2:string", b"v"], [b"DEL", b"App:2:string"]]):
+        hit = memo_decide(engine, pipeline, 0)
+        assert type(hit) is Refusal
+        assert outcome(hit, pipeline[0]) == outcome(full_decide(full, pipeline, 0), pipeline[0])
+    # A good key's T1 refusal (V1 refuses too) is not remembered: a later EXPIRE saves it from T1.
+    alone = [[b"SET", b"app:1:string", b"123456789"]]
+    assert {f.rule for f in memo_decide(engine, alone, 0).findings} == {"V1", "T1"}
+    rescued = [[b"SET", b"app:2:string", b"123456789"], [b"EXPIRE", b"app:2:string", b"60"]]
+    verdict = memo_decide(engine, rescued, 0)
+    assert type(verdict) is not Refusal and {f.rule for f in verdict.findings} == {"V1"}
 
 
 def test_a_command_of_another_shape_or_class_is_not_answered_from_the_memo():
@@ -188,17 +189,17 @@ def test_a_command_of_another_shape_or_class_is_not_answered_from_the_memo():
     plan = engine.plan_for([b"SET"])
     verdict = engine.decide(plan, [b"SET", b"App:1:string", b"123456789", b"EX", b"60"], (), SessionState())
     assert [f.rule for f in verdict.findings] == ["K2", "V1"]  # the value is one byte too long
-    assert engine.refusal(plan, [b"SET", b"App:2:string", b"987654321", b"EX", b"60"], ()) is not None
+    assert engine.refusal(plan, [b"SET", b"App:2:string", b"987654321", b"EX", b"60"]) is not None
     for other in ([b"SET", b"App:2:string", b"12345678", b"EX", b"60"],  # one byte shorter: K2 alone
                   [b"SET", b"App:2:string", b"123456789", b"EX", b"60", b"NX"],  # another shape
                   [b"SET", b"App:2:string", b"123456789", b"EX", b"61"],  # another TTL (T3 reads it)
                   [b"SET", b"App:2:string", b"123456789", b"EX"],  # another count of arguments
                   [b"SET", b"App:22:string", b"123456789", b"EX", b"60"],  # another class
                   [b"SET", b"app:2:string", b"123456789", b"EX", b"60"]):  # another class: V1 alone
-        assert engine.refusal(plan, other, ()) is None, other
+        assert engine.refusal(plan, other) is None, other
     # A refusal by a command rule alone (V1) is not remembered: its text may name anything.
     engine.decide(plan, [b"SET", b"app:1:string", b"123456789", b"EX", b"60"], (), SessionState())
-    assert engine.refusal(plan, [b"SET", b"app:2:string", b"123456789", b"EX", b"60"], ()) is None
+    assert engine.refusal(plan, [b"SET", b"app:2:string", b"123456789", b"EX", b"60"]) is None
 
 
 def test_transactions_neither_use_nor_fill_the_memo_of_refusals():
@@ -223,8 +224,8 @@ def test_the_template_is_used_only_where_the_advice_is_the_class_s():
     plan = engine.plan_for([b"SET"])
     engine.decide(plan, [b"SET", b"x", b"v", b"EX", b"60"], (), SessionState())  # K1: one segment
     engine.decide(plan, [b"SET", b"b::c", b"v", b"EX", b"60"], (), SessionState())  # K1: an empty segment
-    counted = engine.refusal(plan, [b"SET", b"y", b"v", b"EX", b"60"], ())
-    empty = engine.refusal(plan, [b"SET", b"c::d", b"v", b"EX", b"60"], ())
+    counted = engine.refusal(plan, [b"SET", b"y", b"v", b"EX", b"60"])
+    empty = engine.refusal(plan, [b"SET", b"c::d", b"v", b"EX", b"60"])
     assert counted.after is not None and empty.after is None  # 'c::d' is advised as 'c:d': worked out again
     full = fresh(MEMO)
     assert empty.reply(b"c::d") == errors.policy_violation(

@@ -56,7 +56,7 @@ from ._ttl import (
     may_create,
     ttl_args,
 )
-from ._ttl_certain import DELETED, TTL, later_gives_ttl, passes_over, ttl_outcome
+from ._ttl_certain import DELETED, TTL, later_gives_ttl, ttl_outcome
 from ._types import GROUP_TYPES
 
 LATER_SCAN = 512  # how many later commands of a pipeline T1 looks through for an EXPIRE
@@ -196,16 +196,9 @@ class RequireTtl(_TtlCommon, CommandRule):
     def reads_from(self, spec) -> int:
         return ttl_reads_from(spec)  # and `call.later`, which makes a call volatile
 
+    # A later command gives a key its TTL only when it names it at argument 1 and the policy
+    # passes it (later_gives_ttl, ttl_outcome).
     reads_later = True
-
-    def still_fires(self, spec, args, later, engine) -> bool:
-        # Outside a transaction it fires on the first key left without a TTL that no later
-        # command gives one; on a command whose only key is argument 1 (the memo's), that key.
-        if not spec.key_at_first_argument or len(args) < 2:
-            return False
-        key = args[1]
-        return passes_over(later, key, engine) or not later_gives_ttl(
-            later, key, GROUP_TYPES.get(spec.group) == "string", engine, LATER_SCAN)
 
     def check(self, call):
         if call.name in self.forgetting and call.state.in_multi:
