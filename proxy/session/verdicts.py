@@ -72,8 +72,28 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     Returns where to continue, or None when the command goes on as usual (findings in audit
     mode only)."""
     args = batch.commands[index]
-    if type(verdict) is Refusal:
-        return refused(session, verdict, batch, start, index, args)
+    if type(verdict) is Refusal:  # remembered (policy/refusals.py): answered and counted in bulk
+        if start < index:
+            session.route.forward(session, batch, start, index)
+        name = args[0]
+        pending = (verdict, name, session.app)
+        seen = PENDING.get(pending)
+        if seen is None:
+            _pend(session, pending, args)
+        else:
+            seen[0] += 1
+        rejected = live.REJECTED  # (live.rejected, inline)
+        rejected[name] = rejected.get(name, 0) + 1
+        key = args[1]
+        after = verdict.after
+        if after is None:
+            session._local(verdict.reply(key))
+        elif len(key) <= 100 and (key.isalnum() or not key.translate(None, PRINTABLE)):  # (shown, inline)
+            session._local(verdict.before + key + after)
+        else:
+            session._local(verdict.before + shown(key) + after)
+        session.refused_in_transaction()
+        return index + 1
     if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
             and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
         # A standalone lease moves the client to a connection of its own and dispatches the
@@ -112,32 +132,13 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     return index + 1
 
 
-def refused(session, refusal, batch, start: int, index: int, args) -> int:
-    """A remembered refusal (`apply`'s): its reply from the template, its findings counted in bulk."""
-    if start < index:
-        session.route.forward(session, batch, start, index)
-    key = (refusal, args[0], session.app)
-    seen = PENDING.get(key)
-    if seen is None:
-        loop = session.loop
-        if not PENDING or ARMED[0] is not loop:
-            ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)
-            loop.call_later(FLUSH_AFTER, flush_refusals)
-        PENDING[key] = [1, args, session.peer]
-    else:
-        seen[0] += 1
-    rejected = live.REJECTED  # (live.rejected, inline)
-    rejected[args[0]] = rejected.get(args[0], 0) + 1
-    key = args[1]
-    after = refusal.after
-    if after is None:
-        session._local(refusal.reply(key))
-    elif len(key) <= 100 and not key.translate(None, PRINTABLE):  # (refusal.reply, inline)
-        session._local(refusal.before + key + after)
-    else:
-        session._local(refusal.before + shown(key) + after)
-    session.refused_in_transaction()
-    return index + 1
+def _pend(session, pending: tuple, args) -> None:
+    """The first refusal of its (Refusal, name, application) since the last count (`apply`)."""
+    loop = session.loop
+    if not PENDING or ARMED[0] is not loop:
+        ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)
+        loop.call_later(FLUSH_AFTER, flush_refusals)
+    PENDING[pending] = [1, args, session.peer]
 
 
 # (Refusal, command name as sent, application) -> [refused commands not yet counted, the first
