@@ -279,6 +279,9 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         from .upstream_acl import following
 
         await _remove_own_users(following(config, proxy.backend), own)  # a Sentinel's master now
+        from .session.verdicts import flush_refusals
+
+        flush_refusals()  # the refusals counted in bulk, if the loop's turn had not yet
         metrics.FINDING_LINES.flush()  # the findings the last interval gathered
         return 0
 

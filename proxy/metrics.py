@@ -128,3 +128,22 @@ def record(finding, outcome: str, args, peer, policy: str, key_index: int | None
 
 def count_rewrite(rule, policy: str, app: str | None = None) -> None:
     count(rule.id, "enforce", "rewritten", policy, app)
+
+
+def record_counted(rule: str, mode: str, outcome: str, name: bytes, subject, peer, policy: str, app: str | None,
+                   n: int) -> None:
+    """`record` of `n` findings of `rule` counted in bulk (the memo of refusals: session/verdicts.py),
+    `subject()` the text of the first one's subject, called only when a line is written."""
+    count(rule, mode, outcome, policy, app, n)
+    if not decision_log.isEnabledFor(logging.INFO):
+        return
+
+    def fields() -> Fields:
+        return Fields({
+            "event": "policy", "rule": rule, "mode": mode, "outcome": outcome,
+            "policy": policy, "app": app, "command": name.decode("utf-8", "replace").upper(),
+            "subject": subject().encode("utf-8", "backslashreplace").decode("utf-8"),
+            "client": f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer),
+        })
+
+    FINDING_LINES.add((rule, mode, outcome, policy, app, name.upper()), fields, n)

@@ -114,7 +114,9 @@ def _connections(proxy) -> dict[str, int]:
 
 def _registry() -> list:
     from ..metrics import REGISTRY
+    from ..session.verdicts import flush_refusals
 
+    flush_refusals()  # the refusals counted in bulk this turn of the loop, counted now
     families = []
     for family in REGISTRY.collect():
         samples = [[sample.name, sample.labels, sample.value] for sample in family.samples

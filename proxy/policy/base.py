@@ -188,6 +188,14 @@ class KeyRule(Rule):
     def check_key(self, key: str) -> Finding | None:
         raise NotImplementedError
 
+    def class_advice(self, key: str) -> bool:
+        """For the engine's memo of refusals (`refusals`): is this rule's advice on `key` (which
+        fails it) the same for every key of its class (`keyclass`: keys of the same length whose
+        bytes this rule's pattern cannot tell apart, byte for byte)? The answer itself must be
+        the same for every key of the class. False (the default): the advice is worked out for
+        each key."""
+        return False
+
 
 # `CommandRule.reads_from`: the rule reads no argument's bytes besides the keys (lengths at most).
 NO_ARGUMENTS = 1 << 30
@@ -224,6 +232,11 @@ class CommandRule(Rule):
         besides its length (`keyclass`); () when it reads the length at most. None (the
         default): it may read more, so the memo holds the key itself."""
         return None
+
+    # Does `check` read `call.later` (the rest of the pipeline)? For the memo of refusals
+    # (`refusals`): such a rule's verdict may change with the later commands that name the key
+    # of argument 1 and that the policy passes (`Engine.passes`), and with no others.
+    reads_later: ClassVar[bool] = False
 
     def check(self, call) -> Finding | None:
         raise NotImplementedError

@@ -30,6 +30,8 @@ from .applications import Tenants
 from .base import AUDIT, ENFORCE, NO_ARGUMENTS, OFF, CommandRule, Finding, KeyRule, RewriteRule
 from .keyclass import class_table
 from .loader import PASSTHROUGH, Policy
+from .refusals import LATER
+from .refusals import make as make_refusal
 from .rules._keyshape import subject as key_subject
 
 
@@ -53,7 +55,8 @@ class Call:
     @property
     def later(self):
         """The commands after this one in the same pipeline."""
-        self.volatile = True
+        if not self.volatile:
+            self.volatile = LATER  # (the memo of refusals may ask the rules again: refusals.py)
         return self._later
 
     def key_names(self) -> list[bytes]:
@@ -142,7 +145,7 @@ class KeyFinding(Finding):
 
 class Plan:
     __slots__ = ("spec", "command_rules", "rewrite_rules", "check_keys", "simple_key", "keys_only",
-                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check")
+                 "first_key", "memo", "memo_from", "shape", "shapes", "key_classes", "memo_check", "refusals")
 
     def __init__(self, spec, command_rules, rewrite_rules, check_keys, key_patterns=()):
         self.spec = spec
@@ -166,6 +169,8 @@ class Plan:
         # Did a command of this shape on a key of this class pass before? `memo_check.passed(args,
         # session state)` (session/guard.py)
         self.memo_check = None
+        # (key class, *shape) -> the `refusals.Refusal` of the commands of that shape refused before
+        self.refusals = None
         if self.simple_key and (command_rules or rewrite_rules):
             starts = [rule.reads_from(spec) for rule in (*command_rules, *rewrite_rules)]
             if "VARIABLE_FLAGS" in specs[0].flags:  # SET ... GET: the flags come from the options
@@ -180,6 +185,7 @@ class Plan:
                 if None not in reads:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
                 self.memo_check = Memo(self.memo, self.key_classes, self.shape, self.memo_from)
+                self.refusals = {}
 
 
 def _shape_of(start: int):
@@ -214,6 +220,7 @@ class Engine:
         self.good_keys: dict[bytes, bool] = {}  # classes of names that passed every key rule (bounded)
         self.bad_keys: dict[bytes, tuple] = {}  # classes of names that failed -> the key rules they fail (bounded)
         self.memo_size = 0  # keys in all the plans' memos
+        self.refusals_size = 0  # entries in all the plans' memos of refusals
         self.subcommand_plans: dict[str, Plan] = {}  # 'xgroup|create' -> its plan, made on first use
         patterns = [rule.pattern for rule in self.key_rules if rule.pattern]
         # Each key rule's own match, for the failing keys that are counted rather than explained.
@@ -257,6 +264,7 @@ class Engine:
     MEMO_MAX = 1 << 17  # keys remembered, all plans together
     MEMO_SHAPES = 4  # shapes remembered per key and plan (then it starts again)
     MEMO_BYTES = 512  # the most argument bytes a remembered shape may hold, its key included
+    REFUSALS_MAX = 1 << 14  # refusals remembered, all plans together (refusals.py)
 
     def key_ok(self, key: bytes) -> bool:
         """Does this name pass every key rule? A lookup for names of a class seen before
@@ -366,6 +374,8 @@ class Engine:
         if findings:
             findings = [self.with_mode(finding) for finding in findings]
             reject = next((finding for finding in findings if finding.mode == ENFORCE), None)
+            if reject is not None and plan.refusals is not None and more is None:
+                self._remember_refusal(plan, args, findings, reject, call, state)
         if more is not None:
             more = tuple((self._sample(rule, key, findings), count) for rule, (key, count) in more.items())
             if reject is None:
@@ -394,6 +404,32 @@ class Engine:
             plan.memo[key] = shape
         else:
             plan.memo[key] = frozenset((known, shape) if type(known) is tuple else (*known, shape))
+
+    def _remember_refusal(self, plan: Plan, args, findings, reject, call, state) -> None:
+        if len(args) < 2 or (state is not None and state.in_multi):
+            return
+        if len(args[1]) + sum(map(len, args[plan.memo_from:])) > self.MEMO_BYTES:
+            return
+        refusal = make_refusal(self, plan, args, findings, reject, call)
+        if refusal is None:
+            return
+        if self.refusals_size >= self.REFUSALS_MAX:
+            for each in {*self.plans.values(), *self.subcommand_plans.values()}:
+                if each.refusals:
+                    each.refusals.clear()
+            self.refusals_size = 0
+        key = (args[1].translate(plan.key_classes), *plan.shape(args))
+        if key not in plan.refusals:
+            self.refusals_size += 1
+        plan.refusals[key] = refusal
+
+    def refusal(self, plan: Plan, args):
+        """The remembered refusal of `args` (outside a transaction, whatever the rest of its
+        pipeline), or None: decide it (`refusals`). (session/verdicts.py has it inline.)"""
+        refusals = plan.refusals
+        if not refusals or len(args) < 2:
+            return None
+        return refusals.get((args[1].translate(plan.key_classes), *plan.shape(args)))
 
     def with_mode(self, finding: Finding) -> Finding:
         mode = self.modes.get(finding.rule, finding.mode)

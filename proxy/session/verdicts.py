@@ -7,6 +7,12 @@ dooms an open transaction, as Redis does for a command it refused to queue), a r
 through the session's route in the command's place (a server-side script's refusal counted like
 the proxy's own, through `ScriptVerdictSink`), and the commands the policy adds after it go
 unseen, after EXEC inside a transaction.
+
+A refusal the engine remembered (`policy/refusals.py`) is answered from its template, and its
+findings are counted in bulk: each refused command adds one to its (session, refusal, name)
+in `PENDING`, which `flush_refusals` turns into the metrics and the findings log's counts a
+tenth of a second later (one `call_later`), or earlier when the metrics are read; every refused
+command is counted, exactly as one by one.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
+from ..policy.refusals import PRINTABLE, Refusal, shown
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
@@ -33,8 +40,17 @@ POLICY_FAILED = Verdict(Finding("policy", "internal error", "command",
 
 def decide(session, plan, commands, index: int):
     try:
-        return session.engine.decide(
-            plan, commands[index], LaterCommands(commands, index + 1), session.policy_state)
+        state = session.policy_state
+        args = commands[index]
+        refusals = plan.refusals
+        if refusals and not state.in_multi and len(args) > 1:  # Engine.refusal, inline
+            if len(args) == 3 and plan.memo_from == 3:  # SET k v: its shape is the value's length
+                refusal = refusals.get((args[1].translate(plan.key_classes), len(args[2])))
+            else:
+                refusal = refusals.get((args[1].translate(plan.key_classes), *plan.shape(args)))
+            if refusal is not None:
+                return refusal
+        return session.engine.decide(plan, args, LaterCommands(commands, index + 1), state)
     except Exception:  # a bug in a rule must not take the connection down
         log.exception("policy engine failed on %r", commands[index][0])
         return POLICY_FAILED
@@ -56,6 +72,28 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     Returns where to continue, or None when the command goes on as usual (findings in audit
     mode only)."""
     args = batch.commands[index]
+    if type(verdict) is Refusal:  # remembered (policy/refusals.py): answered and counted in bulk
+        if start < index:
+            session.route.forward(session, batch, start, index)
+        name = args[0]
+        pending = (verdict, name, session.app)
+        seen = PENDING.get(pending)
+        if seen is None:
+            _pend(session, pending, args)
+        else:
+            seen[0] += 1
+        rejected = live.REJECTED  # (live.rejected, inline)
+        rejected[name] = rejected.get(name, 0) + 1
+        key = args[1]
+        after = verdict.after
+        if after is None:
+            session._local(verdict.reply(key))
+        elif len(key) <= 100 and (key.isalnum() or not key.translate(None, PRINTABLE)):  # (shown, inline)
+            session._local(verdict.before + key + after)
+        else:
+            session._local(verdict.before + shown(key) + after)
+        session.refused_in_transaction()
+        return index + 1
     if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
             and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
         # A standalone lease moves the client to a connection of its own and dispatches the
@@ -92,6 +130,57 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         else:
             route.hidden(session, args, extra)
     return index + 1
+
+
+def _pend(session, pending: tuple, args) -> None:
+    """The first refusal of its (Refusal, name, application) since the last count (`apply`)."""
+    loop = session.loop
+    if not PENDING or ARMED[0] is not loop:
+        ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)
+        loop.call_later(FLUSH_AFTER, flush_refusals)
+    PENDING[pending] = [1, args, session.peer]
+
+
+# (Refusal, command name as sent, application) -> [refused commands not yet counted, the first
+# of them, its client's address]: the first is the findings log's sample, as one by one.
+PENDING: dict = {}
+# Seconds the refusals of PENDING wait to be counted: refused commands come by thousands, and
+# counting each entry costs a metric and a log group per finding. The metrics are exact whenever
+# read (the snapshot counts PENDING first: monitor/snapshot.py), and on the way out.
+FLUSH_AFTER = 0.1
+ARMED = [None]  # the loop the flush was last armed on
+
+
+def flush_refusals() -> None:
+    """Count the remembered refusals of `PENDING` in the metrics and the findings log."""
+    if not PENDING:
+        return
+    pending = list(PENDING.items())
+    PENDING.clear()
+    for (refusal, name, app), (count, sample, peer) in pending:
+        policy = refusal.engine.policy.name
+        findings = Sample(refusal, sample)
+        for position, (rule, mode, outcome) in enumerate(refusal.groups):
+            metrics.record_counted(rule, mode, outcome, name, findings.subject(position), peer, policy, app, count)
+
+
+class Sample:
+    """The findings of a refused command, decided in full when a log line asks for their subjects."""
+
+    __slots__ = ("refusal", "args", "found")
+
+    def __init__(self, refusal, args):
+        self.refusal = refusal
+        self.args = args
+        self.found = None
+
+    def subject(self, position: int):
+        def subject() -> str:
+            found = self.found
+            if found is None:
+                found = self.found = self.refusal.findings(self.args)
+            return found[position].subject if position < len(found) else ""
+        return subject
 
 
 def _same_script(sent: bytes, asked: bytes) -> bool:

@@ -217,6 +217,38 @@ def later_gives_ttl(later, key: bytes, wrote_string: bool, engine, limit: int) -
     return result
 
 
+# The last pipeline `passes_over` indexed: [commands, their count, the names passed over (a
+# `_passing_names`), the index of the last command not passed over whatever its key (-1: none),
+# key -> the index of the last command on it that would be passed over on another key].
+_LAST: list = [None, 0, None, -1, None]
+
+
+def passes_over(later, key: bytes, engine) -> bool:
+    """Would `later_gives_ttl` pass over every command of `later` for `key` (so say no)? True
+    only when it certainly would: no later command names `key` at argument 1, and each is one
+    it passes over on another key. A pipeline is indexed once (one pass), then each key costs
+    two lookups; False (ask `later_gives_ttl`) for anything else."""
+    commands = getattr(later, "commands", None)
+    if commands is None:
+        return False
+    table = engine.table
+    known = _PASSING.get(id(table))
+    if known is None or known[0] is not table:
+        return False  # (later_gives_ttl fills it)
+    passing = known[1]
+    if _LAST[0] is not commands or _LAST[1] != len(commands) or _LAST[2] is not passing:
+        stop = -1
+        last = {}
+        for index, args in enumerate(commands):
+            if len(args) > 1 and args[0] in passing:
+                last[args[1]] = index
+            else:
+                stop = index
+        _LAST[0], _LAST[1], _LAST[2], _LAST[3], _LAST[4] = commands, len(commands), passing, stop, last
+    start = later.start
+    return _LAST[3] < start and _LAST[4].get(key, -1) < start
+
+
 def _scan(commands, begin: int, end: int, key: bytes, wrote_string: bool, engine, passing) -> tuple:
     """(result, index of the command that decided it) of `later_gives_ttl` over
     commands[begin:end]; (False, None) when none decided."""

@@ -51,6 +51,11 @@ class Segments(KeyRule):
             advice = f"use {self._range()}, e.g. '{self._example()}' (this one has {count})"
         return self.finding(subject(key), advice)
 
+    def class_advice(self, key: str) -> bool:
+        # The advice counts segments, which a key's class keeps (the delimiter is a class of its
+        # own), except for empty segments, where it shows the key without them.
+        return not (key and "" in key.split(self.delimiter))
+
     def _range(self) -> str:
         low, high, d = self.min_segments, self.max_segments, self.delimiter
         if low == high:

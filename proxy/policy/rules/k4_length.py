@@ -36,5 +36,8 @@ class Length(KeyRule):
             advice = f"at least {self.min_length} byte{'s' if self.min_length > 1 else ''} (this one has {size})"
         return self.finding(subject(key), advice)
 
+    def class_advice(self, key: str) -> bool:
+        return True  # the advice gives the key's length, which its class keeps
+
     def describe(self) -> str:
         return f"{self.min_length} to {self.max_length} bytes"

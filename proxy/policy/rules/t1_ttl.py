@@ -196,6 +196,10 @@ class RequireTtl(_TtlCommon, CommandRule):
     def reads_from(self, spec) -> int:
         return ttl_reads_from(spec)  # and `call.later`, which makes a call volatile
 
+    # A later command gives a key its TTL only when it names it at argument 1 and the policy
+    # passes it (later_gives_ttl, ttl_outcome).
+    reads_later = True
+
     def check(self, call):
         if call.name in self.forgetting and call.state.in_multi:
             self._forget(call)
