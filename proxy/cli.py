@@ -859,6 +859,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .audit.command import add_parser as add_audit_parser
 
     add_audit_parser(commands)
+    from .infer.command import add_parser as add_infer_parser
+
+    add_infer_parser(policy)
     hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "
                                 "password_hash an application's entry stores")
     hashing.set_defaults(func=cmd_policy_hash_password)
