@@ -478,7 +478,10 @@ def render(draft: Draft, name: str = "inferred") -> str:
         if naming_.joiner is not None:
             out(f"  K5: {{joiner: {_q(naming_.joiner)}, delimiter: {_q(d)}}}  # words inside a segment are joined "
                 f"by {_q(naming_.joiner)} only")
-    out("  K10: {strict: true}  # a key must match a pattern below, commands must be of its type")
+    if rules:
+        out("  K10: {strict: true}  # a key must match a pattern below, commands must be of its type")
+    else:
+        out("  # K10 (key schema): left out: no key pattern found")
     if any(p.ttl == "required" for p in rules):
         out("  T1: {action: reject}  # the patterns with a TTL below: every write leaves the key a TTL")
     bounded = [p.max_ttl for p in rules if p.max_ttl]
@@ -492,7 +495,8 @@ def render(draft: Draft, name: str = "inferred") -> str:
     if draft.traffic is not None:
         lines.extend(draft.traffic.policy_lines())
     out("")
-    out("schema:")
+    if rules:
+        out("schema:")
     for pattern in rules:
         lines.extend(_pattern_lines(pattern, draft.keys))
     lines.extend(_outlier_lines(draft))
