@@ -46,8 +46,9 @@ def add_parser(policy_commands) -> None:
     infer.add_argument("--max-patterns", type=_positive, default=NODES_MAX, metavar="N",
                        help=f"bound on the segment trie (memory): past it variable positions are merged "
                             f"(default {NODES_MAX})")
-    infer.add_argument("--from-traffic", metavar="FILE",
-                       help="what `serve --learn FILE` recorded: commands to deny, O(N) reads, scripts, TTLs")
+    infer.add_argument("--from-traffic", metavar="FILE", action="append",
+                       help="what `serve --learn FILE` recorded: commands to deny, O(N) reads, scripts, TTLs "
+                            "(repeat it for the files of several workers)")
     infer.add_argument("--name", default="inferred", help="the draft's policy name")
     infer.add_argument("--rate", type=float, metavar="KEYS_PER_SEC",
                        help="read at most this many keys a second from each server")

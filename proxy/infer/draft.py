@@ -139,6 +139,7 @@ class Pattern:
     without_ttl: int = 0
     oversize: list = field(default_factory=list)  # (count, examples [(key, size)])
     oversize_count: int = 0
+    traffic: list | None = None  # [commands, writes with a TTL, shortest, longest, writes without]
 
     @property
     def count(self) -> int:
@@ -422,7 +423,38 @@ def build(model, min_keys: int = MIN_KEYS, source: str = "", traffic=None) -> Dr
     patterns = collect(model.root, enums, delimiter)
     decide(patterns, min_keys)
     patterns.sort(key=lambda p: (not p.rule, -p.count, p.text))
-    return Draft(patterns, naming(patterns, delimiter), model.keys, delimiter, source, traffic)
+    draft = Draft(patterns, naming(patterns, delimiter), model.keys, delimiter, source, None)
+    if traffic is not None:
+        with_traffic(draft, traffic)
+    return draft
+
+
+def with_traffic(draft: Draft, learned) -> None:
+    """Each key shape the traffic used, to the draft's pattern its example key matches: the TTLs
+    writes set there (a better maximum than the TTLs left on the keys scanned); shapes no
+    pattern matches are listed for review (K10 would reject them)."""
+    from ..policy.loader import load_policy_text
+
+    schema = load_policy_text(render(draft)).schema if draft.rules else None
+    by_text = {p.text: p for p in draft.rules}
+    for shape, example, count, ttl_writes, low, high, plain in learned.shapes():
+        found = schema.match(example.encode("utf-8", "surrogateescape")) if schema is not None else None
+        if found is None:
+            learned.uncovered.append((shape, count, example))
+            continue
+        pattern = by_text[found.pattern]
+        seen = pattern.traffic or [0, 0, None, None, 0]
+        seen[0] += count
+        seen[1] += ttl_writes
+        if low is not None:
+            seen[2] = low if seen[2] is None else min(seen[2], low)
+            seen[3] = high if seen[3] is None else max(seen[3], high)
+        seen[4] += plain
+        pattern.traffic = seen
+        if pattern.ttl == "required" and seen[3] is not None:
+            pattern.max_ttl = max(pattern.max_ttl, nice_duration(seen[3]))
+    learned.uncovered.sort(key=lambda item: -item[1])
+    draft.traffic = learned
 
 
 def _share(part: int, whole: int) -> str:
@@ -491,7 +523,10 @@ def render(draft: Draft, name: str = "inferred") -> str:
     collections = [p.limit for p in rules if p.limit and p.type != "string"]
     out(f"  V1: {{max_bytes: {max(strings + [10240])}}}  # strings; each pattern below has its own limit")
     out(f"  V2: {{max_elements: {max(collections + [5000])}}}  # collections; each pattern below has its own limit")
-    out("  C2: {baseline: true}  # the baseline guard: KEYS, FLUSHALL, FLUSHDB, @admin, @dangerous...")
+    if draft.traffic is not None:
+        out(draft.traffic.c2_line())
+    else:
+        out("  C2: {baseline: true}  # the baseline guard: KEYS, FLUSHALL, FLUSHDB, @admin, @dangerous...")
     if draft.traffic is not None:
         lines.extend(draft.traffic.policy_lines())
     out("")
@@ -536,6 +571,11 @@ def _pattern_lines(p: Pattern, total: int) -> list[str]:
         lines.append("    ttl: none  # no key has a TTL")
     else:
         lines.append(f"    ttl: none  # MIXED: {leaf.with_ttl:,} of {p.count:,} keys have a TTL: choose one practice")
+    if p.traffic is not None:
+        count, ttl_writes, low, high, plain = p.traffic
+        ttls = f"{ttl_writes:,} set a TTL ({approximately(low)} to {approximately(high)})" if ttl_writes else \
+            "none set a TTL"
+        lines.append(f"    # traffic: {count:,} commands; of the writes, {ttls}, {plain:,} set none")
     if p.limit is not None:
         unit = "bytes" if p.type == "string" else "elements"
         over = (f"; {p.oversize_count:,} over it (outliers, up to "
