@@ -34,7 +34,7 @@ import logging
 import os
 import time
 
-from ..policy.rules._ttl import ttl_args
+from ..policy.rules._ttl import TTL_TABLE, ttl_args
 from .segments import CLASSES, Classifier
 
 log = logging.getLogger("redis_guard.learn")
@@ -44,6 +44,7 @@ FLUSH_INTERVAL = 30.0
 MAX_CLIENTS = 256
 MAX_SHAPES = 512
 MAX_SCRIPTS = 256
+SHAPE_CACHE = 1 << 14  # keys whose shape is remembered (hot keys cost a lookup)
 OTHER = "(other)"
 # Whole-collection reads: their cost grows with the data (C3's concern)
 O_N_READS = frozenset({"hgetall", "hkeys", "hvals", "smembers", "sinter", "sunion", "sdiff", "lrange", "zrange",
@@ -79,6 +80,7 @@ class Learner:
         self.classify = Classifier(delimiter)
         self.clients: dict[str, _Client] = {}
         self.names: dict[bytes, object] = {}  # command name as sent -> (spec, name) or None
+        self.shapes: dict[bytes, str] = {}  # key -> shape, for keys used again (bounded)
         self.scripts = 0
         self.dropped = {"clients": 0, "shapes": 0, "scripts": 0}
         self.total = 0
@@ -131,7 +133,12 @@ class Learner:
         key = args[1] if spec.key_at_first_argument else _first_key(spec, args)
         if key is None:
             return
-        shape = self.shape(key)
+        shape = self.shapes.get(key)
+        if shape is None:
+            shape = self.shape(key)
+            if len(self.shapes) >= SHAPE_CACHE:
+                self.shapes.clear()
+            self.shapes[key] = shape
         shapes = client.shapes
         found = shapes.get(shape)
         if found is None:
@@ -144,7 +151,7 @@ class Learner:
         found[0] += 1
         on = found[1]
         on[name] = on.get(name, 0) + 1
-        ttl = ttl_args(name, args)
+        ttl = ttl_args(name, args) if name in TTL_TABLE else None
         if ttl is not None and ttl.ttls:
             at, unit, absolute = ttl.ttls[0]
             try:
