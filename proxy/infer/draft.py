@@ -478,7 +478,6 @@ def render(draft: Draft, name: str = "inferred") -> str:
     lines = []
     out = lines.append
     rules = draft.rules
-    out("# yaml-language-server: $schema=../../docs/policy.schema.json")
     where = f" of {draft.source}" if draft.source else ""
     out(f"# Drafted by `redis-guard policy infer` from {draft.keys:,} keys{where}.")
     out(f"# {len(rules)} key patterns cover {sum(p.count for p in rules):,} keys; the draft accepts "

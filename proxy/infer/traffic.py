@@ -13,8 +13,12 @@ lookup of the command's name, a counter, and for a command with keys the shape o
 of a TTL (`_ttl.ttl_args`). Per client (its application name, else its host) it keeps the
 commands and their counts, the key shapes with the commands on them, an example key, the TTLs set
 and the writes that set none, and the scripts run (EVAL's body by SHA1, EVALSHA's SHA1, FCALL's
-function). Everything is bounded: `MAX_CLIENTS` clients, `MAX_SHAPES` shapes per client,
-`MAX_SCRIPTS` scripts; past that, what does not fit is counted under "(other)" or in `dropped`.
+function). Every call is counted; the first `SAMPLE_AFTER` calls of a command per client are recorded in
+full, then one in `SAMPLE_MASK + 1` (scripts and commands with subcommands always): so a hot
+command costs a dict lookup and an increment, and the shapes' counts are of the calls recorded.
+Everything is bounded: `MAX_CLIENTS` clients, `MAX_NAMES` command names and `MAX_SHAPES` shapes
+per client, `MAX_SCRIPTS` scripts; past that, what does not fit is counted under "(other)" or in
+`dropped`.
 `snapshot()` is the record as plain data, which `LearnWriter` writes to the file every
 `FLUSH_INTERVAL` seconds (and at exit), atomically (a temporary file renamed).
 
@@ -44,6 +48,9 @@ FLUSH_INTERVAL = 30.0
 MAX_CLIENTS = 256
 MAX_SHAPES = 512
 MAX_SCRIPTS = 256
+MAX_NAMES = 512  # command names as sent (in any case) per client
+SAMPLE_AFTER = 64  # calls of a command per client recorded in full before sampling
+SAMPLE_MASK = 15  # then one call in 16 has its key shape and TTL recorded
 SHAPE_CACHE = 1 << 14  # keys whose shape is remembered (hot keys cost a lookup)
 OTHER = "(other)"
 # Whole-collection reads: their cost grows with the data (C3's concern)
@@ -62,10 +69,11 @@ class TrafficError(Exception):
 
 
 class _Client:
-    __slots__ = ("commands", "shapes", "scripts")
+    __slots__ = ("raw", "subcommands", "shapes", "scripts")
 
     def __init__(self):
-        self.commands: dict[str, int] = {}
+        self.raw: dict[bytes, list] = {}  # command name as sent -> [count, every call recorded]
+        self.subcommands: dict[str, int] = {}  # 'client|setname' -> calls
         self.shapes: dict[str, list] = {}  # shape -> [count, {command: n}, example, ttl writes, min, max, plain writes]
         self.scripts: dict[str, list] = {}  # id -> [kind, count, preview]
 
@@ -94,14 +102,31 @@ class Learner:
     # -- the session's entry point ------------------------------------------------------------
 
     def observe(self, commands, index: int, state, app, peer) -> None:
+        args = commands[index]
         try:
-            self._observe(commands[index], app, peer)
+            self.total += 1
+            if app is not None:
+                who = app
+            elif peer.__class__ is tuple:
+                who = peer[0]  # the host: a client's connections are one client
+            else:  # a Unix socket's peer (a path, often empty), or none
+                who = str(peer) if peer else "(local)"
+            client = self.clients.get(who)
+            if client is None:
+                client = self._client(who)
+            seen = client.raw.get(args[0])
+            if seen is None:
+                seen = self._name(client, args[0])
+            n = seen[0] = seen[0] + 1
+            if n > SAMPLE_AFTER and n & SAMPLE_MASK and not seen[1]:
+                return  # counted; its keys and TTLs are sampled
+            self._record(client, args)
         except Exception:  # learning must never touch the traffic
             log.exception("learn: failed on a command")
 
-    def _observe(self, args, app, peer) -> None:
-        self.total += 1
-        who = app if app is not None else (peer[0] if isinstance(peer, tuple) and peer else str(peer))
+    def _client(self, who) -> _Client:
+        if not isinstance(who, str):
+            who = str(who)
         client = self.clients.get(who)
         if client is None:
             if len(self.clients) >= MAX_CLIENTS:
@@ -110,20 +135,35 @@ class Learner:
                 client = self.clients.get(OTHER)
             if client is None:
                 client = self.clients[who] = _Client()
+        return client
+
+    def _name(self, client: _Client, raw: bytes) -> list:
+        """A command name as sent, first seen for this client: its counter, and whether every call
+        is recorded (scripts, and commands with subcommands), not one in SAMPLE_MASK + 1."""
+        if len(client.raw) >= MAX_NAMES:
+            raw = b"(other)"
+            seen = client.raw.get(raw)
+            if seen is not None:
+                return seen
+        spec = self.table.lookup([raw])
+        always = spec is None or bool(spec.subcommands) or spec.name in SCRIPTS
+        seen = client.raw[raw] = [0, always]
+        return seen
+
+    def _record(self, client: _Client, args) -> None:
         entry = self.names.get(args[0])
         if entry is None:
-            spec = self.table.lookup(args)
+            spec = self.table.lookup(args[:1])
             entry = (spec, spec.name if spec is not None else args[0].decode("utf-8", "replace").lower()[:40])
-            if spec is None or not spec.subcommands:  # a container's entry depends on its subcommand
-                if len(self.names) < 4096:
-                    self.names[args[0]] = entry
+            if len(self.names) < 4096:
+                self.names[args[0]] = entry
         spec, name = entry
         if spec is not None and spec.subcommands and len(args) > 1:
             sub = self.table.lookup(args)
             if sub is not None:
                 spec, name = sub, sub.name
-        commands = client.commands
-        commands[name] = commands.get(name, 0) + 1
+                subcommands = client.subcommands
+                subcommands[name] = subcommands.get(name, 0) + 1
         kind = SCRIPTS.get(name)
         if kind is not None and len(args) > 1:
             self._script(client, kind, args[1])
@@ -194,6 +234,15 @@ class Learner:
 
     # -- as data --------------------------------------------------------------------------------
 
+    def _commands(self, client: _Client) -> dict[str, int]:
+        """The calls of each command (its lower-case name; a container's calls under its own name)."""
+        counts: dict[str, int] = {}
+        for raw, (count, _) in list(client.raw.items()):
+            spec = self.table.lookup([raw])
+            name = spec.name if spec is not None else raw.decode("utf-8", "replace").lower()[:40]
+            counts[name] = counts.get(name, 0) + count
+        return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
     def snapshot(self) -> dict:
         now = self.clock()
         return {
@@ -204,8 +253,10 @@ class Learner:
             "commands": self.total,
             "delimiter": self.delimiter,
             "dropped": dict(self.dropped),
+            "sampling": {"after": SAMPLE_AFTER, "one_in": SAMPLE_MASK + 1},
             "clients": {who: {
-                "commands": dict(sorted(client.commands.items(), key=lambda item: -item[1])),
+                "commands": self._commands(client),
+                "subcommands": dict(client.subcommands),
                 "shapes": {shape: {"count": s[0], "commands": s[1],
                                    "example": s[2].decode("utf-8", "backslashreplace"),
                                    "ttl_writes": s[3], "ttl_min": s[4], "ttl_max": s[5], "plain_writes": s[6]}
@@ -298,14 +349,16 @@ class Learned:
         self.table = table or CommandTable.from_snapshot()
         self.clients = data.get("clients", {})
         self.commands: dict[str, int] = {}
+        self.subcommands: set[str] = set()
         for client in self.clients.values():
             for name, count in client.get("commands", {}).items():
                 self.commands[name] = self.commands.get(name, 0) + count
+            self.subcommands.update(client.get("subcommands", {}))
         self.uncovered: list[tuple[str, int, str]] = []  # shapes no draft pattern matches (set by the draft)
 
     def categories_unused(self) -> list[str]:
         used = set()
-        for name in self.commands:
+        for name in (*self.commands, *self.subcommands):
             spec = self.table._by_name.get(name) if hasattr(self.table, "_by_name") else None
             if spec is not None:
                 used |= spec.acl_categories
@@ -399,9 +452,10 @@ def merge(records: list[dict]) -> dict:
                        for key in ("clients", "shapes", "scripts")}}
     for record in records:
         for who, client in record["clients"].items():
-            mine = out["clients"].setdefault(who, {"commands": {}, "shapes": {}, "scripts": {}})
-            for name, count in client.get("commands", {}).items():
-                mine["commands"][name] = mine["commands"].get(name, 0) + count
+            mine = out["clients"].setdefault(who, {"commands": {}, "subcommands": {}, "shapes": {}, "scripts": {}})
+            for section in ("commands", "subcommands"):
+                for name, count in client.get(section, {}).items():
+                    mine[section][name] = mine[section].get(name, 0) + count
             for ident, script in client.get("scripts", {}).items():
                 entry = mine["scripts"].setdefault(ident, dict(script, count=0))
                 entry["count"] += script["count"]

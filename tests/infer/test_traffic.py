@@ -50,13 +50,15 @@ def test_per_application_commands_and_scripts():
     learner = _learn(["GET a:1", "EVAL return_1 0", "EVAL return_1 0", "EVALSHA abc 0", "CLIENT SETNAME x"],
                      app="checkout")
     client = learner.snapshot()["clients"]["checkout"]
-    assert client["commands"] == {"eval": 2, "get": 1, "evalsha": 1, "client|setname": 1}
+    assert client["commands"] == {"eval": 2, "get": 1, "evalsha": 1, "client": 1}
+    assert client["subcommands"] == {"client|setname": 1}
     scripts = client["scripts"]
     assert {s["kind"] for s in scripts.values()} == {"eval", "evalsha"}
     assert max(s["count"] for s in scripts.values()) == 2
 
 
-def test_bounded():
+def test_bounded(monkeypatch):
+    monkeypatch.setattr(traffic, "SAMPLE_AFTER", 10**9)  # every call recorded
     learner = Learner(TABLE)
     for n in range(traffic.MAX_CLIENTS + 10):
         learner.observe([[b"GET", b"k:1"]], 0, None, None, (f"10.0.{n // 250}.{n % 250}", 1))
@@ -75,8 +77,23 @@ def test_bounded():
 def test_never_raises():
     learner = Learner(TABLE)
     learner.observe([[]], 0, None, None, PEER)  # an empty command: logged, not raised
+    learner.observe([[b"GET", b"k"]], 0, None, None, None)  # no peer address
+    learner.observe([[b"GET", b"k"]], 0, None, None, "")  # a Unix socket's
     learner.observe([[b"NOSUCHCOMMAND", b"x"]], 0, None, None, PEER)
-    assert learner.snapshot()["clients"]["10.1.2.3"]["commands"] == {"nosuchcommand": 1}
+    clients = learner.snapshot()["clients"]
+    assert clients["10.1.2.3"]["commands"] == {"nosuchcommand": 1}
+    assert clients["(local)"]["commands"] == {"get": 2}
+
+
+def test_hot_commands_sampled_all_counted():
+    learner = Learner(TABLE)
+    for n in range(1000):
+        learner.observe([[b"SET", f"s:{n}".encode(), b"v", b"EX", b"60"]], 0, None, "app", PEER)
+    client = learner.snapshot()["clients"]["app"]
+    assert client["commands"] == {"set": 1000}
+    recorded = client["shapes"]["s:{id}"]["count"]
+    assert traffic.SAMPLE_AFTER < recorded < traffic.SAMPLE_AFTER + 1000 // (traffic.SAMPLE_MASK + 1) + 2
+    assert client["shapes"]["s:{id}"]["ttl_max"] == 60
 
 
 def test_observing_keeps_the_shadow_policy():
