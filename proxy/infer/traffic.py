@@ -64,6 +64,9 @@ SCRIPTS = {"eval": "eval", "eval_ro": "eval", "evalsha": "evalsha", "evalsha_ro"
 PLACEHOLDER_NAMES = {cls: "{" + entry[1] + "}" for cls, entry in CLASSES.items()}
 
 
+_NOBODY = object()
+
+
 class TrafficError(Exception):
     """A learn file that cannot be read."""
 
@@ -91,7 +94,8 @@ class Learner:
         self.shapes: dict[bytes, str] = {}  # key -> shape, for keys used again (bounded)
         self.scripts = 0
         self.dropped = {"clients": 0, "shapes": 0, "scripts": 0}
-        self.total = 0
+        self._peer = self._app = _NOBODY  # the connection of the last command, and its client
+        self._current = None
         self.clock = clock
         self.started = clock()
 
@@ -104,16 +108,10 @@ class Learner:
     def observe(self, commands, index: int, state, app, peer) -> None:
         args = commands[index]
         try:
-            self.total += 1
-            if app is not None:
-                who = app
-            elif peer.__class__ is tuple:
-                who = peer[0]  # the host: a client's connections are one client
-            else:  # a Unix socket's peer (a path, often empty), or none
-                who = str(peer) if peer else "(local)"
-            client = self.clients.get(who)
-            if client is None:
-                client = self._client(who)
+            if peer is self._peer and app is self._app:  # the same connection as the last command
+                client = self._current
+            else:
+                client = self._switch(app, peer)
             seen = client.raw.get(args[0])
             if seen is None:
                 seen = self._name(client, args[0])
@@ -123,6 +121,19 @@ class Learner:
             self._record(client, args)
         except Exception:  # learning must never touch the traffic
             log.exception("learn: failed on a command")
+
+    def _switch(self, app, peer) -> _Client:
+        if app is not None:
+            who = app
+        elif peer.__class__ is tuple:
+            who = peer[0]  # the host: a client's connections are one client
+        else:  # a Unix socket's peer (a path, often empty), or none
+            who = str(peer) if peer else "(local)"
+        client = self.clients.get(who)
+        if client is None:
+            client = self._client(who)
+        self._peer, self._app, self._current = peer, app, client
+        return client
 
     def _client(self, who) -> _Client:
         if not isinstance(who, str):
@@ -250,7 +261,7 @@ class Learner:
             "started": self.started,
             "updated": now,
             "seconds": round(now - self.started, 1),
-            "commands": self.total,
+            "commands": sum(count for client in self.clients.values() for count, _ in client.raw.values()),
             "delimiter": self.delimiter,
             "dropped": dict(self.dropped),
             "sampling": {"after": SAMPLE_AFTER, "one_in": SAMPLE_MASK + 1},

@@ -74,15 +74,17 @@ def test_bounded(monkeypatch):
     assert record["dropped"]["shapes"] == 10
 
 
-def test_never_raises():
+def test_never_raises(caplog):
     learner = Learner(TABLE)
+    learner.observe([[b"GET", b"k"]], 0, None, None, None)  # the first command, without a peer
     learner.observe([[]], 0, None, None, PEER)  # an empty command: logged, not raised
     learner.observe([[b"GET", b"k"]], 0, None, None, None)  # no peer address
     learner.observe([[b"GET", b"k"]], 0, None, None, "")  # a Unix socket's
     learner.observe([[b"NOSUCHCOMMAND", b"x"]], 0, None, None, PEER)
     clients = learner.snapshot()["clients"]
     assert clients["10.1.2.3"]["commands"] == {"nosuchcommand": 1}
-    assert clients["(local)"]["commands"] == {"get": 2}
+    assert clients["(local)"]["commands"] == {"get": 3}
+    assert caplog.text.count("learn: failed") == 1  # the empty command only
 
 
 def test_hot_commands_sampled_all_counted():
@@ -111,7 +113,7 @@ def test_observing_keeps_the_shadow_policy():
     both = observing(Shadow(), learner)
     assert isinstance(both, Observers) and both.name == "candidate"
     both.observe([[b"GET", b"a:1"]], 0, None, None, PEER)
-    assert Shadow.seen == 1 and learner.total == 1
+    assert Shadow.seen == 1 and learner.snapshot()["commands"] == 1
 
 
 def test_merge_of_worker_records():
