@@ -77,15 +77,17 @@ class Inference:
         self.scans: list[ServerScan] = []
         self.interrupted = False
         self.sampled = False
+        self.read = 0  # keys given to the model
 
     def on_batch(self, query) -> None:
         add = self.model.add
         sample = self.sample
         for facts in query.facts:
-            if sample is not None and self.model.keys >= sample:
+            if sample is not None and self.read >= sample:
                 self.sampled = True
                 self.stop.set()
                 return
+            self.read += 1
             add(facts.key, facts.type, facts.ttl_ms, facts.length, facts.memory)
 
     def interrupt(self) -> None:
@@ -116,7 +118,7 @@ class Inference:
                 loop.remove_signal_handler(signum)
 
     def _line(self, progress: Progress, now: float) -> str:
-        return "policy infer:" + progress.line(self.model.keys + len(self.model._held or ()), now)[len("audit:"):]
+        return "policy infer:" + progress.line(self.read, now)[len("audit:"):]
 
     async def _tick(self, progress: Progress) -> None:
         while True:
