@@ -338,6 +338,7 @@ class Naming:
     longest: int
     joiner: str | None
     chars: bytes
+    empty_segments: bool = False  # some name has an empty segment (a::b): K1 would refuse it
 
 
 def _charset(chars: bytes) -> str | None:
@@ -381,6 +382,7 @@ def naming(patterns: list[Pattern], delimiter: str) -> Naming | None:
         longest=longest,
         joiner=used_joiners[0] if len(used_joiners) == 1 else None,
         chars=chars,
+        empty_segments=any("" in p.text.split(delimiter) for p in rules),
     )
 
 
@@ -493,8 +495,11 @@ def render(draft: Draft, name: str = "inferred") -> str:
     if naming_ is not None:
         d = naming_.delimiter
         low, high = naming_.min_segments, naming_.max_segments
-        out(f"  K1: {{delimiter: {_q(d)}, min_segments: {low}, max_segments: {high}}}"
-            f"  # every pattern has {low if low == high else f'{low} to {high}'} segments split by {_q(d)}")
+        if naming_.empty_segments:
+            out(f"  # K1 (segments): left out, some names have an empty segment ({_q(d + d)})")
+        else:
+            out(f"  K1: {{delimiter: {_q(d)}, min_segments: {low}, max_segments: {high}}}"
+                f"  # every pattern has {low if low == high else f'{low} to {high}'} segments split by {_q(d)}")
         if naming_.style is not None:
             out(f"  K2: {{style: {naming_.style}, delimiter: {_q(d)}}}  # every name is {naming_.style}")
         else:

@@ -237,3 +237,12 @@ def test_small_keyspace_held_until_finish():
         model.add(f"a.b.{i}".encode(), "string", -1, 1)
     draft = build(model)
     assert draft.delimiter == "." and _texts(draft).keys() == {"a.b.{id}"}
+
+
+def test_empty_segments_leave_k1_out():
+    entries = [(f"a::{i}", "string", -1, 1) for i in range(10)] + [(f"b:{i}:", "string", -1, 1) for i in range(10)]
+    draft = build(_model(entries))
+    policy = _loads(draft)
+    assert policy.rule("K1") is None
+    for key in ("a::3", "b:3:"):
+        assert policy.schema.match(key.encode()) is not None
