@@ -30,6 +30,7 @@ NODES_MAX = 20000
 MAX_SEGMENTS = 16  # deeper keys keep the rest as their last segment
 EXAMPLES = 3
 STYLES = ("lowercase", "camelCase", "PascalCase", "UPPERCASE")
+LOWER_STYLES = ("lowercase", "camelCase")
 
 
 class Bucket:
@@ -131,9 +132,16 @@ class Leaf:
             self.chars = bytes(sorted(set(self.chars + rest)))
         if key[:1] not in self.firsts:
             self.firsts += key[:1]
-        if self.styles:
-            self.styles = [entry for entry in self.styles if entry[1](key) is not None]
-        if self.joiners:
+        styles = self.styles
+        if styles:
+            if key.islower() and b"_" not in key:
+                # lower case letters, no '_': lowercase and camelCase hold, PascalCase and UPPERCASE
+                # do not (a segment begins with a lower-case letter): no regex needed
+                if len(styles) > 2 or styles[-1][0] not in LOWER_STYLES:
+                    self.styles = [entry for entry in styles if entry[0] in LOWER_STYLES]
+            else:
+                self.styles = [entry for entry in styles if entry[1](key) is not None]
+        if self.joiners and (b"_" in key or b"-" in key or b"." in key):  # else one word a segment: holds
             self.joiners = [entry for entry in self.joiners if entry[1](key) is not None]
 
     @property
