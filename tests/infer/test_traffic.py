@@ -177,3 +177,27 @@ def test_load_refuses_other_files(tmp_path):
     path.write_text('{"version": 99}')
     with pytest.raises(traffic.TrafficError):
         load(str(path))
+
+
+def test_learn_setting_relative_to_the_configuration(tmp_path):
+    from proxy.config import load_config
+
+    path = tmp_path / "proxy.yaml"
+    path.write_text("upstream: redis://127.0.0.1:6390\nlearn: traffic/learned.json\n")
+    assert load_config(str(path)).learn == str(tmp_path / "traffic" / "learned.json")
+    assert load_config(None).learn is None
+
+
+def test_shadow_reload_keeps_the_learner(tmp_path):
+    from proxy.cli import PolicyWatcher
+
+    class Proxy:
+        shadow = None
+
+    proxy = Proxy()
+    proxy.learner = Learner(TABLE)
+    candidate = tmp_path / "candidate.yaml"
+    candidate.write_text("name: candidate\nrules:\n  K4: {max_length: 10}\n")
+    PolicyWatcher(proxy, str(candidate), TABLE, shadow=True).reload("test")
+    assert isinstance(proxy.shadow, Observers) and proxy.shadow.learner is proxy.learner
+    assert proxy.shadow.name == "candidate"
