@@ -67,3 +67,19 @@ def test_cluster_every_master(tmp_path, capsys):
         assert "from 300 keys" in text and "type: hash  # 300 of 300 keys" in text
     finally:
         cluster.close()
+
+
+def test_sentinel_managed_master(tmp_path):
+    from tests.sentinel.group import SentinelGroup
+
+    group = SentinelGroup()
+    try:
+        client = redis.Redis(port=group.master.port)
+        _fill(client, 40)
+        client.close()
+        draft = tmp_path / "d.yaml"
+        assert main(["policy", "infer", "--upstream-sentinel", group.spec, "-o", str(draft), "--quiet"]) == 0
+        text = draft.read_text()
+        assert "from 80 keys" in text and "(master rgmaster)" in text
+    finally:
+        group.close()
