@@ -92,10 +92,12 @@ def settle(root: Node, checks) -> dict[int, list[bytes]]:
                     for value in values:
                         node.wild.values.add(value)
                         node.wild.merge(node.literals.pop(value), checks)
+                    _coalesce(node.wild, enums, checks)
                 elif len(values) >= MERGE_MIN:
                     merged = node.literals.pop(values[0])
                     for value in values[1:]:
                         merged.merge(node.literals.pop(value), checks)
+                    _coalesce(merged, enums, checks)
                     signatures[id(merged)] = sig
                     if len(values) > ENUM_MAX and node.wild is None:
                         merged.values = Values()
@@ -109,6 +111,32 @@ def settle(root: Node, checks) -> dict[int, list[bytes]]:
 
     visit(root, 0)
     return enums
+
+
+def _coalesce(node: Node, enums: dict[int, list[bytes]], checks) -> None:
+    """Subtrees merged into one may bring two enum children sharing values to one position (two
+    patterns matching one key): they become one enum, their values joined, all the way down."""
+    joined = True
+    while joined:  # a join may make a group meet another
+        joined = False
+        kept: list[list] = []  # [key, values]
+        for key in [key for key in node.classes if key.startswith("enum#")]:
+            values = set(enums[id(node.classes[key])])
+            into = next((entry for entry in kept if entry[1] & values), None)
+            if into is None:
+                kept.append([key, values])
+                continue
+            target = node.classes[into[0]]
+            target.merge(node.classes.pop(key), checks)
+            into[1] |= values
+            enums[id(target)] = sorted(into[1])
+            joined = True
+    for key, values in kept:  # a literal sibling that is one of an enum's values joins it
+        target = node.classes[key]
+        for value in [value for value in node.literals if value in values]:
+            target.merge(node.literals.pop(value), checks)
+    for child in (*node.literals.values(), *node.classes.values(), *((node.wild,) if node.wild else ())):
+        _coalesce(child, enums, checks)
 
 
 # -- patterns -------------------------------------------------------------------------------------

@@ -246,3 +246,12 @@ def test_empty_segments_leave_k1_out():
     assert policy.rule("K1") is None
     for key in ("a::3", "b:3:"):
         assert policy.schema.match(key.encode()) is not None
+
+
+def test_merged_subtrees_keep_one_enum_per_position():
+    entries = [(f"a:{x}:genre:{g}", "set", -1, 3) for x in ("xx", "yy", "zz") for g in ("drama", "poetry", "crime")]
+    entries += [("a:ww:genre:drama", "set", -1, 3), ("a:ww:genre:opera", "set", -1, 3)]  # no enum below ww
+    draft = build(_model(entries))
+    policy = _loads(draft)  # no overlap
+    assert [p.text for p in draft.rules if p.count > 1] == ["a:{a}:genre:{genre}"]
+    assert policy.schema.match(b"a:yy:genre:crime") is not None
