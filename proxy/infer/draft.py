@@ -75,8 +75,9 @@ def settle(root: Node, checks) -> dict[int, list[bytes]]:
         leaf = node.leaf
         return (
             (leaf.major_type(), ttl_practice(leaf)) if leaf is not None else None,
-            tuple(sorted((value, signatures[id(child)]) for value, child in node.literals.items())),
-            tuple(sorted((cls.split("#")[0], signatures[id(child)]) for cls, child in node.classes.items())),
+            tuple(sorted(((value, signatures[id(child)]) for value, child in node.literals.items()), key=repr)),
+            tuple(sorted(((cls.split("#")[0], signatures[id(child)]) for cls, child in node.classes.items()),
+                         key=repr)),
             signatures[id(node.wild)] if node.wild is not None else None,
         )
 
@@ -187,12 +188,14 @@ def shown(key: bytes, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _name(previous: str | None, fallback: str, used: set[str]) -> str:
+def _name(previous: str | None, fallback: str, used: set[str], ordinal: int = 0) -> str:
     base = fallback
     if previous:
         word = re.sub(r"\W+", "_", previous, flags=re.ASCII).strip("_").lower()
         if word and word[0].isalpha() and len(word) <= 24:
             base = word[:-1] if word.endswith("s") and len(word) > 3 else word
+    if ordinal:
+        base = f"{base}{ordinal + 1}"
     name, n = base, 2
     while name in used:
         name, n = f"{base}{n}", n + 1
@@ -220,9 +223,12 @@ def collect(root: Node, enums: dict[int, list[bytes]], delimiter: str) -> list[P
         for value in sorted(literal_values):
             walk(node.literals[value], parts + [("lit", value)], depth + 1)
         enum_values = [v for key, child in node.classes.items() if key.startswith("enum#") for v in enums[id(child)]]
-        for key in sorted(k for k in node.classes if k.startswith("enum#")):
+        # siblings named alike (two enums, an enum and a wildcard) get 2, 3... so that their
+        # patterns' texts differ
+        enum_keys = sorted(k for k in node.classes if k.startswith("enum#"))
+        for ordinal, key in enumerate(enum_keys):
             child = node.classes[key]
-            walk(child, parts + [("enum", enums[id(child)])], depth + 1)
+            walk(child, parts + [("enum", enums[id(child)], ordinal)], depth + 1)
         earlier: list[str] = []
         for cls in ORDER:
             child = node.classes.get(cls)
@@ -241,7 +247,8 @@ def collect(root: Node, enums: dict[int, list[bytes]], delimiter: str) -> list[P
             test = re.compile(body.encode()).fullmatch
             excluded = [literal_regex(v) for v in literal_values + enum_values if test(v)] + earlier
             kind = "slug" if body == SLUG else "any"
-            walk(node.wild, parts + [("wild", kind, _exclusion(excluded, body, delimiter), values)], depth + 1)
+            walk(node.wild, parts + [("wild", kind, _exclusion(excluded, body, delimiter), values, len(enum_keys))],
+                 depth + 1)
 
     walk(root, [], 0)
     return found
@@ -259,7 +266,7 @@ def _pattern(parts: list, leaf, delimiter: str) -> Pattern:
             continue
         if kind == "enum":
             values = [v.decode("utf-8", "surrogateescape") for v in part[1]]
-            name = _name(previous, "part", used)
+            name = _name(previous, "part", used, part[2])
             placeholder = Placeholder(name, "enum", {"enum": values}, f"one of {len(values)} values seen",
                                       values[:EXAMPLES])
         elif kind == "class":
@@ -271,8 +278,8 @@ def _pattern(parts: list, leaf, delimiter: str) -> Pattern:
                 constraint = {"regex": regex}
             placeholder = Placeholder(name, cls, constraint, CLASSES[cls][2])
         else:
-            _, wild_kind, regex, values = part
-            name = _name(previous, "name", used)
+            _, wild_kind, regex, values, ordinal = part
+            name = _name(previous, "name", used, ordinal)
             plain = regex in (SLUG, f"[^{byte(ord(delimiter))}]+")
             constraint = ("slug" if wild_kind == "slug" else None) if plain else {"regex": regex}
             count = values.count if values is not None else 0

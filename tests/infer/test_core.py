@@ -255,3 +255,41 @@ def test_merged_subtrees_keep_one_enum_per_position():
     policy = _loads(draft)  # no overlap
     assert [p.text for p in draft.rules if p.count > 1] == ["a:{a}:genre:{genre}"]
     assert policy.schema.match(b"a:yy:genre:crime") is not None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_keyspaces_draft_a_valid_schema(seed):
+    """Random trees of words, ids and tokens: the draft always loads (no overlapping patterns), and
+    every key of a pattern kept as a rule matches that pattern."""
+    rng = random.Random(seed)
+    words = ["user", "cart", "genre", "drama", "poetry", "crime", "x", "yy", "zz", "a-b", "Top", "sales_rank"]
+
+    def segment():
+        roll = rng.random()
+        if roll < 0.5:
+            return rng.choice(words)
+        if roll < 0.7:
+            return str(rng.randint(0, 10**6))
+        if roll < 0.8:
+            return str(uuid.UUID(int=rng.getrandbits(128)))
+        if roll < 0.9:
+            return f"{rng.getrandbits(64):x}f1"
+        return "".join(rng.choice("abcdefghijk") for _ in range(rng.randint(1, 6)))
+
+    templates = [[segment() for _ in range(rng.randint(1, 4))] for _ in range(25)]
+    entries, where = [], {}
+    for template in templates:
+        kind = rng.choice(["string", "hash", "set"])
+        for _ in range(rng.randint(1, 40)):
+            parts = [part if rng.random() < 0.7 else segment() for part in template]
+            key = ":".join(parts)
+            entries.append((key, kind, rng.choice([-1, 60_000]), rng.randint(1, 50)))
+    draft = build(_model(entries))
+    policy = _loads(draft)
+    for p in draft.rules:
+        for examples in p.leaf.type_examples.values():
+            for key in examples:
+                where[key] = p.text
+    for key, text in where.items():
+        found = policy.schema.match(key)
+        assert found is not None and found.pattern == text, (key, text, found and found.pattern)
