@@ -522,9 +522,9 @@ def render(draft: Draft, name: str = "inferred") -> str:
     out(f"# {draft.outlier_keys:,} keys are outliers (listed at the end): review them before enforcing.")
     out("# Review it like a diff: each line says what it was drawn from. Then run it as a shadow policy")
     out("# (serve --shadow-policy), in audit mode, and enforce (docs/adopting.md).")
-    out(f"name: {name}")
+    out(f"name: {name}  # shown by policy check, in logs and metrics (policy infer --name)")
     out(f"description: {_q(f'inferred from {draft.keys:,} keys: {len(rules)} patterns')}")
-    out("mode: enforce")
+    out("mode: enforce  # try it as a shadow policy, then in mode: audit, before enforcing it")
     out("rules:")
     naming_ = draft.naming
     if naming_ is not None:
