@@ -63,6 +63,7 @@ COMMANDS = {
 }
 # Only with --case (PING-1, PING-16): what answering PING in the proxy saves over forwarding it
 # (`--forward-ping`), standalone.
+LEARN = False  # --learn
 EXTRA = {"PING": (lambda i: (b"PING",), b"+PONG\r\n")}
 
 
@@ -73,6 +74,10 @@ def build(policy: Path | None):
     table = CommandTable.from_snapshot()
     table.from_server = True
     proxy = Proxy(loop, config, table, engine=build_engine(config.policy, table))
+    if LEARN:  # serve --learn: the learner in the sessions' shadow slot
+        from proxy.infer.traffic import Learner
+
+        proxy.shadow = Learner(table)
     opened = []
     open_fakes(proxy.backend, loop, ADDRESS, opened)
     return loop, proxy, opened
@@ -199,12 +204,16 @@ def main() -> None:
     parser.add_argument("--case", default=None, help="one case only, e.g. GET-1 or SET-16 (--rounds as given)")
     parser.add_argument("--cluster", action="store_true", help="in front of a cluster of three masters")
     parser.add_argument("--forward-ping", action="store_true", help="PING forwarded, not answered by the proxy")
+    parser.add_argument("--learn", action="store_true", help="with serve --learn's learner recording")
     args = parser.parse_args()
+    global LEARN
+    LEARN = args.learn
     if args.forward_ping:
         from proxy.session import behaviour
         behaviour.EXCEPTIONS["ping"] = (behaviour.PASS, behaviour.PASS)
     print(f"ns of Python per request, best of {args.repeats}, {args.clients} clients, replies in one upstream read"
-          + (" per master" if args.cluster else "") + (f", policy {args.policy.name}" if args.policy else ""))
+          + (" per master" if args.cluster else "") + (f", policy {args.policy.name}" if args.policy else "")
+          + (", learning" if args.learn else ""))
     for pipeline in (1, 16):
         for name in [*COMMANDS, *EXTRA] if args.case else COMMANDS:
             if name == "BAD" and args.case is None and args.policy is None:

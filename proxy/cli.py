@@ -183,9 +183,11 @@ class PolicyWatcher:
             log.error("%s policy reload (%s) refused, keeping policy '%s': %s", self.role, reason, self._running(), exc)
             return
         if self.shadow:
+            from .infer.traffic import observing
             from .policy.shadow import ShadowPolicy
 
-            self.proxy.shadow = ShadowPolicy(engine)  # sessions start a fresh shadow state on their next command
+            # sessions start a fresh shadow state on their next command; a learner keeps observing
+            self.proxy.shadow = observing(ShadowPolicy(engine), getattr(self.proxy, "learner", None))
         else:
             self.proxy.set_engine(engine)  # sessions keep their application if it has the same name
             snapshot.policy_loaded(self.path, engine)
@@ -239,6 +241,7 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         metrics.FINDING_LINES.interval = config.findings_log_interval
         proxy = Proxy(loop, config, table, databases, engine=engine)
         proxy.shadow = shadow
+        learn = _learner(config, table, proxy, loop)  # serve --learn (proxy/infer/traffic.py)
         proxy.acl_users = acl_users
         watchers = [PolicyWatcher(proxy, path, table, shadow=is_shadow)
                     for path, is_shadow in ((config.policy, False), (config.shadow_policy, True))
@@ -273,6 +276,8 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
         service.draining(monitor[0])  # /ready says 503 before the listener closes
         for watcher in watchers:
             watcher.stop()
+        if learn is not None:
+            learn.close()
         log.info("stopping: finishing in-flight replies (at most %gs)", config.shutdown_timeout)
         own = proxy.backend.ours().addrs  # what Redis may still list of them just after they close
         await proxy.shutdown(config.shutdown_timeout)
@@ -287,6 +292,22 @@ def run_worker(config, table, databases, sock=None, reuse_port=False, on_ready=N
 
     with asyncio.Runner(loop_factory=_new_loop) as runner:
         return runner.run(main())
+
+
+def _learner(config, table, proxy, loop):
+    """With `learn:`, the learner in the sessions' shadow slot and its file writer (else None)."""
+    if not config.learn:
+        return None
+    from .infer.traffic import Learner, LearnWriter, observing
+
+    k1 = proxy.engine.policy.rule("K1") if proxy.engine is not None else None
+    proxy.learner = Learner(table, getattr(k1, "delimiter", ":"))
+    proxy.shadow = observing(proxy.shadow, proxy.learner)
+    path = config.learn if config.workers == 1 else f"{config.learn}.{os.getpid()}"
+    writer = LearnWriter(proxy.learner, path)
+    writer.start(loop)
+    log.info("learning: the commands and key shapes clients use are recorded in %s", path)
+    return writer
 
 
 async def _remove_own_users(config, own) -> None:
@@ -494,6 +515,8 @@ def cmd_serve(args) -> int:
             config = config.replace(policy=parse_policy(args.policy))
         if args.shadow_policy:
             config = config.replace(shadow_policy=os.path.abspath(args.shadow_policy))
+        if args.learn:
+            config = config.replace(learn=os.path.abspath(args.learn))
         if args.upstream_acl is not None:
             config = config.replace(upstream_acl=parse_switch(args.upstream_acl, "--upstream-acl"))
         if args.metrics:
@@ -822,6 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "rules; default: the built-in baseline")
     serve.add_argument("--shadow-policy", metavar="FILE", help="a candidate policy decided on live traffic "
                        "next to the enforcing one, changing nothing: its would-be rejections are counted and logged")
+    serve.add_argument("--learn", metavar="FILE", help="record the commands and key shapes each client uses, "
+                       "changing nothing, for `policy infer --from-traffic FILE`")
     serve.add_argument("--upstream-acl", help="on|off: create the policy's ACL users on the upstream (default on)")
     serve.add_argument("--metrics", help="HOST:PORT or PORT (127.0.0.1) to serve /metrics, /healthz, /ready on")
     serve.add_argument("--face", help="standalone|cluster: in front of a cluster, present a standalone server "
@@ -869,6 +894,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .audit.command import add_parser as add_audit_parser
 
     add_audit_parser(commands)
+    from .infer.command import add_parser as add_infer_parser
+
+    add_infer_parser(policy)
     hashing = policy.add_parser("hash-password", help="read a password on stdin, print the "
                                 "password_hash an application's entry stores")
     hashing.set_defaults(func=cmd_policy_hash_password)

@@ -123,6 +123,7 @@ class Config:
     tls_listen: Address | None = None  # a second listener, with TLS, beside the plain-text `listen`
     upstream_tls: object | None = None  # tls.UpstreamTLS: how rediss:// upstreams are connected to
     face: str = "standalone"  # in front of a cluster: a standalone server, or a one-node cluster (FACES)
+    learn: str | None = None  # serve --learn: record the commands and key shapes clients use (proxy/infer/traffic.py)
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -416,6 +417,7 @@ def _build(data: dict, path: str) -> Config:
     return Config(
         policy=policy,
         shadow_policy=beside(data.get("shadow_policy")),
+        learn=beside(data.get("learn")),
         metrics=parse_address(str(data["metrics"]), 9121) if data.get("metrics") else None,
         listen=parse_address(str(data["listen"]), 6380) if data.get("listen") else defaults.listen,
         upstream=parse_upstream(str(upstream)) if upstream else None,

@@ -13,7 +13,8 @@ made from the loaded policy (rules that are `off` count as absent):
 - T1: no TTL, outside the rule's `persistent` patterns; T3: a TTL left above `max_ttl`;
 - V4: a JSON object stored as a string (`JsonStrings.check_value` on the value's first bytes);
 - always, policy or not: O1 (a key without a TTL that T1 does not report: a key is counted
-  under one of the two) and big keys: V1 (strings over a size,
+  under one of the two; not a key whose schema pattern says `ttl: none`: persistent by design)
+  and big keys: V1 (strings over a size,
   in bytes) and V2 (collections over a number of elements). Their thresholds are, in order: the
   command line's, the policy's V1 / V2 (with its `per_type` caps), or the defaults below.
 
@@ -154,7 +155,7 @@ class Auditor:
                 found.append(finding)
         if requires_ttl:
             found.append(t1.finding(f"key '{text(key)}'", errors.audit_ttl_required()))
-        elif ttl_ms == -1:
+        elif ttl_ms == -1 and not self._persistent_pattern(key):
             found.append(_finding("O1", key, errors.audit_no_ttl()))
         elif self.t3 is not None and ttl_ms > self.t3.max_ttl * 1000:
             t3 = self.t3
