@@ -63,6 +63,7 @@ from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import fans_out, merge_for
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
+from .sides import close_sides
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -114,6 +115,8 @@ class ClusterBackend:
         self.spares: dict[tuple, SparePool] = {}
         self.controls: dict = {}
         self._client_ids = itertools.count(1)
+        self.sides = {}  # session -> its stream's connections aside (sides.py: MONITOR, shard channels)
+        self.router.listeners.append(self._topology_changed)
 
     async def start(self) -> None:
         await self.router.start()
@@ -131,7 +134,12 @@ class ClusterBackend:
         session.reader.keep_ends()  # (its pipelines are dealt out to their masters: copied by the split's ends)
         return ClusterClient(session, next(self._client_ids))
 
+    def _topology_changed(self) -> None:
+        for streaming in list(self.sides.values()):
+            streaming.reconcile()
+
     def session_closed(self, session) -> None:
+        close_sides(session)
         if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
             session.pubsub.close()
 
@@ -240,6 +248,7 @@ class ClusterBackend:
         session.route = self.shared_route(session)
         session.bind()
         conn.close()
+        close_sides(session)
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

@@ -56,6 +56,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from . import sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -302,6 +303,7 @@ def reset(session, batch, index: int) -> int:
     session.queued_effects = []
     session.app = None  # with applications: unauthenticated again
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
+        sides.close_sides(session)  # (nothing monitored or subscribed aside is left either)
         session.bind()
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
@@ -495,6 +497,14 @@ def stream(session, batch, index: int) -> int:
             session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
             return index + 1
         return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
+    if session.state.lane is STREAMING and sides.handles(session, args):
+        # A RESP2 subscriber's shard channel command: to its channel's master (cluster/sides.py)
+        backend = session.backend
+        routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+        if type(routed) in (Reject, Split):
+            session._local(CROSSSLOT)
+            return index + 1
+        return sides.on_stream(session, batch, index, routed)
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)
@@ -523,6 +533,12 @@ def stream(session, batch, index: int) -> int:
         node = _node(session, routed if type(routed) is int else None) or backend.seed
         if _lend(session, node, "stream") is None:
             return index + 1
+        if args[0].lower() in sides.SHARD and sides.handles(session, args):
+            return sides.start_stream(session, batch, index)  # (its counts over every master)
+        next_index = streamend.start(session, batch, index)
+        if args[0].lower() == b"monitor" and len(args) == 1 and not session.replies_unsure:
+            sides.sides_of(session).monitor()  # every other master's lines too
+        return next_index
     return streamend.start(session, batch, index)
 
 

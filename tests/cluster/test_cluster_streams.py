@@ -1,0 +1,180 @@
+"""A cluster client's stream that concerns every master (cluster/sides.py): MONITOR shows what every
+master runs, in one stream of whole lines, and follows a failover; a RESP2 subscriber's shard
+channels of several masters, with the counts one node gives and no redirection ever shown; the
+connections aside go with RESET and with the client."""
+
+import socket
+import time
+
+import pytest
+import redis
+
+from tests.cluster.test_isolation_findings import keys_on_every_master
+from tests.servers import exchange_batches, parse_all, read_until_quiet, wait_for
+
+
+def _connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+
+def _monitors(cluster) -> int:
+    """Monitors over every master (CLIENT LIST's flags=O)."""
+    total = 0
+    for node in cluster.masters():
+        total += sum("O" in client["flags"] for client in cluster.client(node).client_list())
+    return total
+
+
+def _read_for(sock, wanted, timeout: float = 10.0) -> bytes:
+    """Read until `wanted(data)` or the timeout."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while not wanted(data) and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("hello", [b"", b"HELLO 3\r\n"], ids=["resp2", "resp3"])
+def test_monitor_shows_every_master(redis_cluster, cluster_proxy, hello):
+    keys = keys_on_every_master(redis_cluster, "mon")
+    sock = _connect(cluster_proxy.port)
+    writer = redis.Redis(port=cluster_proxy.port)
+    try:
+        if hello:
+            sock.sendall(hello)
+            read_until_quiet(sock)
+        sock.sendall(b"MONITOR\r\n")
+        assert _read_for(sock, lambda data: data.endswith(b"\r\n")) == b"+OK\r\n"  # one +OK, not one a master
+        wait_for(lambda: _monitors(redis_cluster) == 3, 10, "a monitor on every master")
+        for key in keys:
+            writer.set(key, "v")
+        names = [b'"SET" "%s" "v"' % key for key in keys]
+        shown = _read_for(sock, lambda data: all(name in data for name in names))
+        assert all(name in shown for name in names), shown
+        assert shown.endswith(b"\r\n")
+        lines = shown.split(b"\r\n")[:-1]
+        assert all(line.startswith(b"+") and b"[0 " in line for line in lines), lines  # whole lines, none cut
+        assert not any(b"redis-guard-barrier" in line for line in lines)
+    finally:
+        sock.close()
+        writer.close()
+    wait_for(lambda: _monitors(redis_cluster) == 0, 10, "the monitors gone with the client")
+
+
+def test_monitor_then_reset(redis_cluster, cluster_proxy):
+    """RESET ends MONITOR on every master: nothing shown after +RESET, no monitor left."""
+    key = keys_on_every_master(redis_cluster, "monr")[2]
+    sock = _connect(cluster_proxy.port)
+    writer = redis.Redis(port=cluster_proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        wait_for(lambda: _monitors(redis_cluster) == 3, 10, "a monitor on every master")
+        sock.sendall(b"RESET\r\n")
+        assert _read_for(sock, lambda data: data.endswith(b"+RESET\r\n")).endswith(b"+RESET\r\n")
+        wait_for(lambda: _monitors(redis_cluster) == 0, 10, "no monitor left after RESET")
+        writer.set(key, "v")
+        sock.sendall(b"GET %s\r\n" % key)
+        assert read_until_quiet(sock)[0] == b"$1\r\nv\r\n"
+    finally:
+        sock.close()
+        writer.close()
+
+
+def test_a_slow_monitor_does_not_grow_the_proxy(redis_cluster, cluster_proxy):
+    """A monitor that does not read: the servers hold what it did not take (the proxy reads no
+    more of the connections aside); once it reads again everything written is shown."""
+    keys = keys_on_every_master(redis_cluster, "mons")
+    sock = _connect(cluster_proxy.port)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    writer = redis.Redis(port=cluster_proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        wait_for(lambda: _monitors(redis_cluster) == 3, 10, "a monitor on every master")
+        value = "x" * 2000
+        deadline = time.monotonic() + 60
+        for round_ in range(300):  # ~1.8 MB of monitor lines, none read meanwhile
+            pipe = writer.pipeline(transaction=False)
+            for key in keys:
+                pipe.set(key, value)
+            pipe.execute()
+            assert time.monotonic() < deadline
+        rss = _rss(cluster_proxy.process.pid)
+        pipe = writer.pipeline(transaction=False)
+        for key in keys:
+            pipe.set(key, "last")
+        pipe.execute()
+        shown = _read_for(sock, lambda data: data.count(b'"last"') == 3, 60)
+        assert shown.count(b'"last"') == 3
+        assert shown.count(b'"SET"') == 3 * 301 + 0, shown.count(b'"SET"')
+        assert rss < 200 * 1024 * 1024
+    finally:
+        sock.close()
+        writer.close()
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def shard_channels(cluster) -> list[bytes]:
+    """A shard channel on each master."""
+    return [key.replace(b"}", b"}sc") for key in keys_on_every_master(cluster, "rs")]
+
+
+def test_resp2_shard_channels_of_every_master(redis_cluster, cluster_proxy, one_node_cluster):
+    """SSUBSCRIBE of channels of three masters, SUNSUBSCRIBE one by one and all: the bytes one
+    node gives, never a -MOVED."""
+    first, second, third = shard_channels(redis_cluster)
+    batches = [
+        b"SSUBSCRIBE %s\r\n" % first,
+        b"SSUBSCRIBE %s\r\nSSUBSCRIBE %s\r\nPING\r\n" % (second, third),
+        b"SUNSUBSCRIBE %s\r\n" % second,
+        b"SSUBSCRIBE %s\r\n" % second,
+        b"SUNSUBSCRIBE %s %s\r\n" % (first, first),
+        b"SUNSUBSCRIBE\r\nSUNSUBSCRIBE\r\nPING\r\n",
+    ]
+    expected = exchange_batches(one_node_cluster.port, batches)
+    got = exchange_batches(cluster_proxy.port, batches)
+    assert all(b"MOVED" not in reply for reply, _closed in got), got
+    # SUNSUBSCRIBE without a channel: one node unsubscribes in its dict's order
+    assert got[:5] == expected[:5]
+    assert sorted(parse_all(got[5][0])[:2]) == sorted(parse_all(expected[5][0])[:2])
+    assert parse_all(got[5][0])[2:] == parse_all(expected[5][0])[2:]
+
+
+def test_resp2_shard_messages_of_every_master(redis_cluster, cluster_proxy):
+    channels = shard_channels(redis_cluster)
+    publisher = redis.Redis(port=cluster_proxy.port)
+    sock = _connect(cluster_proxy.port)
+    try:
+        sock.sendall(b"".join(b"SSUBSCRIBE %s\r\n" % channel for channel in channels))
+        confirmations = _read_for(sock, lambda data: data.count(b"ssubscribe") == 3)
+        assert [reply[2] for reply in parse_all(confirmations)] == [1, 2, 3]
+        for channel in channels:
+            assert publisher.spublish(channel, b"hello " + channel) == 1
+        shown = _read_for(sock, lambda data: data.count(b"smessage") == 3)
+        assert sorted(parse_all(shown)) == sorted([[b"smessage", channel, b"hello " + channel] for channel in channels])
+        sock.sendall(b"PING\r\n")
+        assert _read_for(sock, lambda data: data.endswith(b"\r\n")) == b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+        sock.sendall(b"RESET\r\n")
+        assert _read_for(sock, lambda data: data.endswith(b"+RESET\r\n")) == b"+RESET\r\n"
+        wait_for(lambda: all(publisher.spublish(channel, b"late") == 0 for channel in channels), 10,
+                 "no subscriber left after RESET")
+        sock.sendall(b"PING\r\n")
+        assert read_until_quiet(sock)[0] == b"+PONG\r\n"
+    finally:
+        sock.close()
+        publisher.close()
