@@ -334,6 +334,18 @@ class ShardSide(Receiver):
                 if not self.count and not commands:
                     self.sides.maybe[self.node] = False
                 _fill(self.sides.session, head.entry, b"".join(head.parts))
+        elif item.startswith(CONFIRMS):
+            # Unasked: the master dropped a channel whose slot it no longer owns. Shown in its
+            # place among the messages, recounted over every master.
+            session = self.sides.session
+            at = item.rfind(b"\r\n:", 0, len(item) - 2)
+            self.count = int(item[at + 3:-2]) if at > 0 else self.count
+            if _live(session):
+                order = StreamOrder.of(session, session.stream)
+                if messages:
+                    order.send(b"".join(messages))
+                    messages.clear()
+                order.send(item, Recount(self.sides.shard_tally(), self.node))
         else:
             messages.append(item)
 

@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 
+from tests.cluster.start import proxy_for
 from tests.cluster.test_isolation_findings import keys_on_every_master
 from tests.servers import exchange_batches, parse_all, read_until_quiet, wait_for
 
@@ -101,7 +102,7 @@ def test_a_slow_monitor_does_not_grow_the_proxy(redis_cluster, cluster_proxy):
         wait_for(lambda: _monitors(redis_cluster) == 3, 10, "a monitor on every master")
         value = "x" * 2000
         deadline = time.monotonic() + 60
-        for round_ in range(300):  # ~1.8 MB of monitor lines, none read meanwhile
+        for _ in range(300):  # ~1.8 MB of monitor lines, none read meanwhile
             pipe = writer.pipeline(transaction=False)
             for key in keys:
                 pipe.set(key, value)
@@ -178,3 +179,82 @@ def test_resp2_shard_messages_of_every_master(redis_cluster, cluster_proxy):
     finally:
         sock.close()
         publisher.close()
+
+
+def _main_master(cluster, command: str):
+    """The master whose monitor's (or subscriber's) connection ran `command` last: the stream's own."""
+    for node in cluster.masters():
+        if any(client["cmd"] == command for client in cluster.client(node).client_list()):
+            return node
+    raise AssertionError(f"no master ran {command}")
+
+
+def test_monitor_follows_a_failover(small_cluster):
+    """A master other than the stream's dies; its replica takes over: the monitor shows what the
+    new master runs (the proxy opens a monitor there when its map learns of it)."""
+    proxy = proxy_for(small_cluster)
+    sock = _connect(proxy.port)
+    writer = redis.Redis(port=proxy.port, socket_timeout=10)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        wait_for(lambda: _monitors(small_cluster) == 3, 10, "a monitor on every master")
+        sock.sendall(b"ECHO mark\r\n")
+        assert b"\r\n$4\r\nmark\r\n" in _read_for(sock, lambda data: b"\r\n$4\r\nmark\r\n" in data)
+        main = _main_master(small_cluster, "echo")
+        victim = next(node for node in small_cluster.masters() if node is not main)
+        key = next(key for key in keys_on_every_master(small_cluster, "fo")
+                   if small_cluster.master_for_key(key) is victim)
+        small_cluster.kill(victim)
+        promoted = small_cluster.wait_for_failover(victim)
+        shown = b""
+        deadline = time.monotonic() + 30
+        for attempt in range(300):  # until the new master's monitor is there (bounded)
+            value = b"after-%d" % attempt
+            try:
+                writer.set(key, value)
+            except redis.ConnectionError:
+                pass
+            shown += _read_for(sock, lambda data, value=value: value in data, 0.2)
+            if value in shown or time.monotonic() > deadline:
+                break
+        assert b'"SET" "%s" "after-' % key in shown, shown[-500:]
+        assert b"[0 " in shown and b":%d]" % promoted.port not in shown  # (a client's address, not a node's)
+    finally:
+        sock.close()
+        writer.close()
+        assert proxy.stop() == 0
+
+
+def test_resp2_shard_channels_follow_slot_migrations(small_cluster):
+    """Slots move without the proxy knowing: a SSUBSCRIBE that reaches the old owner (aside or the
+    stream's own master) is answered -MOVED there; the proxy sends it to the new owner, and the
+    client sees only the confirmation, counted over every master, and the messages."""
+    proxy = proxy_for(small_cluster)
+    sock = _connect(proxy.port)
+    publisher = redis.Redis(port=proxy.port, socket_timeout=10)
+    try:
+        first, second, third = shard_channels(small_cluster)
+        sock.sendall(b"SSUBSCRIBE %s\r\nSSUBSCRIBE %s\r\n" % (first, second))
+        assert [reply[2] for reply in parse_all(_read_for(sock, lambda data: data.count(b"ssubscribe") == 2))] == [1, 2]
+        owner_of = small_cluster.master_for_key
+        a, b, c = owner_of(first), owner_of(second), owner_of(third)
+        moved = []
+        for channel, source in ((b"{m1}x", b), (b"{m2}y", a)):  # a slot of the one aside, one of the stream's
+            tag = next(f"{{t{n}}}".encode() for n in range(10000) if owner_of(f"{{t{n}}}") is source)
+            channel = tag + channel
+            small_cluster.migrate_slot(small_cluster.keyslot(channel), source, c)
+            moved.append(channel)
+        for count, channel in enumerate(moved, start=3):
+            sock.sendall(b"SSUBSCRIBE %s\r\n" % channel)
+            shown = _read_for(sock, lambda data, count=count: data.endswith(b":%d\r\n" % count))
+            assert shown == b"*3\r\n$10\r\nssubscribe\r\n$%d\r\n%s\r\n:%d\r\n" % (len(channel), channel, count), shown
+        for channel in moved:
+            assert publisher.spublish(channel, b"m") == 1
+        shown = _read_for(sock, lambda data: data.count(b"smessage") == 2)
+        assert sorted(parse_all(shown)) == sorted([[b"smessage", channel, b"m"] for channel in moved])
+        assert b"MOVED" not in shown
+    finally:
+        sock.close()
+        publisher.close()
+        assert proxy.stop() == 0
