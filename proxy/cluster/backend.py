@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import time
 
 from ..backends.base import OwnRoute, StreamRoute, relogin, restore_after_reset
 from ..config import Upstream
@@ -70,6 +71,16 @@ log = logging.getLogger("redis_guard.cluster")
 # Inside a cluster transaction: the transaction's own commands, and those that end the session.
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
              CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND}
+
+
+class Client(ClusterClient):
+    """A cluster client, and when it connected (CLIENT INFO's age: clientinfo.py)."""
+
+    __slots__ = ("born",)
+
+    def __init__(self, session, client_id: int):
+        super().__init__(session, client_id)
+        self.born = time.monotonic()
 
 
 class ClusterBackend:
@@ -132,7 +143,7 @@ class ClusterBackend:
 
     def session_extra(self, session) -> ClusterClient:
         session.reader.keep_ends()  # (its pipelines are dealt out to their masters: copied by the split's ends)
-        return ClusterClient(session, next(self._client_ids))
+        return Client(session, next(self._client_ids))
 
     def _topology_changed(self) -> None:
         for streaming in list(self.sides.values()):

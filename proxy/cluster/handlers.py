@@ -32,6 +32,7 @@ from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
     CLIENT_ID,
+    CLIENT_INFO,
     CLIENT_KILL,
     CLIENT_SETNAME,
     CONTROL,
@@ -56,7 +57,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from . import sides
+from . import clientinfo, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -196,6 +197,22 @@ def client_setname(session, batch, index: int) -> int:
     if session.own is not None:  # watching: the transaction's connection answers GETNAME in MULTI
         name_connection(session, args[2])
     session._local(errors.OK)
+    return index + 1
+
+
+def client_view(session, batch, index: int) -> int:
+    """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
+    and the name CLIENT SETNAME set (clientinfo.py); queued in a transaction (EXEC's reply holds
+    what its connection's node says)."""
+    args = batch.commands[index]
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    if args[1].lower() == b"info":
+        if len(args) != 2:
+            return forward_one(session, batch, index)  # Redis's arity error
+        session._local(clientinfo.client_info(clientinfo.view_of(session, "client|info"), session.protocol))
+    else:
+        session._local(clientinfo.client_list(args, clientinfo.lines_of(session), session.protocol))
     return index + 1
 
 
@@ -832,6 +849,7 @@ CLUSTER = {
     CLIENT_ID: client_id,
     CLIENT_GETNAME: client_getname,
     CLIENT_SETNAME: client_setname,
+    CLIENT_INFO: client_view,
     LOCAL_OK: local_ok,
     AUTH: login,  # (the dispatch tables send AUTH to LOGIN: credentials never reach Redis)
     HELLO: hello,
