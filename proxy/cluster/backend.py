@@ -64,7 +64,7 @@ from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import fans_out, merge_for
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
-from .sides import close_sides
+from .sides import ClusterStreamRoute, close_sides
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -246,7 +246,7 @@ class ClusterBackend:
         return OwnRoute(conn)
 
     def stream_route(self, session, conn) -> StreamRoute:
-        return StreamRoute(conn, self.stream_neutral)
+        return ClusterStreamRoute(conn, self.stream_neutral)  # (another master's key: its owner answers)
 
     def stream_ended(self, session, conn) -> None:
         """No subscription is left on the client's stream: back to the shared connections,

@@ -514,6 +514,9 @@ def stream(session, batch, index: int) -> int:
             session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
             return index + 1
         return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
+    if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
+            and not session.state.in_transaction):
+        sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)
     if session.state.lane is STREAMING and sides.handles(session, args):
         # A RESP2 subscriber's shard channel command: to its channel's master (cluster/sides.py)
         backend = session.backend
@@ -555,6 +558,8 @@ def stream(session, batch, index: int) -> int:
         next_index = streamend.start(session, batch, index)
         if args[0].lower() == b"monitor" and len(args) == 1 and not session.replies_unsure:
             sides.sides_of(session).monitor()  # every other master's lines too
+        elif args[0].lower() in sides.SUBSCRIBING and session.protocol == 2 and not session.replies_unsure:
+            sides.sides_of(session).subscriber = True
         return next_index
     return streamend.start(session, batch, index)
 

@@ -36,12 +36,15 @@ from __future__ import annotations
 import collections
 import logging
 
+from ..backends.base import StreamRoute
 from ..pending import Pending, Receiver
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from ..routing.redirect import parse_redirect
 from ..session import streamend
 from ..session.states import CLOSED, OPEN, STREAMING, WAITING
-from ..session.streamorder import BarrierEntry, Rewrite, StreamOrder
+from ..session.streamorder import BarrierEntry, Resolve, Rewrite, StreamOrder
+from .connection import RoutedPending
+from .route import Gather, PartSink
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -84,7 +87,8 @@ def _behind(session, conn) -> None:
 class Sides:
     """One streaming client's connections aside (by master)."""
 
-    __slots__ = ("session", "backend", "main", "monitors", "monitoring", "tally", "shards", "maybe", "main_inflight")
+    __slots__ = ("session", "backend", "main", "monitors", "monitoring", "tally", "shards", "maybe", "main_inflight",
+                 "subscriber")
 
     def __init__(self, session):
         self.session = session
@@ -98,6 +102,7 @@ class Sides:
         # leave them: a SUNSUBSCRIBE naming none goes there (`on_stream`)
         self.maybe = {}
         self.main_inflight = 0  # shard channel commands on the stream's own connection not shown yet
+        self.subscriber = False  # a RESP2 subscriber's stream: another master's key is refused, not run
 
     # -- MONITOR --------------------------------------------------------------------------------
 
@@ -239,18 +244,27 @@ class Recount(Rewrite):
 
 
 def items(data: bytes) -> list:
-    """The whole replies of `data`, each as its bytes (all of it, as one, if it is not RESP)."""
-    splitter = ReplySplitter()
+    """The whole replies and pushes of `data`, each as its bytes (the rest, if not whole or not
+    RESP, as one more)."""
     out = []
     pos = 0
     try:
         while pos < len(data):
-            end, done, _pushes = splitter.scan(data, pos, 1)
-            if not done:
-                break
+            if data[pos] == 62:  # '>': a push, whose elements are read as that many replies
+                line_end = data.find(b"\r\n", pos)
+                if line_end < 0:
+                    break
+                want = int(data[pos + 1:line_end])
+                end, done, _pushes = ReplySplitter().scan(data, line_end + 2, want) if want else (line_end + 2, 0, 0)
+                if done != want:
+                    break
+            else:
+                end, done, _pushes = ReplySplitter().scan(data, pos, 1)
+                if not done:
+                    break
             out.append(data[pos:end])
             pos = end
-    except ReplyStreamError:
+    except (ReplyStreamError, ValueError):
         pass
     if pos < len(data):
         out.append(data[pos:])
@@ -406,6 +420,7 @@ def start_stream(session, batch, index: int) -> int:
     sides = sides_of(session)
     args = batch.commands[index]
     data = batch.span(index, index + 1)
+    sides.subscriber = True
     sides.maybe[MAIN] = args[0].lower() == b"ssubscribe"
     sides.main_inflight += 1
     StreamOrder.of(session, stream).rewritten(data, MainRecount(sides, args, data), True)
@@ -518,3 +533,120 @@ def redirect(sides: Sides, command: ShardCommand, error: bytes, answered_by) -> 
     command.left = len(command.args) - 1 if len(command.args) > 1 else -1
     shard.send(command)
     return True
+
+
+# -- a key of another master on the stream ---------------------------------------------------------
+
+REPLICA = b"-ERR Replica can't interact with the keyspace\r\n"
+SUBSCRIBING = frozenset((b"subscribe", b"psubscribe", b"ssubscribe"))
+
+
+def in_pubsub_context(name: bytes) -> bytes:
+    return (b"-ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are "
+            b"allowed in this context\r\n" % name)
+
+
+class ClusterStreamRoute(StreamRoute):
+    """The stream's route in front of a cluster: a command whose key another master owns would
+    be answered -MOVED by the stream's master (which ran nothing). It goes between two barriers
+    there all the same, so that the server says what it says of it in the client's context (a
+    RESP2 subscriber's or a monitor's refusal, replies off...), and a -MOVED or -ASK there is
+    replaced by the owner's reply (`Elsewhere`); after CLIENT REPLY OFF or SKIP, where the
+    server might not answer, it goes to its owner at once, its reply in its place if any."""
+
+    __slots__ = ()
+
+    def forward(self, session, batch, start: int, stop: int) -> None:
+        backend = session.backend
+        master_for_slot = backend.router.slotmap.master_for_slot
+        decide = backend.routes.decide
+        commands = batch.commands
+        main = self.conn.address
+        run = start
+        for index in range(start, stop):
+            routed = decide(commands[index], master_for_slot)
+            if type(routed) is int:
+                owner = master_for_slot(routed)
+                if owner is not None and owner != main:
+                    if run < index:
+                        StreamRoute.forward(self, session, batch, run, index)
+                    if not session.replies_unsure or session.stream_ends:
+                        streamend.passes(session, commands[index], self.neutral)
+                    elsewhere(session, batch, index, routed)
+                    run = index + 1
+        if run < stop:
+            StreamRoute.forward(self, session, batch, run, stop)
+
+
+def elsewhere(session, batch, index: int, slot: int) -> None:
+    data = batch.span(index, index + 1)
+    args = batch.commands[index]
+    order = StreamOrder.of(session, session.stream)
+    sides = sides_of(session, False)
+    if sides is not None and sides.subscriber and session.protocol == 2:
+        session._local(in_pubsub_context(_full_name(session, args)))
+        return
+    if session.replies_unsure:
+        _route(session, BarrierEntry(order, order.send(None)), slot, data)
+        return
+    resolver = Elsewhere(session, slot, data)
+    resolver.entry = order.resolved(data, resolver)
+
+
+def _full_name(session, args) -> bytes:
+    spec = session.backend.behaviour.table.lookup(args)
+    return spec.name.encode() if spec is not None else args[0].lower()
+
+
+def _route(session, entry, slot: int, data: bytes, keep=None) -> None:
+    """`data` to the owner of `slot` on the shared connections; its reply fills `entry`."""
+    def merge(replies) -> bytes:
+        if keep is None:
+            return replies[0]
+        keep(replies[0])
+        return b""
+    collected = Gather(session, entry, 1, merge)
+    session.backend.router_of(session).send(RoutedPending(PartSink(collected, 0), 1, None, data, 0, slot),
+                                            session.protocol, session.spread)
+
+
+class Elsewhere(Resolve):
+    """A command the stream's master was asked to run though another master owns its key: what
+    the master said of it is shown, but a -MOVED or -ASK, whose place takes the owner's reply (a
+    monitor's connection gets the refusal one node gives a monitor that names a key)."""
+
+    __slots__ = ("session", "slot", "data", "entry", "reply")
+
+    def __init__(self, session, slot: int, data: bytes):
+        super().__init__()
+        self.session = session
+        self.slot = slot
+        self.data = data
+        self.entry = None
+        self.reply = None
+
+    def answered(self, stretch: bytes) -> None:
+        if not any(_redirection(item) for item in items(stretch)):
+            self.session.loop.call_soon(_fill, self.session, self.entry, b"")
+            return
+        session = self.session
+        if session in session.proxy.monitors:
+            self.reply = REPLICA
+            session.loop.call_soon(_fill, session, self.entry, b"")
+            return
+        _route(session, self.entry, self.slot, self.data, self._keep)
+
+    def _keep(self, reply: bytes) -> None:
+        self.reply = reply
+
+    def rewrite(self, shown: bytes) -> bytes:
+        out = []
+        for item in items(shown):
+            if self.reply is not None and _redirection(item):
+                item, self.reply = self.reply, None
+            out.append(item)
+        return b"".join(out)
+
+
+def _redirection(item: bytes) -> bool:
+    return item.startswith((b"-MOVED ", b"-ASK "))

@@ -39,7 +39,7 @@ import secrets
 
 from ..pending import Pending, Receiver
 
-__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "Rewrite", "turns_replies_off"]
+__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "Rewrite", "Resolve", "turns_replies_off"]
 
 CRLF = b"\r\n"
 MALFORMED = b"*1\r\n$x\r\n"  # fails as every protocol error does, and Redis answers it with:
@@ -58,6 +58,20 @@ class Rewrite:
 
     def rewrite(self, shown: bytes) -> bytes:
         return shown
+
+
+class Resolve(Rewrite):
+    """A `Rewrite` closing a stretch whose reply is known only once the server has answered the
+    stretch's command (`StreamBarriers.resolve`): `answered` gets what the stretch holds then,
+    once, and the reply is filled later (never from inside `answered`: `BarrierEntry`)."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self):
+        self.asked = False
+
+    def answered(self, stretch: bytes) -> None:
+        pass
 
 
 def turns_replies_off(args) -> bool:
@@ -116,6 +130,13 @@ class StreamBarriers:
         `rewriter.rewrite` makes them, between two barriers: what to send. Only where the server
         answers every command."""
         return self.add(b"", REWRITE)[0] + command + self.add(b"", rewriter)[0]
+
+    def resolve(self, command: bytes, resolver: Resolve) -> tuple[bytes, list]:
+        """`rewrite`, the closing barrier's reply left to `resolver` (`Resolve`): what to send,
+        and that barrier (for a `BarrierEntry`)."""
+        opening = self.add(b"", REWRITE)[0]
+        closing, barrier = self.add(None, resolver)
+        return opening + command + closing, barrier
 
     def end(self, reply: bytes) -> bytes:
         """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
@@ -190,6 +211,12 @@ class StreamBarriers:
                 continue
             _, reply, mark = waiting[0]
             if reply is None:  # answered, but the proxy's reply is not known yet
+                if isinstance(mark, Resolve) and not mark.asked and self.rewriting is not None:
+                    # (the stretch is whole: what the server said decides the reply, `Resolve`)
+                    self._show(out, data[pos:start])
+                    pos = start
+                    mark.asked = True
+                    mark.answered(b"".join(self.rewriting))
                 return self._hold(out, data, pos, start)
             self._drop()
             self._show(out, data[pos:start])
@@ -309,6 +336,13 @@ class StreamOrder(Receiver):
         """The client's command on the stream, what it makes the server write shown as
         `rewriter` makes it (`StreamBarriers.rewrite`); `first`: the command starts the stream."""
         self._send(self.barriers.rewrite(command, rewriter), first)
+
+    def resolved(self, command: bytes, resolver: Resolve) -> BarrierEntry:
+        """The client's command on the stream, its reply decided once the server has answered it
+        (`StreamBarriers.resolve`): the entry to fill with it."""
+        request, barrier = self.barriers.resolve(command, resolver)
+        self._send(request)
+        return BarrierEntry(self, barrier)
 
     def end(self, error: bytes | None) -> None:
         """The client's QUIT (`error` None) or protocol error: the server answers what came
