@@ -19,7 +19,7 @@ from ..session.behaviour import strict_int
 from ..session.states import CLOSED
 from ..session.tracking import same_client
 
-__all__ = ["View", "line", "client_info", "client_list", "view_of"]
+__all__ = ["View", "line", "client_info", "client_list", "view_of", "same_sessions", "lines_of"]
 
 TYPES = {b"normal": "normal", b"slave": "replica", b"replica": "replica", b"pubsub": "pubsub", b"master": "master"}
 SYNTAX = b"-ERR syntax error\r\n"
@@ -128,12 +128,15 @@ def view_of(session, cmd: str = "NULL") -> View:
         resp=session.protocol)
 
 
-def lines_of(session) -> list:
-    """The views of the proxy's clients that are the same client as `session` (itself first)."""
+def same_sessions(session) -> list:
+    """The proxy's clients that are the same client as `session` (itself first): the same
+    application under `applications:`, else the same client host."""
     who = same_client(session)
-    views = [view_of(session, "client|list")]
-    for other in session.proxy.sessions:
-        if other is not session and other.backend is session.backend and other.state.life is not CLOSED \
-                and same_client(other) == who:
-            views.append(view_of(other))
-    return views
+    return [session] + [other for other in session.proxy.sessions
+                        if other is not session and other.backend is session.backend
+                        and other.state.life is not CLOSED and same_client(other) == who]
+
+
+def lines_of(session) -> list:
+    """The views of `same_sessions` (CLIENT LIST)."""
+    return [view_of(other, "client|list" if other is session else "NULL") for other in same_sessions(session)]

@@ -795,12 +795,34 @@ def client_kill(session, batch, index: int) -> int:
         killing = clientkill.on_stream(args, clientkill.plan(args, backend.ours()))
         session.route.send(session, args, hiredis.pack_command(tuple(killing)), 1, session)
         return index + 1
+    decision = clientkill.plan(args, clientkill.Ours())
+    if (type(decision) is clientkill.Resolve and b"id" in decision.filters
+            and set(decision.filters) <= {b"id", b"skipme"}):
+        # The ids a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST): so is the one it kills
+        return _kill_by_id(session, int(decision.filters[b"id"]), decision.filters.get(b"skipme", b"yes") == b"yes",
+                           index)
     masters = masters_or_down(session)
     if masters is None:
         return index + 1
     entry = session.reply_later()
     task = session.loop.create_task(_kill_everywhere(backend, args, masters))
     task.add_done_callback(lambda done: session.fill(entry, _task_reply(done)))
+    return index + 1
+
+
+def _kill_by_id(session, client_id: int, skipme: bool, index: int) -> int:
+    """CLIENT KILL ID n [SKIPME yes|no]: the proxy's client with that id, if it is the same client
+    (clientinfo.py: the same application, else the same host) closes, as Redis closes a client it
+    kills; the caller after this reply."""
+    killed = [other for other in clientinfo.same_sessions(session)
+              if other.extra.id == client_id and not (skipme and other is session)]
+    session._local(b":%d\r\n" % len(killed))
+    for other in killed:
+        if other is session:
+            session.input_ended = True
+            session._close()
+        elif other.transport is not None:
+            other.transport.abort()
     return index + 1
 
 

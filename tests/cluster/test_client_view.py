@@ -82,3 +82,23 @@ def test_the_line_sans_io():
     assert client_list([b"CLIENT", b"LIST", b"ID", b"3", b"7"], [view, other], 2).startswith(b"$")
     assert client_list([b"CLIENT", b"LIST", b"ID", b"3", b"7"], [view, other], 2).index(b"id=3") < \
         client_list([b"CLIENT", b"LIST", b"ID", b"3", b"7"], [view, other], 2).index(b"id=7")
+
+
+def test_client_kill_id_names_the_proxy_s_ids(cluster_proxy):
+    """The id CLIENT ID and CLIENT LIST give kills that client (SKIPME as in Redis); an id no
+    client of the proxy has kills nothing, whatever connection of a node has it."""
+    one = redis.Redis(port=cluster_proxy.port, single_connection_client=True)
+    two = redis.Redis(port=cluster_proxy.port, single_connection_client=True)
+    try:
+        two_id = two.client_id()
+        assert one.execute_command("CLIENT", "KILL", "ID", one.client_id()) == 0  # SKIPME yes
+        assert one.execute_command("CLIENT", "KILL", "ID", 10 ** 9) == 0
+        assert one.execute_command("CLIENT", "KILL", "ID", two_id, "SKIPME", "yes") == 1
+        assert two_id not in {int(row["id"]) for row in one.client_list()}
+        assert exchange(cluster_proxy.port, b"CLIENT ID\r\n")[0].startswith(b":")
+        own = int(exchange(cluster_proxy.port, b"CLIENT ID\r\n")[0][1:-2]) + 1  # the next connection's id
+        assert exchange(cluster_proxy.port, b"CLIENT KILL ID %d SKIPME no\r\nPING\r\n" % own) == (b":1\r\n", True)
+        assert exchange(cluster_proxy.port, b"CLIENT KILL ID 0\r\n")[0] == b"-ERR client-id should be greater than 0\r\n"
+    finally:
+        one.close()
+        two.close()
