@@ -36,11 +36,13 @@ from __future__ import annotations
 import collections
 import logging
 
+from .. import errors
 from ..backends.base import StreamRoute
 from ..pending import Pending, Receiver
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from ..routing.redirect import parse_redirect
 from ..session import streamend
+from ..session.behaviour import PASS, SUBCOMMAND
 from ..session.states import CLOSED, OPEN, STREAMING, WAITING
 from ..session.streamorder import BarrierEntry, Resolve, Rewrite, StreamOrder
 from .connection import RoutedPending
@@ -552,9 +554,16 @@ class ClusterStreamRoute(StreamRoute):
     there all the same, so that the server says what it says of it in the client's context (a
     RESP2 subscriber's or a monitor's refusal, replies off...), and a -MOVED or -ASK there is
     replaced by the owner's reply (`Elsewhere`); after CLIENT REPLY OFF or SKIP, where the
-    server might not answer, it goes to its owner at once, its reply in its place if any."""
+    server might not answer, it goes to its owner at once, its reply in its place if any. One
+    that cannot run apart from the stream (inside MULTI on the stream, where the master's -MOVED
+    aborts EXEC as one node's refusal would; one that blocks or holds state: WATCH, BLPOP, EVAL)
+    gets a clear error in the -MOVED's place (`Refused`)."""
 
-    __slots__ = ()
+    __slots__ = ("multi",)
+
+    def __init__(self, conn, neutral=frozenset()):
+        super().__init__(conn, neutral)
+        self.multi = False  # MULTI was sent on the stream, not ended yet (EXEC, DISCARD, RESET)
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         backend = session.backend
@@ -564,28 +573,64 @@ class ClusterStreamRoute(StreamRoute):
         main = self.conn.address
         run = start
         for index in range(start, stop):
-            routed = decide(commands[index], master_for_slot)
+            args = commands[index]
+            name = args[0].lower()
+            if name == b"multi":
+                self.multi = True
+            elif name in (b"exec", b"discard", b"reset"):
+                self.multi = False
+            routed = decide(args, master_for_slot)
             if type(routed) is int:
                 owner = master_for_slot(routed)
                 if owner is not None and owner != main:
                     if run < index:
                         StreamRoute.forward(self, session, batch, run, index)
                     if not session.replies_unsure or session.stream_ends:
-                        streamend.passes(session, commands[index], self.neutral)
-                    elsewhere(session, batch, index, routed)
+                        streamend.passes(session, args, self.neutral)
+                    sides = sides_of(session, False)
+                    if sides is not None and sides.subscriber and session.protocol == 2:
+                        session._local(in_pubsub_context(_full_name(session, args)))
+                    elif self.multi or _action(backend, args) != PASS:
+                        StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
+                                                                           Refused(args))
+                    else:
+                        elsewhere(session, batch, index, routed)
                     run = index + 1
         if run < stop:
             StreamRoute.forward(self, session, batch, run, stop)
 
 
+def _action(backend, args) -> int:
+    """The command's action in front of a cluster on the shared connections (its subcommand's)."""
+    table = backend.shared_table
+    action = table.get(args[0])
+    if action is None:
+        action = table.get(args[0].lower(), PASS)
+    if action == SUBCOMMAND:
+        action = backend.behaviour.subcommand(backend.column, args)
+    return action
+
+
+class Refused(Rewrite):
+    """A -MOVED or -ASK the stream's master answered (it ran nothing) shown as the proxy's refusal."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+    def rewrite(self, shown: bytes) -> bytes:
+        out = []
+        for item in items(shown):
+            if self.args is not None and _redirection(item):
+                item, self.args = errors.stream_other_master(self.args), None
+            out.append(item)
+        return b"".join(out)
+
+
 def elsewhere(session, batch, index: int, slot: int) -> None:
     data = batch.span(index, index + 1)
-    args = batch.commands[index]
     order = StreamOrder.of(session, session.stream)
-    sides = sides_of(session, False)
-    if sides is not None and sides.subscriber and session.protocol == 2:
-        session._local(in_pubsub_context(_full_name(session, args)))
-        return
     if session.replies_unsure:
         _route(session, BarrierEntry(order, order.send(None)), slot, data)
         return

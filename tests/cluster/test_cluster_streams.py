@@ -323,3 +323,38 @@ def test_items_cut_replies_and_pushes_sans_io():
     data = invalidate + b"$1\r\nv\r\n-MOVED 1 127.0.0.1:1\r\n>0\r\n*2\r\n$1\r\na\r\n:1\r\n*3\r\n$1"
     assert items(data) == [invalidate, b"$1\r\nv\r\n", b"-MOVED 1 127.0.0.1:1\r\n", b">0\r\n",
                            b"*2\r\n$1\r\na\r\n:1\r\n", b"*3\r\n$1"]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_what_cannot_run_apart_from_the_stream_is_refused_not_redirected(redis_cluster, cluster_proxy, protocol):
+    """On a tracking client's stream: a transaction with a key of another master aborts (EXECABORT,
+    nothing run), a blocking command or WATCH of such a key gets a clear error; never -MOVED."""
+    main_key, *others = keys_on_every_master(redis_cluster, f"ref{protocol}")
+    hello = b"HELLO 3\r\n" if protocol == 3 else b""
+    sock = _connect(cluster_proxy.port)
+    direct = redis.Redis(port=cluster_proxy.port)
+    try:
+        sock.sendall(hello + b"CLIENT TRACKING ON\r\n")
+        read_until_quiet(sock)
+        sock.sendall(b"ECHO mark\r\n")
+        _read_for(sock, lambda data: data.endswith(b"mark\r\n"))
+        # (which master the stream is on: the key of the others that the stream's master refuses)
+        replies = []
+        for key in [main_key, *others]:
+            sock.sendall(b"MULTI\r\nSET %s in-txn\r\nEXEC\r\n" % key)
+            replies.append(_read_for(sock, lambda data: data.count(b"\r\n") >= 3 and (
+                data.endswith(b"*1\r\n+OK\r\n") or b"EXECABORT" in data)))
+        aborted = [reply for reply in replies if b"EXECABORT" in reply]
+        assert len(aborted) == 2 and len([reply for reply in replies if reply.endswith(b"*1\r\n+OK\r\n")]) == 1
+        assert all(b"MOVED" not in reply and b"of a key another master owns" in reply for reply in aborted), aborted
+        keys = [key for key, reply in zip([main_key, *others], replies) if b"EXECABORT" in reply]
+        assert all(direct.get(key) is None for key in keys)  # nothing ran
+        for command in (b"BLPOP %s 0.01", b"WATCH %s"):
+            sock.sendall(command % keys[0] + b"\r\n")
+            shown = _read_for(sock, lambda data: data.endswith(b"\r\n"))
+            assert shown.startswith(b"-ERR ") and b"of a key another master owns" in shown, shown
+        sock.sendall(b"SET %s v\r\nGET %s\r\n" % (keys[1], keys[1]))
+        assert _read_for(sock, lambda data: data.endswith(b"$1\r\nv\r\n")) == b"+OK\r\n$1\r\nv\r\n"
+    finally:
+        sock.close()
+        direct.close()
