@@ -132,12 +132,18 @@ class Sides:
                 conn.send(MONITOR, Pending(side, -1, conn))
 
     def lost(self, side) -> None:
-        """A connection aside failed: forgotten, and the topology looked at again (a failover)."""
+        """A connection aside failed: forgotten, and the topology looked at again (a failover); a
+        monitor is opened again on the masters then, or in a second (killed by a CLIENT KILL)."""
         if self.monitors.get(side.node) is side:
             del self.monitors[side.node]
+            self.session.loop.call_later(1.0, self._again)
         if self.shards.get(side.node) is side:
             del self.shards[side.node]
         self.backend.router.request_refresh()
+
+    def _again(self) -> None:
+        if sides_of(self.session, False) is self:
+            self.reconcile()
 
     # -- shard channels ---------------------------------------------------------------------
 
@@ -197,7 +203,7 @@ class MonitorSide(Receiver):
         self.held = data[cut:]
         if cut > 1:
             StreamOrder.of(session, session.stream).send(data[:cut])
-            _behind(session, self.conn)
+        _behind(session, self.conn)
 
     def pending_failed(self, pending, error: bytes, partial: bool) -> None:
         if not self.closed:
@@ -303,8 +309,6 @@ class ShardSide(Receiver):
         self.stream = None  # the raw entry its bytes come to, once the first command is sent
 
     def send(self, command: ShardCommand) -> None:
-        if command.left < 0:
-            command.left = max(self.count, 1)
         self.commands.append(command)
         if self.stream is None:
             self.stream = Pending(self, -1, self.conn)
@@ -343,6 +347,8 @@ class ShardSide(Receiver):
         elif head is not None and item.startswith(CONFIRMS):
             at = item.rfind(b"\r\n:", 0, len(item) - 2)
             self.count = int(item[at + 3:-2]) if at > 0 else self.count
+            if head.left < 0:  # (one naming none: a confirmation per channel it had, or one for none)
+                head.left = 1 if b"\r\n$-1\r\n" in item else self.count + 1
             head.parts.append(item)
             head.left -= 1
             if head.left <= 0:

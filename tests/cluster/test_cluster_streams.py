@@ -358,3 +358,20 @@ def test_what_cannot_run_apart_from_the_stream_is_refused_not_redirected(redis_c
     finally:
         sock.close()
         direct.close()
+
+
+def test_resp2_sunsubscribe_of_all_pipelined_after_subscriptions(redis_cluster, cluster_proxy, one_node_cluster):
+    """SSUBSCRIBE of two channels aside then SUNSUBSCRIBE naming none, in one pipeline: every
+    channel unsubscribed, the counts one node gives (how many confirmations a master owes is
+    read from its first)."""
+    first, second, _third = shard_channels(redis_cluster)
+    pair = second + b"a", second + b"b"  # (one slot: the tag)
+    batches = [b"SSUBSCRIBE %s\r\n" % first, b"SSUBSCRIBE %s %s\r\nSUNSUBSCRIBE\r\nPING\r\n" % pair]
+    got = exchange_batches(cluster_proxy.port, batches)
+    expected = exchange_batches(one_node_cluster.port, batches)
+    assert got[0] == expected[0]
+    shown, one_node = parse_all(got[1][0]), parse_all(expected[1][0])
+    assert shown[:2] == one_node[:2] == [[b"ssubscribe", pair[0], 2], [b"ssubscribe", pair[1], 3]]
+    assert sorted(reply[1] for reply in shown[2:5]) == sorted(reply[1] for reply in one_node[2:5])
+    assert [reply[2] for reply in shown[2:5]] == [reply[2] for reply in one_node[2:5]] == [2, 1, 0]
+    assert shown[5:] == one_node[5:] == [b"PONG"]  # (nothing subscribed: out of the subscribed context)
