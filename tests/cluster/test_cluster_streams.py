@@ -375,3 +375,26 @@ def test_resp2_sunsubscribe_of_all_pipelined_after_subscriptions(redis_cluster, 
     assert sorted(reply[1] for reply in shown[2:5]) == sorted(reply[1] for reply in one_node[2:5])
     assert [reply[2] for reply in shown[2:5]] == [reply[2] for reply in one_node[2:5]] == [2, 1, 0]
     assert shown[5:] == one_node[5:] == [b"PONG"]  # (nothing subscribed: out of the subscribed context)
+
+
+def test_a_monitor_aside_that_is_killed_opens_again(redis_cluster, cluster_proxy):
+    sock = _connect(cluster_proxy.port)
+    writer = redis.Redis(port=cluster_proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        wait_for(lambda: _monitors(redis_cluster) == 3, 10, "a monitor on every master")
+        sock.sendall(b"ECHO mark\r\n")
+        _read_for(sock, lambda data: b"\r\n$4\r\nmark\r\n" in data)
+        main = _main_master(redis_cluster, "echo")
+        other = next(node for node in redis_cluster.masters() if node is not main)
+        node = redis_cluster.client(other)
+        (aside,) = [client for client in node.client_list() if "O" in client["flags"]]
+        node.client_kill_filter(_id=aside["id"])
+        wait_for(lambda: _monitors(redis_cluster) == 3, 10, "the monitor aside opened again")
+        key = next(key for key in keys_on_every_master(redis_cluster, "again") if redis_cluster.master_for_key(key) is other)
+        writer.set(key, "again")
+        assert b'"SET" "%s" "again"' % key in _read_for(sock, lambda data: b'"again"' in data)
+    finally:
+        sock.close()
+        writer.close()
