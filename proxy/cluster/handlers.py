@@ -22,7 +22,7 @@ import asyncio
 import hiredis
 
 from .. import errors
-from ..pending import Pending
+from ..pending import Pending, Receiver
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
@@ -496,8 +496,64 @@ def lease(session, batch, index: int) -> int:
     conn = _lend(session, node, "lease")
     if conn is None:
         return index + 1
-    session.send(conn, batch.span(index, index + 1), 1)
+    data = batch.span(index, index + 1)
+    session.send(conn, data, 1, LeaseReplies(session, data, 0))
     return index + 1
+
+
+class LeaseReplies(Receiver):
+    """The reply of a command on a lent connection (a blocking command, a script): a -MOVED or
+    -ASK there (the slot moved and the proxy's map did not know yet; nothing ran) sends it again
+    on a connection lent by the node named, the map learning a MOVED, in the same place among the
+    client's replies. The client sees the reply, never the redirection (at most `max_redirects`)."""
+
+    __slots__ = ("session", "data", "redirects", "held")
+
+    def __init__(self, session, data: bytes, redirects: int):
+        self.session = session
+        self.data = data
+        self.redirects = redirects
+        self.held = b""
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        session = self.session
+        if self.held or (data[:1] == b"-" and not self.held):
+            data = self.held = self.held + data
+            if not done:
+                return
+            self.held = b""
+            if data.startswith((b"-MOVED ", b"-ASK ")) and self._again(pending, data):
+                return
+        session.deliver(pending, data, done)
+
+    def _again(self, pending, error: bytes) -> bool:
+        session = self.session
+        backend = session.backend
+        router = backend.router_of(session)
+        redirect = parse_redirect(error)
+        old = pending.conn
+        if (redirect is None or old is None or self.redirects >= router.max_redirects or session.state.life is CLOSED
+                or session.own is not old):
+            return False
+        node = redirect.address(old.address)
+        conn = backend.lease(session, node=node)
+        if conn is None:
+            return False
+        if error.startswith(b"-MOVED "):
+            router.moved(redirect.slot, node)
+        else:
+            conn.send_hidden([("ASKING",)])
+        conn.owner = session
+        old.owner = None
+        session.own = conn
+        session.route = backend.own_route(session, conn)
+        session.send(conn, self.data, 1, LeaseReplies(session, self.data, self.redirects + 1))
+        session.deliver(pending, b"", 1)  # (after: the client's next commands go on waiting)
+        backend.give_back(session, old)  # (it ran nothing: no state left on it)
+        return True
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
 
 
 def stream(session, batch, index: int) -> int:

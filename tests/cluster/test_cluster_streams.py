@@ -13,7 +13,7 @@ import redis
 from proxy.cluster.sides import items
 from tests.cluster.start import proxy_for
 from tests.cluster.test_isolation_findings import keys_on_every_master
-from tests.servers import exchange_batches, parse_all, read_until_quiet, wait_for
+from tests.servers import exchange, exchange_batches, parse_all, read_until_quiet, wait_for
 
 
 def _connect(port: int) -> socket.socket:
@@ -398,3 +398,23 @@ def test_a_monitor_aside_that_is_killed_opens_again(redis_cluster, cluster_proxy
     finally:
         sock.close()
         writer.close()
+
+
+def test_a_lent_connection_s_redirection_is_followed(small_cluster):
+    """Slots move without the proxy knowing: a blocking command or a script on a connection lent
+    by the old owner is answered -MOVED there; the proxy sends it to the new owner, and the client
+    gets its reply."""
+    proxy = proxy_for(small_cluster)
+    try:
+        masters = small_cluster.masters()
+        replies = []
+        for tag, command in ((b"{lz1}", b"BLPOP %s 0.1\r\n"),
+                             (b"{lz2}", b"EVAL \"return redis.call('set', KEYS[1], 'x')\" 1 %s\r\n"),
+                             (b"{lz3}", b"RPUSH %s a\r\nBLPOP %s 1\r\n")):
+            key = tag + b"k"
+            source = small_cluster.master_for_key(key)
+            small_cluster.migrate_slot(small_cluster.keyslot(key), source, next(m for m in masters if m is not source))
+            replies.append(exchange(proxy.port, command.replace(b"%s", key))[0])
+        assert replies == [b"*-1\r\n", b"+OK\r\n", b":1\r\n*2\r\n$6\r\n{lz3}k\r\n$1\r\na\r\n"], replies
+    finally:
+        assert proxy.stop() == 0
