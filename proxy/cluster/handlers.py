@@ -3,13 +3,16 @@ column of the handlers.
 
 Theory of operation: as standalone (`proxy/session/handlers.py`), with what a cluster changes.
 There is no connection of the client's own for good: connection state a single server would
-hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or
-refused with a clear error; a transaction runs on a connection lent for it by the owner of its
+hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING; CLIENT
+INFO/LIST and CLIENT KILL ID in the proxy's ids, `clientinfo.py`) or refused with a clear error;
+a transaction runs on a connection lent for it by the owner of its
 first key's slot (the node it would have to reach anyway); a blocking command or a script on a
 connection lent by its key's owner, the client's next command waiting until it has answered;
 a subscription on a connection of its own on any master (the cluster bus carries PUBLISH;
 SSUBSCRIBE on its shard channel's owner; a RESP3 client's on connections aside, by master for
-shard channels). Whole-keyspace commands go to every master, replies
+shard channels). What a stream owes other masters (MONITOR's lines, a RESP2 subscriber's shard
+channels, a key of another master) goes through connections aside or the owner, never a -MOVED
+(`sides.py`). Whole-keyspace commands go to every master, replies
 merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
 control connection at once; CLIENT KILL to every master, never reaching the proxy's own
 connections; WAIT to every master on lent connections, after a write that covers the client's.
