@@ -88,6 +88,15 @@ HELLO2_SUBSCRIBED = resp_error(
     "channel, pattern and shard channel first, or send RESET")
 
 
+def stream_other_master(args) -> bytes:
+    """In front of a cluster, on a connection that streams: a command of a key another master owns
+    that could not run apart from the stream (in a transaction, or one that blocks or holds state)."""
+    name = args[0].decode("utf-8", "replace").upper()
+    return resp_error(f"ERR {name} of a key another master owns is not supported through Redis Guard on a "
+                      "connection that streams in front of a Redis Cluster (CLIENT TRACKING, CLIENT REPLY, MONITOR; "
+                      "in a transaction, or blocking or holding state there): send it on a connection that does not")
+
+
 def stream_while_subscribed(args) -> bytes:
     """In front of a cluster: a command that would stream on one master while a RESP3 client's
     channels, patterns and shard channels live on connections of their own."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import time
 
 from ..backends.base import OwnRoute, StreamRoute, relogin, restore_after_reset
 from ..config import Upstream
@@ -64,6 +65,7 @@ from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
+from .sides import ClusterStreamRoute, close_sides
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -74,6 +76,16 @@ _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, S
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
 _STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER}
+
+
+class Client(ClusterClient):
+    """A cluster client, and when it connected (CLIENT INFO's age: clientinfo.py)."""
+
+    __slots__ = ("born",)
+
+    def __init__(self, session, client_id: int):
+        super().__init__(session, client_id)
+        self.born = time.monotonic()
 
 
 class ClusterBackend:
@@ -125,6 +137,8 @@ class ClusterBackend:
         self.spares: dict[tuple, SparePool] = {}
         self.controls: dict = {}
         self._client_ids = itertools.count(1)
+        self.sides = {}  # session -> its stream's connections aside (sides.py: MONITOR, shard channels)
+        self.router.listeners.append(self._topology_changed)
 
     async def start(self) -> None:
         await self.router.start()
@@ -140,9 +154,14 @@ class ClusterBackend:
 
     def session_extra(self, session) -> ClusterClient:
         session.reader.keep_ends()  # (its pipelines are dealt out to their masters: copied by the split's ends)
-        return ClusterClient(session, next(self._client_ids))
+        return Client(session, next(self._client_ids))
+
+    def _topology_changed(self) -> None:
+        for streaming in list(self.sides.values()):
+            streaming.reconcile()
 
     def session_closed(self, session) -> None:
+        close_sides(session)
         if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
             session.pubsub.close()
 
@@ -238,7 +257,7 @@ class ClusterBackend:
         return OwnRoute(conn)
 
     def stream_route(self, session, conn) -> StreamRoute:
-        return StreamRoute(conn, self.stream_neutral)
+        return ClusterStreamRoute(conn, self.stream_neutral)  # (another master's key: its owner answers)
 
     def stream_ended(self, session, conn) -> None:
         """No subscription is left on the client's stream: back to the shared connections,
@@ -251,6 +270,7 @@ class ClusterBackend:
         session.route = self.shared_route(session)
         session.bind()
         conn.close()
+        close_sides(session)
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

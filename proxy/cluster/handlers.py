@@ -3,13 +3,16 @@ column of the handlers.
 
 Theory of operation: as standalone (`proxy/session/handlers.py`), with what a cluster changes.
 There is no connection of the client's own for good: connection state a single server would
-hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING) or
-refused with a clear error; a transaction runs on a connection lent for it by the owner of its
+hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING; CLIENT
+INFO/LIST and CLIENT KILL ID in the proxy's ids, `clientinfo.py`) or refused with a clear error;
+a transaction runs on a connection lent for it by the owner of its
 first key's slot (the node it would have to reach anyway); a blocking command or a script on a
 connection lent by its key's owner, the client's next command waiting until it has answered;
 a subscription on a connection of its own on any master (the cluster bus carries PUBLISH;
 SSUBSCRIBE on its shard channel's owner; a RESP3 client's on connections aside, by master for
-shard channels). Whole-keyspace commands go to every master, replies
+shard channels). What a stream owes other masters (MONITOR's lines, a RESP2 subscriber's shard
+channels, a key of another master) goes through connections aside or the owner, never a -MOVED
+(`sides.py`). Whole-keyspace commands go to every master, replies
 merged (`keyspace.py`); SCRIPT KILL, FUNCTION KILL and CLIENT PAUSE/UNPAUSE to every master's
 control connection at once; CLIENT KILL to every master, never reaching the proxy's own
 connections; WAIT to every master on lent connections, after a write that covers the client's.
@@ -24,7 +27,7 @@ import asyncio
 import hiredis
 
 from .. import errors
-from ..pending import Pending
+from ..pending import Pending, Receiver
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
@@ -34,6 +37,7 @@ from ..session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
     CLIENT_ID,
+    CLIENT_INFO,
     CLIENT_KILL,
     CLIENT_SETNAME,
     CONTROL,
@@ -58,7 +62,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from . import face
+from . import clientinfo, face, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -242,6 +246,22 @@ def client_setname(session, batch, index: int) -> int:
     return index + 1
 
 
+def client_view(session, batch, index: int) -> int:
+    """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
+    and the name CLIENT SETNAME set (clientinfo.py); queued in a transaction (EXEC's reply holds
+    what its connection's node says)."""
+    args = batch.commands[index]
+    if session.state.in_transaction:
+        return forward_one(session, batch, index)
+    if args[1].lower() == b"info":
+        if len(args) != 2:
+            return forward_one(session, batch, index)  # Redis's arity error
+        session._local(clientinfo.client_info(clientinfo.view_of(session, "client|info"), session.protocol))
+    else:
+        session._local(clientinfo.client_list(args, clientinfo.lines_of(session), session.protocol))
+    return index + 1
+
+
 def local_ok(session, batch, index: int) -> int:
     """READONLY, READWRITE, ASKING: the proxy routes by slot itself. Queued in a transaction
     (on a master's connection they change nothing; EXEC's reply holds their +OK)."""
@@ -347,6 +367,7 @@ def reset(session, batch, index: int) -> int:
     session.queued_effects = []
     session.app = None  # with applications: unauthenticated again
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
+        sides.close_sides(session)  # (nothing monitored or subscribed aside is left either)
         session.bind()
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
@@ -522,8 +543,64 @@ def lease(session, batch, index: int) -> int:
     conn = _lend(session, node, "lease")
     if conn is None:
         return index + 1
-    session.send(conn, batch.span(index, index + 1), 1)
+    data = batch.span(index, index + 1)
+    session.send(conn, data, 1, LeaseReplies(session, data, 0))
     return index + 1
+
+
+class LeaseReplies(Receiver):
+    """The reply of a command on a lent connection (a blocking command, a script): a -MOVED or
+    -ASK there (the slot moved and the proxy's map did not know yet; nothing ran) sends it again
+    on a connection lent by the node named, the map learning a MOVED, in the same place among the
+    client's replies. The client sees the reply, never the redirection (at most `max_redirects`)."""
+
+    __slots__ = ("session", "data", "redirects", "held")
+
+    def __init__(self, session, data: bytes, redirects: int):
+        self.session = session
+        self.data = data
+        self.redirects = redirects
+        self.held = b""
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        session = self.session
+        if self.held or (data[:1] == b"-" and not self.held):
+            data = self.held = self.held + data
+            if not done:
+                return
+            self.held = b""
+            if data.startswith((b"-MOVED ", b"-ASK ")) and self._again(pending, data):
+                return
+        session.deliver(pending, data, done)
+
+    def _again(self, pending, error: bytes) -> bool:
+        session = self.session
+        backend = session.backend
+        router = backend.router_of(session)
+        redirect = parse_redirect(error)
+        old = pending.conn
+        if (redirect is None or old is None or self.redirects >= router.max_redirects or session.state.life is CLOSED
+                or session.own is not old):
+            return False
+        node = redirect.address(old.address)
+        conn = backend.lease(session, node=node)
+        if conn is None:
+            return False
+        if error.startswith(b"-MOVED "):
+            router.moved(redirect.slot, node)
+        else:
+            conn.send_hidden([("ASKING",)])
+        conn.owner = session
+        old.owner = None
+        session.own = conn
+        session.route = backend.own_route(session, conn)
+        session.send(conn, self.data, 1, LeaseReplies(session, self.data, self.redirects + 1))
+        session.deliver(pending, b"", 1)  # (after: the client's next commands go on waiting)
+        backend.give_back(session, old)  # (it ran nothing: no state left on it)
+        return True
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
 
 
 def stream(session, batch, index: int) -> int:
@@ -540,6 +617,17 @@ def stream(session, batch, index: int) -> int:
             session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
             return index + 1
         return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
+    if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
+            and not session.state.in_transaction):
+        sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)
+    if session.state.lane is STREAMING and sides.handles(session, args):
+        # A RESP2 subscriber's shard channel command: to its channel's master (cluster/sides.py)
+        backend = session.backend
+        routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
+        if type(routed) in (Reject, Split):
+            session._local(CROSSSLOT)
+            return index + 1
+        return sides.on_stream(session, batch, index, routed)
     subscriptions = session.pubsub
     if subscriptions is not None and session.state.in_transaction and subscriptions.may_be_active:
         # (at EXEC, on the transaction's connection: subscriptions in two places)
@@ -568,6 +656,14 @@ def stream(session, batch, index: int) -> int:
         node = _node(session, routed if type(routed) is int else None) or backend.seed
         if _lend(session, node, "stream") is None:
             return index + 1
+        if args[0].lower() in sides.SHARD and sides.handles(session, args):
+            return sides.start_stream(session, batch, index)  # (its counts over every master)
+        next_index = streamend.start(session, batch, index)
+        if args[0].lower() == b"monitor" and len(args) == 1 and not session.replies_unsure:
+            sides.sides_of(session).monitor()  # every other master's lines too
+        elif args[0].lower() in sides.SUBSCRIBING and session.protocol == 2 and not session.replies_unsure:
+            sides.sides_of(session).subscriber = True
+        return next_index
     return streamend.start(session, batch, index)
 
 
@@ -802,12 +898,34 @@ def client_kill(session, batch, index: int) -> int:
         killing = clientkill.on_stream(args, clientkill.plan(args, backend.ours()))
         session.route.send(session, args, hiredis.pack_command(tuple(killing)), 1, session)
         return index + 1
+    decision = clientkill.plan(args, clientkill.Ours())
+    if (type(decision) is clientkill.Resolve and b"id" in decision.filters
+            and set(decision.filters) <= {b"id", b"skipme"}):
+        # The ids a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST): so is the one it kills
+        return _kill_by_id(session, int(decision.filters[b"id"]), decision.filters.get(b"skipme", b"yes") == b"yes",
+                           index)
     masters = masters_or_down(session)
     if masters is None:
         return index + 1
     entry = session.reply_later()
     task = session.loop.create_task(_kill_everywhere(backend, args, masters))
     task.add_done_callback(lambda done: session.fill(entry, _task_reply(done)))
+    return index + 1
+
+
+def _kill_by_id(session, client_id: int, skipme: bool, index: int) -> int:
+    """CLIENT KILL ID n [SKIPME yes|no]: the proxy's client with that id, if it is the same client
+    (clientinfo.py: the same application, else the same host) closes, as Redis closes a client it
+    kills; the caller after this reply."""
+    killed = [other for other in clientinfo.same_sessions(session)
+              if other.extra.id == client_id and not (skipme and other is session)]
+    session._local(b":%d\r\n" % len(killed))
+    for other in killed:
+        if other is session:
+            session.input_ended = True
+            session._close()
+        elif other.transport is not None:
+            other.transport.abort()
     return index + 1
 
 
@@ -861,6 +979,7 @@ CLUSTER = {
     CLIENT_ID: client_id,
     CLIENT_GETNAME: client_getname,
     CLIENT_SETNAME: client_setname,
+    CLIENT_INFO: client_view,
     LOCAL_OK: local_ok,
     AUTH: login,  # (the dispatch tables send AUTH to LOGIN: credentials never reach Redis)
     HELLO: hello,

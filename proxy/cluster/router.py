@@ -98,6 +98,7 @@ class ClusterRouter:
         self.last_refresh = -1e9
         self.refreshes = 0
         self._master_slots = (None, [])
+        self.listeners = []  # called once the map changed (cluster/sides.py: a monitor's masters)
         # A router for another upstream user (an application's ACL user) follows a leader: one
         # topology, one refresh loop; connections and parked requests of its own.
         self.leader = leader
@@ -165,6 +166,8 @@ class ClusterRouter:
             router.slotmap = slotmap
             for conns in router.by_slot.values():
                 conns.forget()
+        for listener in list(self.listeners):
+            listener()
 
     def _redispatch_all(self) -> None:
         for router in (self, *self.followers):

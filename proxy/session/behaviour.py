@@ -86,6 +86,7 @@ TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from
 PONG = 32  # PING on the shared connections: answered by the proxy while the connection is up
 # Cluster only:
 NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (the proxy's one face)
+CLIENT_INFO = 34  # CLIENT INFO/LIST: the proxy's own view of the client (cluster/clientinfo.py)
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -136,8 +137,8 @@ CLIENT = {
     "getname": (PIN, CLIENT_GETNAME),
     "setname": (PIN, CLIENT_SETNAME),
     "setinfo": (SETINFO, SETINFO),
-    "info": (PIN, PASS),  # a cluster: a master describes a shared connection (one reply, no state)
-    "list": (PASS, PASS),
+    "info": (PIN, CLIENT_INFO),  # a cluster: the id and name the proxy gave (no node's connection)
+    "list": (PASS, CLIENT_INFO),
     "help": (PASS, PASS),
     "unblock": (PASS, PASS),
     "kill": (CLIENT_KILL, CLIENT_KILL),

@@ -23,6 +23,11 @@ answers is handed to the command's receiver (`watched`). Only while the server c
 every command: under CLIENT REPLY SKIP the first barrier would take the skip in the command's
 place (`turns_replies_off`).
 
+Where the proxy must change what the server says before the client sees it (in front of a
+cluster, a shard channel's count over every master: cluster/sides.py), a barrier's mark may be a
+`Rewrite`: the barrier's reply, or the stretch a `REWRITE` barrier opened before it (a command sent
+between the two), is shown as the mark's `rewrite` makes it, when its place comes.
+
 `StreamBarriers` is the sans-IO part (bytes in, bytes out); `StreamOrder` stands in for the
 session as the stream's receiver while barriers are out, and gives the stream back after.
 """
@@ -34,7 +39,7 @@ import secrets
 
 from ..pending import Pending, Receiver
 
-__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "turns_replies_off"]
+__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "Rewrite", "Resolve", "turns_replies_off"]
 
 CRLF = b"\r\n"
 MALFORMED = b"*1\r\n$x\r\n"  # fails as every protocol error does, and Redis answers it with:
@@ -43,7 +48,30 @@ QUIT = b"*1\r\n$4\r\nQUIT\r\n"
 ENDING = -1  # the number of the entry for the server's answer to MALFORMED
 # What a barrier's answer starts (besides its reply): a stretch the client does not see, its
 # end, a stretch the proxy watches (ended by a barrier whose mark is the watcher: `watched`).
-HIDE, SHOW, WATCH = "hide", "show", "watch"
+HIDE, SHOW, WATCH, REWRITE = "hide", "show", "watch", "rewrite"
+
+
+class Rewrite:
+    """A barrier's mark whose reply (or the stretch a REWRITE barrier opened) is shown rewritten."""
+
+    __slots__ = ()
+
+    def rewrite(self, shown: bytes) -> bytes:
+        return shown
+
+
+class Resolve(Rewrite):
+    """A `Rewrite` closing a stretch whose reply is known only once the server has answered the
+    stretch's command (`StreamBarriers.resolve`): `answered` gets what the stretch holds then,
+    once, and the reply is filled later (never from inside `answered`: `BarrierEntry`)."""
+
+    __slots__ = ("asked",)
+
+    def __init__(self):
+        self.asked = False
+
+    def answered(self, stretch: bytes) -> None:
+        pass
 
 
 def turns_replies_off(args) -> bool:
@@ -60,7 +88,7 @@ class StreamBarriers:
     the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
     then `fill`) everything is held."""
 
-    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding", "watching", "watched")
+    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding", "watching", "watched", "rewriting")
 
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
@@ -71,6 +99,7 @@ class StreamBarriers:
         self.hiding = False  # in a stretch of replies to the proxy's own commands (`hidden`)
         self.watching = None  # what the client was shown of a watched stretch so far
         self.watched = []  # (watcher, the bytes shown) of the stretches ended: for the caller
+        self.rewriting = None  # what a stretch to rewrite holds so far (`rewrite`)
 
     def add(self, reply: bytes | None, mark=None) -> tuple[bytes, list]:
         """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier).
@@ -96,6 +125,19 @@ class StreamBarriers:
         command, or the first barrier might be unanswered in the command's place."""
         return self.add(b"", WATCH)[0] + command + self.add(b"", watcher)[0]
 
+    def rewrite(self, command: bytes, rewriter: Rewrite) -> bytes:
+        """A command whose replies (and whatever the server wrote meanwhile) are shown as
+        `rewriter.rewrite` makes them, between two barriers: what to send. Only where the server
+        answers every command."""
+        return self.add(b"", REWRITE)[0] + command + self.add(b"", rewriter)[0]
+
+    def resolve(self, command: bytes, resolver: Resolve) -> tuple[bytes, list]:
+        """`rewrite`, the closing barrier's reply left to `resolver` (`Resolve`): what to send,
+        and that barrier (for a `BarrierEntry`)."""
+        opening = self.add(b"", REWRITE)[0]
+        closing, barrier = self.add(None, resolver)
+        return opening + command + closing, barrier
+
     def end(self, reply: bytes) -> bytes:
         """The stream ends with a protocol error: the request to send, whose answer is `reply`'s place."""
         self.waiting.append([ENDING, reply, None])
@@ -111,9 +153,12 @@ class StreamBarriers:
         reply = self.waiting.popleft()[1]
         self.owed -= len(reply) if reply is not None else 0
 
-    def _unanswered(self) -> None:
+    def _unanswered(self, out: list) -> None:
         self._drop()
         self.watching = None  # the server leaves commands unanswered: a watch would not end
+        if self.rewriting is not None:  # nor a stretch to rewrite: shown as it is
+            rewriting, self.rewriting = self.rewriting, None
+            self._show(out, b"".join(rewriting))
 
     @property
     def idle(self) -> bool:
@@ -135,6 +180,9 @@ class StreamBarriers:
                 if end >= 0 and (at < 0 or end < at):
                     # The server answered the request that ends the stream, so not the barriers
                     # still out before it (replies off): only the proxy's error takes its place.
+                    if self.rewriting is not None:
+                        rewriting, self.rewriting = self.rewriting, None
+                        self._show(out, b"".join(rewriting))
                     self._show(out, data[pos:end])
                     out.append(waiting[-1][1])
                     waiting.clear()
@@ -156,17 +204,28 @@ class StreamBarriers:
                 end += 1
             number = int(data[digits:end]) if end > digits else -1
             while waiting and waiting[0][0] < number:
-                self._unanswered()  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
+                self._unanswered(out)  # not answered (CLIENT REPLY OFF or SKIP): nor is its reply
             if not waiting or waiting[0][0] != number:
                 self._show(out, data[pos:line_end + 2])  # not one of ours: pass it on
                 pos = line_end + 2
                 continue
             _, reply, mark = waiting[0]
             if reply is None:  # answered, but the proxy's reply is not known yet
+                if isinstance(mark, Resolve) and not mark.asked and self.rewriting is not None:
+                    # (the stretch is whole: what the server said decides the reply, `Resolve`)
+                    self._show(out, data[pos:start])
+                    pos = start
+                    mark.asked = True
+                    mark.answered(b"".join(self.rewriting))
                 return self._hold(out, data, pos, start)
             self._drop()
             self._show(out, data[pos:start])
-            self._show(out, reply)
+            if isinstance(mark, Rewrite):
+                rewriting, self.rewriting = self.rewriting, None
+                self._show(out, mark.rewrite(reply if rewriting is None else b"".join(rewriting) + reply))
+                mark = None
+            else:
+                self._show(out, reply)
             if mark is not None:
                 self._mark(mark)
             pos = line_end + 2
@@ -185,7 +244,9 @@ class StreamBarriers:
         return b"".join(out)
 
     def _show(self, out: list, piece: bytes) -> None:
-        if piece and not self.hiding:
+        if piece and self.rewriting is not None:
+            self.rewriting.append(piece)
+        elif piece and not self.hiding:
             out.append(piece)
             if self.watching is not None:
                 self.watching.append(piece)
@@ -195,6 +256,8 @@ class StreamBarriers:
             self.hiding = mark is HIDE
         elif mark is WATCH:
             self.watching = []
+        elif mark is REWRITE:
+            self.rewriting = []
         elif self.watching is not None:  # the end of a watch whose start was answered
             self.watched.append((mark, b"".join(self.watching)))
             self.watching = None
@@ -250,9 +313,9 @@ class StreamOrder(Receiver):
             order = stream.receiver = cls(session, stream)
         return order
 
-    def send(self, reply: bytes | None):
-        """A barrier on the stream's connection for `reply`; the barrier."""
-        request, barrier = self.barriers.add(reply)
+    def send(self, reply: bytes | None, mark=None):
+        """A barrier on the stream's connection for `reply` (`mark`: a `Rewrite` of it); the barrier."""
+        request, barrier = self.barriers.add(reply, mark)
         self._send(request)
         return barrier
 
@@ -268,6 +331,18 @@ class StreamOrder(Receiver):
     def _send(self, request: bytes, first: bool = False) -> None:
         self.stream.conn.send(request, self.stream if first else None)
         self._count()
+
+    def rewritten(self, command: bytes, rewriter: Rewrite, first: bool = False) -> None:
+        """The client's command on the stream, what it makes the server write shown as
+        `rewriter` makes it (`StreamBarriers.rewrite`); `first`: the command starts the stream."""
+        self._send(self.barriers.rewrite(command, rewriter), first)
+
+    def resolved(self, command: bytes, resolver: Resolve) -> BarrierEntry:
+        """The client's command on the stream, its reply decided once the server has answered it
+        (`StreamBarriers.resolve`): the entry to fill with it."""
+        request, barrier = self.barriers.resolve(command, resolver)
+        self._send(request)
+        return BarrierEntry(self, barrier)
 
     def end(self, error: bytes | None) -> None:
         """The client's QUIT (`error` None) or protocol error: the server answers what came

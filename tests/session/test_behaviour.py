@@ -9,6 +9,7 @@ from proxy.policy import Engine, load_policy_text
 from proxy.session import behaviour
 from proxy.session.behaviour import (
     CLIENT_ID,
+    CLIENT_INFO,
     CLIENT_KILL,
     CLUSTER,
     CONTROL,
@@ -90,7 +91,8 @@ def action(column: int, *words: str) -> int:
     (["GET", "k"], PASS, PASS),
     (["PUBLISH", "c", "m"], PASS, PASS),
     (["SCRIPT", "LOAD", "return 1"], PASS, FANOUT),  # every master: EVALSHA finds it on any key
-    (["CLIENT", "LIST"], PASS, PASS),
+    (["CLIENT", "LIST"], PASS, CLIENT_INFO),  # a cluster: the proxy's view (cluster/clientinfo.py)
+    (["CLIENT", "INFO"], PIN, CLIENT_INFO),
     (["KEYS", "*"], PASS, FANOUT),
 ])
 def test_actions(words, standalone, cluster):

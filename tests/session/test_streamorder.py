@@ -284,3 +284,60 @@ def test_a_watched_refusal_reaches_the_watcher_through_the_order():
     order.deliver(stream, opening + SCRIPT_REFUSED + closing, 0)
     assert watcher.seen == [SCRIPT_REFUSED] and b"".join(session.written) == SCRIPT_REFUSED
     assert stream.receiver is session  # nothing more out: the stream is the session's again
+
+
+class Upper:
+    """A Rewrite that shows what it gets in upper case, and keeps what it got."""
+
+    def __init__(self):
+        self.got = []
+
+    def rewrite(self, shown: bytes) -> bytes:
+        self.got.append(shown)
+        return shown.upper()
+
+
+def test_a_rewritten_stretch_is_shown_as_rewritten_in_its_place():
+    """A command between a REWRITE barrier and its rewriter's: what came between the two
+    answers (the reply, a message meanwhile) is shown rewritten, in place, whole, however cut."""
+    from proxy.session.streamorder import Rewrite
+
+    class Up(Upper, Rewrite):
+        pass
+
+    stream = MESSAGE + answer(0) + SUB + MESSAGE + answer(1) + PONG
+    for cuts in ([], range(1, len(stream)), [len(stream) // 3, len(stream) // 2]):
+        scanner, rewriter = StreamBarriers(TOKEN), Up()
+        request = scanner.rewrite(b"*1\r\n$10\r\nSSUBSCRIBE\r\n", rewriter)
+        assert request.count(b"redis-guard-barrier-t0k-") == 2
+        assert feed_in_pieces(scanner, stream, cuts) == MESSAGE + (SUB + MESSAGE).upper() + PONG
+        assert rewriter.got == [SUB + MESSAGE] and scanner.rewriting is None and scanner.idle
+
+
+def test_a_barriers_reply_rewritten_when_its_place_comes():
+    """A reply known before its place (a connection aside's) is rewritten only when shown: what
+    was shown before it is taken into account first."""
+    from proxy.session.streamorder import Rewrite
+
+    class Up(Upper, Rewrite):
+        pass
+
+    scanner, rewriter = StreamBarriers(TOKEN), Up()
+    scanner.add(b"+aside\r\n", rewriter)
+    assert rewriter.got == []
+    assert scanner.feed(SUB + answer(0) + PONG) == SUB + b"+ASIDE\r\n" + PONG
+    assert rewriter.got == [b"+aside\r\n"]
+
+
+def test_a_rewritten_stretch_the_server_left_unanswered_is_shown_as_it_is():
+    from proxy.session.streamorder import Rewrite
+
+    class Up(Upper, Rewrite):
+        pass
+
+    scanner, rewriter = StreamBarriers(TOKEN), Up()
+    scanner.rewrite(b"*1\r\n$4\r\nPING\r\n", rewriter)  # barriers 0 and 1
+    scanner.add(OK)  # 2
+    # 0 answered, then replies off: 1 never is; 2 is, after CLIENT REPLY ON
+    assert scanner.feed(answer(0) + SUB + answer(2)) == SUB + OK
+    assert rewriter.got == [] and scanner.rewriting is None and scanner.idle
