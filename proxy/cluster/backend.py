@@ -38,7 +38,6 @@ from ..session.behaviour import (
     MULTI,
     NO_NAMES,
     PASS,
-    PONG,
     QUIT,
     RESET,
     SCAN,
@@ -60,7 +59,7 @@ from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
 from .handlers import pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
-from .keyspace import fans_out, merge_for
+from .keyspace import every_node, fans_out, merge_for
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 
@@ -103,12 +102,14 @@ class ClusterBackend:
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
-        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN, PONG) and name not in ("select",)
+        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN) and name not in ("select",)
                      for name, action in actions.items()}
         self.names = {spec.name for spec in table.walk()}
         # Keyless commands to every master: how their replies merge (by name, 'script|load'...).
         self.merges = {spec.name.encode(): merge_for(spec.name, spec.tips) for spec in table.walk()
                        if fans_out(spec.name, spec.tips) or spec.name.encode() in KEYSPACE_FANOUT}
+        # Of those, the ones whose state Redis keeps on each node: to the replicas too (`handlers.to_replicas`).
+        self.every_node = frozenset(spec.name.encode() for spec in table.walk() if every_node(spec.tips))
         self.deferred_route = DeferredRoute(self)
         self.shared_routes: dict[tuple, ClusterRoute] = {}
         self.spares: dict[tuple, SparePool] = {}

@@ -18,11 +18,12 @@ connections; WAIT to every master on lent connections, after a write that covers
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import hiredis
 
 from .. import errors
-from ..pending import Pending
+from ..pending import Pending, Receiver
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
@@ -61,6 +62,8 @@ from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
 
+log = logging.getLogger("redis_guard.cluster")
+
 CLUSTER_MODE = b"$7\r\ncluster\r\n"
 STANDALONE_MODE = b"$10\r\nstandalone\r\n"
 CLUSTERDOWN = errors.resp_error("CLUSTERDOWN Hash slot not served")
@@ -98,17 +101,58 @@ def fanout(session, batch, index: int) -> int:
     if not masters:
         session._local(CLUSTER_IS_DOWN)
         return index + 1
-    merges = session.backend.merges
+    backend = session.backend
+    merges = backend.merges
     name = args[0].lower()
+    full = name + b"|" + args[1].lower() if len(args) > 1 else name
+    if full == b"config|set" and any(arg.lower() == b"requirepass" for arg in args[2::2]):
+        session._local(errors.config_set_requirepass())
+        return index + 1
     merge = merges.get(name, MERGES.get(name))
     if merge is None and len(args) > 1:
-        full = name + b"|" + args[1].lower()
         merge = merges.get(full)
         if merge is None:
             merge = merge_with_args(full.decode("latin-1"), args)
+    if name in (b"script", b"function"):  # what a node added later lacks (`scripts.Known`)
+        merge = backend.router.known.watching(args, merge)
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], merge)
+    if full in backend.every_node:
+        to_replicas(session, masters, data)
     return index + 1
+
+
+class ReplicaReply(Receiver):
+    """A replica's reply to a command sent to every node: not the client's (the masters' replies
+    are), logged when it is an error."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def deliver(self, entry, data: bytes, done: int) -> None:
+        if data[:1] in (b"-", b"!"):
+            log.warning("cluster replica %s refused a command sent to every node: %s", self.node,
+                        data.split(b"\r\n", 1)[0].decode("utf-8", "replace"))
+
+    def pending_failed(self, entry, error: bytes, partial: bool) -> None:
+        self.deliver(entry, error, 1)
+
+
+def to_replicas(session, masters, data: bytes) -> None:
+    """A command whose state Redis keeps on each node (`request_policy:all_nodes` that changes
+    something: SCRIPT LOAD/FLUSH, CONFIG SET...) to every replica too, on the shared read-only
+    connections, so that a replica promoted by a failover has it. Best effort: a replica that is
+    down or refuses it is logged, the client's reply is the masters'."""
+    router = session.backend.router_of(session)
+    for _node, slot in masters:
+        for replica in router.slotmap.replicas_for_slot(slot):
+            conn = router.pool(replica, session.protocol, True).get(session.spread % router.size)
+            if conn is None:
+                log.warning("cluster replica %s unreachable: a command sent to every node did not reach it", replica)
+                continue
+            conn.send(data, Pending(ReplicaReply(replica), 1, conn))
 
 
 NO_CLUSTER_SUPPORT = errors.resp_error("ERR This instance has cluster support disabled")

@@ -82,8 +82,6 @@ CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
 # Standalone only:
 TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
-# Both:
-PONG = 32  # PING on the shared connections: answered by the proxy while the connection is up
 # Cluster only:
 NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (the proxy's one face)
 
@@ -91,9 +89,10 @@ NAMES = {value: name for name, value in globals().items() if name.isupper() and 
 
 # -- the exceptions to the derived rules: (standalone, cluster), with the reason ---------------
 EXCEPTIONS = {
-    # @connection, but stateless: one reply on any connection. PING is what pools check a
-    # connection with (on every borrow, in some): the proxy answers it without a round trip.
-    "ping": (PONG, PONG),
+    # @connection, but stateless: one reply on any connection. PING goes to Redis like any read
+    # (Redis answers BUSY during a long script, SLOWLOG and INFO commandstats count it; forwarded,
+    # it costs the proxy fewer instructions than an answer of its own: docs/notes/wt-ping.md).
+    "ping": (PASS, PASS),
     "echo": (PASS, PASS),
     "command": (PASS, PASS),  # COMMAND and its subcommands (all @connection, all stateless)
     # The proxy's own connection-state handling.
@@ -289,7 +288,7 @@ def own_action(action: int, lane) -> int:
         return action
     if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py; CLIENT's: `stream_table_extra`)
         return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, TRACKING, CLIENT_KILL) else PASS
-    if action == PASS or action == LEASE or action == PONG:
+    if action == PASS or action == LEASE:
         return PASS
     if action in _KEPT_ON_OWN:
         return action

@@ -38,7 +38,6 @@ from .behaviour import (
     MULTI,
     PASS,
     PIN,
-    PONG,
     PROMOTE,
     QUIT,
     REFUSE,
@@ -151,20 +150,6 @@ def setinfo(session, batch, index: int) -> int:
     return index + 1
 
 
-def pong(session, batch, index: int) -> int:
-    """PING alone in its read on the shared connections (a pool's check of a connection):
-    answered here, in order after the replies before it, while the connection it would go to is
-    up, so that it costs no round trip (twemproxy and Envoy answer it too). Else Redis answers
-    it: the connection is not up yet or is down (the client gets what any command gets then),
-    the arguments are not PING's (its arity error), or a client of the proxy monitors
-    (streamend.note_monitor). In a pipeline the dispatch loop sends it with its run."""
-    args = batch.commands[index]
-    if len(args) > 2 or session.proxy.monitors or session.state.in_transaction or not session.route.upstream_up():
-        return forward_one(session, batch, index)
-    session._local(errors.PONG if len(args) == 1 else b"$%d\r\n%s\r\n" % (len(args[1]), args[1]))
-    return index + 1
-
-
 def control(session, batch, index: int) -> int:
     """SCRIPT KILL, FUNCTION KILL, CLIENT PAUSE/UNPAUSE...: on the control connection at once,
     never behind the work they control. Inside a transaction they are queued like the rest (a
@@ -243,7 +228,6 @@ COMMON = {
     DRAIN: drain,
     REFUSE: refuse,
     SETINFO: setinfo,
-    PONG: pong,
 }
 
 

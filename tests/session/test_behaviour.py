@@ -17,7 +17,6 @@ from proxy.session.behaviour import (
     LOCAL_OK,
     PASS,
     PIN,
-    PONG,
     PROMOTE,
     REFUSE,
     SETINFO,
@@ -82,8 +81,9 @@ def action(column: int, *words: str) -> int:
     (["READONLY"], PIN, LOCAL_OK),
     (["CLIENT", "BOGUS"], PIN, REFUSE),
     (["NOTACOMMAND"], UNKNOWN, UNKNOWN),
-    # Answered by the proxy on the shared connections (a pool's check of a connection).
-    (["PING"], PONG, PONG),
+    # PING goes to Redis like any read (BUSY during a long script, SLOWLOG, commandstats).
+    (["PING"], PASS, PASS),
+    (["PING", "hello"], PASS, PASS),
     # Safe on a shared connection: one reply, no state.
     (["ECHO", "x"], PASS, PASS),
     (["COMMAND", "DOCS", "get"], PASS, PASS),
@@ -134,8 +134,6 @@ def test_every_command_has_a_cluster_behaviour():
     (PIN, PINNED, PASS), (LEASE, PINNED, PASS), (UNKNOWN, PINNED, PASS), (STREAM, PINNED, STREAM),
     (PIN, STREAMING, PASS), (CONTROL, STREAMING, PASS), (behaviour.QUIT, STREAMING, behaviour.QUIT),
     (PIN, SHARED, PIN),
-    # PING is answered by the proxy on the shared connections only: elsewhere it goes with the rest.
-    (PONG, SHARED, PONG), (PONG, LEASED, PASS), (PONG, PINNED, PASS), (PONG, STREAMING, PASS),
 ])
 def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
     assert own_action(shared, lane) == expected
@@ -143,7 +141,7 @@ def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
 
 @pytest.mark.parametrize("column", [STANDALONE, CLUSTER])
 def test_ping_goes_to_redis_while_a_pause_is_known(column):
-    """Under CLIENT PAUSE ALL Redis holds PING back too: the proxy does not answer for it."""
+    """Under CLIENT PAUSE ALL Redis holds PING back too: it goes there as always."""
     paused = paused_table(BEHAVIOUR, column)
     assert paused[b"ping"] == paused[b"PING"] == PASS
     assert paused[b"set"] == LEASE and paused[b"get"] == PASS
