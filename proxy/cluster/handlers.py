@@ -23,7 +23,7 @@ import logging
 import hiredis
 
 from .. import errors
-from ..pending import Pending, Receiver
+from ..pending import Pending, Receiver, hidden
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
@@ -521,8 +521,50 @@ def lease(session, batch, index: int) -> int:
     conn = _lend(session, node, "lease")
     if conn is None:
         return index + 1
-    session.send(conn, batch.span(index, index + 1), 1)
+    data = batch.span(index, index + 1)
+    known = session.backend.router.known
+    receiver = None
+    if (known.scripts or known.libraries) and batch.commands[index][0].lower() in RELOADED:
+        receiver = ReloadSink(session, conn, data, known)
+    session.send(conn, data, 1, receiver)
     return index + 1
+
+
+RELOADED = frozenset((b"evalsha", b"evalsha_ro", b"fcall", b"fcall_ro"))
+
+
+class ReloadSink(Receiver):
+    """EVALSHA or FCALL on a lent connection: a NOSCRIPT or "Function not found" for a script or
+    library loaded through the proxy (the node was added, restarted or promoted since: `scripts.Known`)
+    does not reach the client: the proxy loads it there and sends the command again, once, on the
+    same connection; the client gets that reply."""
+
+    __slots__ = ("session", "conn", "request", "known")
+
+    def __init__(self, session, conn, request: bytes, known):
+        self.session = session
+        self.conn = conn
+        self.request = request
+        self.known = known
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        known = self.known
+        if known is not None and done and data[:1] == b"-":
+            loads = known.loads_for(self.request, data)
+            conn = self.conn
+            if loads is not None and conn.pending and conn.pending[0] is pending:
+                self.known = None  # (once: a second refusal is the client's)
+                conn.pending.popleft()
+                conn.restamp(pending, None)
+                log.info("cluster node %s lacked a script or function loaded through the proxy: loaded there",
+                         conn.address)
+                conn.send(loads, hidden(known.load_count(data)))
+                conn.send(self.request, pending)
+                return
+        self.session.deliver(pending, data, done)
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        self.session.pending_failed(pending, error, partial)
 
 
 def stream(session, batch, index: int) -> int:

@@ -84,6 +84,8 @@ LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itse
 TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
 # Cluster only:
 NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (the proxy's one face)
+# Standalone only:
+CONFIG_SET = 34  # CONFIG SET: refused when it sets requirepass (the proxy's new connections), else passed
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -108,6 +110,9 @@ EXCEPTIONS = {
     "unwatch": (UNWATCH, UNWATCH),
     # WAIT waits for the writes of its own connection to replicate (`connection` category).
     "wait": (WAIT, WAIT),
+    # CONFIG SET requirepass would lock the proxy's own new connections out (handlers.config_set;
+    # a cluster's fan-out refuses it too).
+    "config|set": (CONFIG_SET, FANOUT),
     "waitaof": (WAIT, WAIT),
     # A cluster client's connection state the proxy keeps: it routes by slot itself.
     "readonly": (PIN, LOCAL_OK),
@@ -278,7 +283,7 @@ def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:
 # On a connection of the client's own these carry no state of their own, or are handled there.
 _KEPT_ON_OWN = {QUIT, CONTROL, CLIENT_KILL, SETINFO, MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT, LOGIN,
                 LOCKED, RESET, SUBCOMMAND, HELLO, REFUSE, FANOUT, SCAN, CLIENT_ID, CLIENT_GETNAME,
-                CLIENT_SETNAME, LOCAL_OK, TRACKING, NO_CLUSTER}
+                CLIENT_SETNAME, LOCAL_OK, TRACKING, NO_CLUSTER, CONFIG_SET}
 
 
 def own_action(action: int, lane) -> int:

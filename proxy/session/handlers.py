@@ -27,6 +27,7 @@ from .behaviour import (
     AUTH,
     CLIENT_ID,
     CLIENT_KILL,
+    CONFIG_SET,
     CONTROL,
     DISCARD,
     DRAIN,
@@ -147,6 +148,18 @@ def setinfo(session, batch, index: int) -> int:
     if not session.backend.knows("client|setinfo"):
         return forward_one(session, batch, index)
     session._local(errors.client_setinfo(args))
+    return index + 1
+
+
+def config_set(session, batch, index: int) -> int:
+    """CONFIG SET requirepass: the proxy's own new connections log in with the password of its
+    upstream settings and would get NOAUTH (BLPOP, MULTI... on a lent connection): refused with
+    the reason, and EXEC aborts after it in MULTI. Any other CONFIG SET goes to Redis."""
+    args = batch.commands[index]
+    if not any(arg.lower() == b"requirepass" for arg in args[2::2]):
+        return forward_one(session, batch, index)
+    session._local(errors.config_set_requirepass())
+    session.refused_in_transaction()
     return index + 1
 
 
@@ -538,6 +551,7 @@ def wait_(session, batch, index: int) -> int:
 
 STANDALONE = {
     **COMMON,
+    CONFIG_SET: config_set,
     PIN: pin,
     UNKNOWN: pin,  # a command the table does not know may change anything: a connection of its own
     LEASE: lease,

@@ -11,6 +11,7 @@ from proxy.session.behaviour import (
     CLIENT_ID,
     CLIENT_KILL,
     CLUSTER,
+    CONFIG_SET,
     CONTROL,
     FANOUT,
     LEASE,
@@ -84,6 +85,9 @@ def action(column: int, *words: str) -> int:
     # PING goes to Redis like any read (BUSY during a long script, SLOWLOG, commandstats).
     (["PING"], PASS, PASS),
     (["PING", "hello"], PASS, PASS),
+    # CONFIG SET: requirepass refused (the proxy's own connections); a cluster's on every node.
+    (["CONFIG", "SET", "maxmemory-samples", "5"], CONFIG_SET, FANOUT),
+    (["CONFIG", "GET", "maxmemory-samples"], PASS, FANOUT),
     # Safe on a shared connection: one reply, no state.
     (["ECHO", "x"], PASS, PASS),
     (["COMMAND", "DOCS", "get"], PASS, PASS),
