@@ -93,7 +93,7 @@ NAMES = {value: name for name, value in globals().items() if name.isupper() and 
 EXCEPTIONS = {
     # @connection, but stateless: one reply on any connection. PING goes to Redis like any read
     # (Redis answers BUSY during a long script, SLOWLOG and INFO commandstats count it; forwarded,
-    # it costs the proxy fewer instructions than an answer of its own: docs/notes/wt-ping.md).
+    # it costs the proxy fewer instructions than an answer of its own: micro_session.py --case PING-1).
     "ping": (PASS, PASS),
     "echo": (PASS, PASS),
     "command": (PASS, PASS),  # COMMAND and its subcommands (all @connection, all stateless)

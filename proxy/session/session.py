@@ -72,7 +72,6 @@ from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 log = logging.getLogger("redis_guard.server")
 
 
-
 # Replies in flight a client may have while its replies are small (or none has come yet): a reply
 # not yet arrived is counted as at least window / IN_FLIGHT bytes (`_budget`), so that whatever
 # small replies came before, at most this many unknown replies are ever on their way.
