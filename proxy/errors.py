@@ -63,6 +63,13 @@ def wrong_arity(full_name: str) -> bytes:
     return resp_error(f"ERR wrong number of arguments for '{full_name}' command")
 
 
+def config_set_requirepass() -> bytes:
+    """CONFIG SET requirepass through the proxy: its own new connections would be refused (NOAUTH)."""
+    return resp_error("ERR CONFIG SET requirepass is refused by Redis Guard: the proxy's own connections log in "
+                      "with the password of its upstream settings, and new ones would get NOAUTH; set the "
+                      "password on the servers directly and in the proxy's upstream settings, then reload it")
+
+
 def not_supported(args, kind: str) -> bytes:
     """A command that has no faithful meaning through the proxy in front of this kind of upstream."""
     name = args[0].decode("utf-8", "replace").upper()

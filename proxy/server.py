@@ -76,7 +76,6 @@ class Proxy:
         self.tenants = None
         self.bindings: dict = {}
         self.sessions: set[Session] = set()
-        self.monitors: set[Session] = set()  # those whose stream is a MONITOR's (PING goes to Redis then)
         self.tables: dict = {}
         self._next_spread = 0
         self.server = None

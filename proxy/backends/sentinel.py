@@ -178,9 +178,6 @@ class ParkingRoute(SharedRoute):
                 return
         self._park_or_send(session, batch.span(start, stop), stop - start, session)
 
-    def upstream_up(self) -> bool:
-        return not self.backend.parked and SharedRoute.upstream_up(self)
-
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         self._park_or_send(session, data, count, receiver)
 

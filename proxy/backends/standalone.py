@@ -22,7 +22,7 @@ from ..session.pause import Pauses, paused_table
 from ..session.session import Route
 from ..session.states import SHARED
 from ..session.streamend import stream_neutral
-from ..upstream.connection import CLOSED, READY
+from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
 
@@ -65,10 +65,6 @@ class SharedRoute(Route):
         conn.send(sent, pending)
         if conn.write_paused:
             session.wait_for_upstream(conn)
-
-    def upstream_up(self) -> bool:
-        conn = self.connection()
-        return conn is not None and conn.state is READY
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         conn = self.connection()

@@ -40,7 +40,6 @@ from ..session.behaviour import (
     NO_CLUSTER,
     NO_NAMES,
     PASS,
-    PONG,
     QUIT,
     RESET,
     SCAN,
@@ -62,7 +61,7 @@ from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
 from .handlers import CLUSTER as HANDLERS
 from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
-from .keyspace import fans_out, merge_for, merge_info_cluster
+from .keyspace import every_node, fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 from .sides import ClusterStreamRoute, close_sides
@@ -124,7 +123,7 @@ class ClusterBackend:
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind
         # Commands that leave no state on a lent connection (those that do close it after).
-        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN, PONG) and name not in ("select",)
+        self.safe = {name.encode(): action in (PASS, LEASE, FANOUT, SCAN) and name not in ("select",)
                      for name, action in actions.items()}
         self.names = {spec.name for spec in table.walk()}
         # Keyless commands to every master: how their replies merge (by name, 'script|load'...).
@@ -132,6 +131,8 @@ class ClusterBackend:
                        if fans_out(spec.name, spec.tips) or spec.name.encode() in KEYSPACE_FANOUT}
         if self.face == "cluster":
             self.merges[b"info"] = merge_info_cluster
+        # Of those, the ones whose state Redis keeps on each node: to the replicas too (`handlers.to_replicas`).
+        self.every_node = frozenset(spec.name.encode() for spec in table.walk() if every_node(spec.tips))
         self.deferred_route = DeferredRoute(self)
         self.shared_routes: dict[tuple, ClusterRoute] = {}
         self.spares: dict[tuple, SparePool] = {}

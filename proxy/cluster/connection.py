@@ -20,6 +20,8 @@ from ..routing.redirect import ClusterError, classify_error
 from ..upstream.connection import CLOSED, UpstreamConnection
 from ..upstream.pools import Opener, SharedPool
 
+NOSCRIPT = b"-NOSCRIPT"  # (scripts.NOSCRIPT, scripts.NO_FUNCTION: the router loads it and sends again)
+NO_FUNCTION = b"-ERR Function not found"
 RETRIED = (ClusterError.MOVED, ClusterError.ASK, ClusterError.TRYAGAIN, ClusterError.CLUSTERDOWN)
 KEYLESS = -1  # a RoutedPending's `slot` when its commands have no key (any master answers them)
 READONLY = (("READONLY",),)
@@ -237,6 +239,10 @@ class ClusterConnection(UpstreamConnection):
                         self.error_partial = None
                         if classify_error(error) in RETRIED:
                             self.router.redirected(self, entry, error)
+                            pos = end
+                            continue
+                        if (error.startswith(NOSCRIPT) or error.startswith(NO_FUNCTION)) and self.router.reload(
+                                self, entry, error):
                             pos = end
                             continue
                         entry.receiver.deliver(entry, error, 1)

@@ -23,11 +23,12 @@ without cluster support answers it, or, with `face: cluster`, as a one-node clus
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import hiredis
 
 from .. import errors
-from ..pending import Pending, Receiver
+from ..pending import Pending, Receiver, hidden
 from ..policy.engine import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
@@ -68,6 +69,8 @@ from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
 
+log = logging.getLogger("redis_guard.cluster")
+
 CLUSTER_MODE = b"$7\r\ncluster\r\n"
 STANDALONE_MODE = b"$10\r\nstandalone\r\n"
 CLUSTERDOWN = errors.resp_error("CLUSTERDOWN Hash slot not served")
@@ -105,17 +108,58 @@ def fanout(session, batch, index: int) -> int:
     if not masters:
         session._local(CLUSTER_IS_DOWN)
         return index + 1
-    merges = session.backend.merges
+    backend = session.backend
+    merges = backend.merges
     name = args[0].lower()
+    full = name + b"|" + args[1].lower() if len(args) > 1 else name
+    if full == b"config|set" and any(arg.lower() == b"requirepass" for arg in args[2::2]):
+        session._local(errors.config_set_requirepass())
+        return index + 1
     merge = merges.get(name, MERGES.get(name))
     if merge is None and len(args) > 1:
-        full = name + b"|" + args[1].lower()
         merge = merges.get(full)
         if merge is None:
             merge = merge_with_args(full.decode("latin-1"), args)
+    if name in (b"script", b"function"):  # what a node added later lacks (`scripts.Known`)
+        merge = backend.router.known.watching(args, merge)
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], merge)
+    if full in backend.every_node:
+        to_replicas(session, masters, data)
     return index + 1
+
+
+class ReplicaReply(Receiver):
+    """A replica's reply to a command sent to every node: not the client's (the masters' replies
+    are), logged when it is an error."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def deliver(self, entry, data: bytes, done: int) -> None:
+        if data[:1] in (b"-", b"!"):
+            log.warning("cluster replica %s refused a command sent to every node: %s", self.node,
+                        data.split(b"\r\n", 1)[0].decode("utf-8", "replace"))
+
+    def pending_failed(self, entry, error: bytes, partial: bool) -> None:
+        self.deliver(entry, error, 1)
+
+
+def to_replicas(session, masters, data: bytes) -> None:
+    """A command whose state Redis keeps on each node (`request_policy:all_nodes` that changes
+    something: SCRIPT LOAD/FLUSH, CONFIG SET...) to every replica too, on the shared read-only
+    connections, so that a replica promoted by a failover has it. Best effort: a replica that is
+    down or refuses it is logged, the client's reply is the masters'."""
+    router = session.backend.router_of(session)
+    for _node, slot in masters:
+        for replica in router.slotmap.replicas_for_slot(slot):
+            conn = router.pool(replica, session.protocol, True).get(session.spread % router.size)
+            if conn is None:
+                log.warning("cluster replica %s unreachable: a command sent to every node did not reach it", replica)
+                continue
+            conn.send(data, Pending(ReplicaReply(replica), 1, conn))
 
 
 NO_CLUSTER_SUPPORT = errors.resp_error("ERR This instance has cluster support disabled")
@@ -544,23 +588,34 @@ def lease(session, batch, index: int) -> int:
     if conn is None:
         return index + 1
     data = batch.span(index, index + 1)
-    session.send(conn, data, 1, LeaseReplies(session, data, 0))
+    known = session.backend.router.known
+    reload = (known.scripts or known.libraries) and batch.commands[index][0].lower() in RELOADED
+    session.send(conn, data, 1, LeaseReplies(session, data, 0, known if reload else None))
     return index + 1
 
 
+RELOADED = frozenset((b"evalsha", b"evalsha_ro", b"fcall", b"fcall_ro"))
+
+
 class LeaseReplies(Receiver):
-    """The reply of a command on a lent connection (a blocking command, a script): a -MOVED or
-    -ASK there (the slot moved and the proxy's map did not know yet; nothing ran) sends it again
-    on a connection lent by the node named, the map learning a MOVED, in the same place among the
-    client's replies. The client sees the reply, never the redirection (at most `max_redirects`)."""
+    """The reply of a command on a lent connection (a blocking command, a script).
 
-    __slots__ = ("session", "data", "redirects", "held")
+    A -MOVED or -ASK there (the slot moved and the proxy's map did not know yet; nothing ran)
+    sends it again on a connection lent by the node named, the map learning a MOVED, in the same
+    place among the client's replies. A NOSCRIPT or "Function not found" for a script or library
+    loaded through the proxy (`known`: the node was added, restarted or promoted since,
+    `scripts.Known`) has the proxy load it there and send the command again, once, on the same
+    connection. The client sees the reply, never the redirection (at most `max_redirects`) nor
+    the missing script."""
 
-    def __init__(self, session, data: bytes, redirects: int):
+    __slots__ = ("session", "data", "redirects", "held", "known")
+
+    def __init__(self, session, data: bytes, redirects: int, known=None):
         self.session = session
         self.data = data
         self.redirects = redirects
         self.held = b""
+        self.known = known
 
     def deliver(self, pending, data: bytes, done: int) -> None:
         session = self.session
@@ -571,7 +626,23 @@ class LeaseReplies(Receiver):
             self.held = b""
             if data.startswith((b"-MOVED ", b"-ASK ")) and self._again(pending, data):
                 return
+            if self.known is not None and self._reload(pending, data):
+                return
         session.deliver(pending, data, done)
+
+    def _reload(self, pending, error: bytes) -> bool:
+        known = self.known
+        loads = known.loads_for(self.data, error)
+        conn = pending.conn
+        if loads is None or conn is None or not conn.pending or conn.pending[0] is not pending:
+            return False
+        self.known = None  # (once: a second refusal is the client's)
+        conn.pending.popleft()
+        conn.restamp(pending, None)
+        log.info("cluster node %s lacked a script or function loaded through the proxy: loaded there", conn.address)
+        conn.send(loads, hidden(known.load_count(error)))
+        conn.send(self.data, pending)
+        return True
 
     def _again(self, pending, error: bytes) -> bool:
         session = self.session
@@ -594,7 +665,7 @@ class LeaseReplies(Receiver):
         old.owner = None
         session.own = conn
         session.route = backend.own_route(session, conn)
-        session.send(conn, self.data, 1, LeaseReplies(session, self.data, self.redirects + 1))
+        session.send(conn, self.data, 1, LeaseReplies(session, self.data, self.redirects + 1, self.known))
         session.deliver(pending, b"", 1)  # (after: the client's next commands go on waiting)
         backend.give_back(session, old)  # (it ran nothing: no state left on it)
         return True

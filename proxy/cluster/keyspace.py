@@ -280,6 +280,14 @@ def fans_out(name: str, tips) -> bool:
     return name in SPECIAL or "request_policy:all_shards" in tips or "request_policy:all_nodes" in tips
 
 
+def every_node(tips) -> bool:
+    """A keyless command whose state Redis keeps on each node, replicas included, and that changes it
+    (`request_policy:all_nodes` answered `all_succeeded`: SCRIPT LOAD/FLUSH, CONFIG SET, SLOWLOG
+    RESET, LATENCY RESET): to every replica too, so that a replica a failover promotes has it.
+    (FUNCTION LOAD/DELETE/FLUSH are `all_shards`: a master replicates functions to its replicas.)"""
+    return "request_policy:all_nodes" in tips and "response_policy:all_succeeded" in tips
+
+
 def merge_for(name: str, tips):
     """The merge of every master's reply to `name` (None: it takes the arguments)."""
     if name in SPECIAL:

@@ -31,7 +31,7 @@ from ..routing.redirect import CROSSSLOT
 from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from ..session.behaviour import both_cases
 from ..session.session import Route
-from ..upstream.connection import CLOSED, READY
+from ..upstream.connection import CLOSED
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
 from .scatter import scatter_stretch
@@ -394,11 +394,6 @@ class ClusterRoute(Route):
         conn.send(entry.sent, entry)
         if conn.write_paused:
             session.wait_for_upstream(conn)
-
-    def upstream_up(self) -> bool:
-        """A keyless command's connection (any master's, as `forward` picks it) is up."""
-        conn = self.router.connection(None, self.protocol, self.index)
-        return conn is not None and conn.state is READY
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         """What the policy sends instead of a command: to the owner of the command's slot."""

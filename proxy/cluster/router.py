@@ -9,6 +9,9 @@ of any node it knows, seeds last), one `NodePool` of shared, write-batched conne
   sent there, and a full refresh is scheduled.
 * `-ASK slot node`: `ASKING` then the command, on the importing node; the map does not change.
 * `-TRYAGAIN` (a multi-key command during a slot's migration): sent again after a back-off.
+* `-NOSCRIPT` to EVALSHA, "Function not found" to FCALL, from a node that lacks a script or
+  function library loaded through the proxy (`scripts.Known`): loaded there, then the command is
+  sent again on the same connection (`reload`).
 * `-CLUSTERDOWN` (the cluster refuses everything while a slot has no master, during a
   failover; nothing ran): sent again with a growing pause, at most `failover_timeout`.
 * A node that cannot be reached: requests that were never sent wait ("park") until a refresh
@@ -37,6 +40,7 @@ from ..routing.slots import SLOT_COUNT
 from ..tls import upstream_context
 from ..upstream.probe import ask
 from .connection import NodePool, RoutedPending
+from .scripts import Known
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -103,9 +107,11 @@ class ClusterRouter:
         # topology, one refresh loop; connections and parked requests of its own.
         self.leader = leader
         self.followers: list[ClusterRouter] = []
+        self.known = Known()  # scripts and function libraries loaded through the proxy (`reload`)
         if leader is not None:
             leader.followers.append(self)
             self.slotmap = leader.slotmap
+            self.known = leader.known
 
     # -- topology ----------------------------------------------------------------------------
 
@@ -337,6 +343,27 @@ class ClusterRouter:
             self.park(retry, conn.protocol, conn.index)
             return
         self._send_on(target, retry)
+
+    def reload(self, conn, entry: RoutedPending, error: bytes) -> bool:
+        """`conn` answered the next command of `entry` with NOSCRIPT or "Function not found": when
+        the proxy knows what is missing, it is loaded there and the command sent again after it on
+        `conn` (the client never sees the error). False: the error is the client's."""
+        done = entry.count - entry.remaining
+        loads = self.known.loads_for(entry.request(done), error)
+        if loads is None or entry.attempts >= self.max_redirects:
+            return False
+        if entry.count > 1:
+            retry = entry.owner.split_run(conn, entry)
+        else:
+            conn.pending.popleft()
+            conn.restamp(entry, None)
+            retry = entry
+        retry.attempts += 1
+        log.info("cluster node %s lacked a script or function loaded through the proxy: loaded there",
+                 conn.address)
+        conn.send(loads, hidden(self.known.load_count(error)))
+        self._send_on(conn, retry)
+        return True
 
     def moved(self, slot: int, node) -> None:
         """A node answered -MOVED: `slot` is `node`'s now, and the topology is looked at again."""

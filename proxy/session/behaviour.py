@@ -82,19 +82,20 @@ CLIENT_SETNAME = 29
 LOCAL_OK = 30  # READONLY, READWRITE, ASKING: +OK (the proxy routes by slot itself)
 # Standalone only:
 TRACKING = 31  # CLIENT TRACKING: pinned, its pushes go to the client apart from its paired replies
-# Both:
-PONG = 32  # PING on the shared connections: answered by the proxy while the connection is up
 # Cluster only:
 NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (the proxy's one face)
 CLIENT_INFO = 34  # CLIENT INFO/LIST: the proxy's own view of the client (cluster/clientinfo.py)
+# Standalone only:
+CONFIG_SET = 35  # CONFIG SET: refused when it sets requirepass (the proxy's new connections), else passed
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
 # -- the exceptions to the derived rules: (standalone, cluster), with the reason ---------------
 EXCEPTIONS = {
-    # @connection, but stateless: one reply on any connection. PING is what pools check a
-    # connection with (on every borrow, in some): the proxy answers it without a round trip.
-    "ping": (PONG, PONG),
+    # @connection, but stateless: one reply on any connection. PING goes to Redis like any read
+    # (Redis answers BUSY during a long script, SLOWLOG and INFO commandstats count it; forwarded,
+    # it costs the proxy fewer instructions than an answer of its own: micro_session.py --case PING-1).
+    "ping": (PASS, PASS),
     "echo": (PASS, PASS),
     "command": (PASS, PASS),  # COMMAND and its subcommands (all @connection, all stateless)
     # The proxy's own connection-state handling.
@@ -110,6 +111,9 @@ EXCEPTIONS = {
     "unwatch": (UNWATCH, UNWATCH),
     # WAIT waits for the writes of its own connection to replicate (`connection` category).
     "wait": (WAIT, WAIT),
+    # CONFIG SET requirepass would lock the proxy's own new connections out (handlers.config_set;
+    # a cluster's fan-out refuses it too).
+    "config|set": (CONFIG_SET, FANOUT),
     "waitaof": (WAIT, WAIT),
     # A cluster client's connection state the proxy keeps: it routes by slot itself.
     "readonly": (PIN, LOCAL_OK),
@@ -280,7 +284,7 @@ def check_columns(behaviour: Behaviour, column: int, handlers: dict) -> None:
 # On a connection of the client's own these carry no state of their own, or are handled there.
 _KEPT_ON_OWN = {QUIT, CONTROL, CLIENT_KILL, SETINFO, MULTI, EXEC, DISCARD, WATCH, UNWATCH, WAIT, LOGIN,
                 LOCKED, RESET, SUBCOMMAND, HELLO, REFUSE, FANOUT, SCAN, CLIENT_ID, CLIENT_GETNAME,
-                CLIENT_SETNAME, LOCAL_OK, TRACKING, NO_CLUSTER}
+                CLIENT_SETNAME, LOCAL_OK, TRACKING, NO_CLUSTER, CONFIG_SET}
 
 
 def own_action(action: int, lane) -> int:
@@ -290,7 +294,7 @@ def own_action(action: int, lane) -> int:
         return action
     if lane is STREAMING:  # (STREAM: a (P)UNSUBSCRIBE may end it, streamend.py; CLIENT's: `stream_table_extra`)
         return action if action in (QUIT, LOGIN, LOCKED, RESET, STREAM, TRACKING, CLIENT_KILL) else PASS
-    if action == PASS or action == LEASE or action == PONG:
+    if action == PASS or action == LEASE:
         return PASS
     if action in _KEPT_ON_OWN:
         return action

@@ -27,6 +27,7 @@ from .behaviour import (
     AUTH,
     CLIENT_ID,
     CLIENT_KILL,
+    CONFIG_SET,
     CONTROL,
     DISCARD,
     DRAIN,
@@ -38,7 +39,6 @@ from .behaviour import (
     MULTI,
     PASS,
     PIN,
-    PONG,
     PROMOTE,
     QUIT,
     REFUSE,
@@ -151,17 +151,15 @@ def setinfo(session, batch, index: int) -> int:
     return index + 1
 
 
-def pong(session, batch, index: int) -> int:
-    """PING alone in its read on the shared connections (a pool's check of a connection):
-    answered here, in order after the replies before it, while the connection it would go to is
-    up, so that it costs no round trip (twemproxy and Envoy answer it too). Else Redis answers
-    it: the connection is not up yet or is down (the client gets what any command gets then),
-    the arguments are not PING's (its arity error), or a client of the proxy monitors
-    (streamend.note_monitor). In a pipeline the dispatch loop sends it with its run."""
+def config_set(session, batch, index: int) -> int:
+    """CONFIG SET requirepass: the proxy's own new connections log in with the password of its
+    upstream settings and would get NOAUTH (BLPOP, MULTI... on a lent connection): refused with
+    the reason, and EXEC aborts after it in MULTI. Any other CONFIG SET goes to Redis."""
     args = batch.commands[index]
-    if len(args) > 2 or session.proxy.monitors or session.state.in_transaction or not session.route.upstream_up():
+    if not any(arg.lower() == b"requirepass" for arg in args[2::2]):
         return forward_one(session, batch, index)
-    session._local(errors.PONG if len(args) == 1 else b"$%d\r\n%s\r\n" % (len(args[1]), args[1]))
+    session._local(errors.config_set_requirepass())
+    session.refused_in_transaction()
     return index + 1
 
 
@@ -243,7 +241,6 @@ COMMON = {
     DRAIN: drain,
     REFUSE: refuse,
     SETINFO: setinfo,
-    PONG: pong,
 }
 
 
@@ -554,6 +551,7 @@ def wait_(session, batch, index: int) -> int:
 
 STANDALONE = {
     **COMMON,
+    CONFIG_SET: config_set,
     PIN: pin,
     UNKNOWN: pin,  # a command the table does not know may change anything: a connection of its own
     LEASE: lease,

@@ -18,16 +18,14 @@ from __future__ import annotations
 import time
 
 from ..pending import Receiver
-from .behaviour import LEASE, PASS, PONG, both_cases
+from .behaviour import LEASE, PASS, both_cases
 
 WRITE, ALL = "write", "all"
 
 
 def paused_table(behaviour, column: int) -> dict[bytes, int]:
-    """The shared lane's table while Redis holds back writes. PING goes to Redis then: under
-    CLIENT PAUSE ALL, Redis holds it back too."""
-    return both_cases({name: LEASE if action == PASS and name in behaviour.pause_writes else
-                       PASS if action == PONG else action
+    """The shared lane's table while Redis holds back writes."""
+    return both_cases({name: LEASE if action == PASS and name in behaviour.pause_writes else action
                        for name, action in behaviour.actions[column].items()})
 
 

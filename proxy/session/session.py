@@ -50,7 +50,7 @@ from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, gone, verdicts
-from .behaviour import PASS, PONG
+from .behaviour import PASS
 from .classes import key_class, same_class
 from .guard import Guard
 from .states import (
@@ -71,8 +71,6 @@ from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
 
 log = logging.getLogger("redis_guard.server")
 
-
-PING_TALLY = live.tally(b"ping")  # PING's count where it is passed on with its run (Session._run)
 
 # Replies in flight a client may have while its replies are small (or none has come yet): a reply
 # not yet arrived is counted as at least window / IN_FLIGHT bytes (`_budget`), so that whatever
@@ -123,11 +121,6 @@ class Route:
     def hidden(self, session, args, commands) -> None:
         """Commands the policy adds after `args`, their replies seen by nobody."""
         raise NotImplementedError
-
-    def upstream_up(self) -> bool:
-        """Would a command sent now go to a connection that is up (PING's local answer: the
-        proxy says PONG only for an upstream it is connected to)? No, unless a route knows."""
-        return False
 
 
 class Session(Receiver):
@@ -242,7 +235,6 @@ class Session(Receiver):
         metrics.CLIENTS.dec()
         self.state.to("lost")
         self.proxy.sessions.discard(self)
-        self.proxy.monitors.discard(self)
         self._release_upstreams()
         self.backend.session_closed(self)
         own, self.own = self.own, None
@@ -422,14 +414,6 @@ class Session(Receiver):
                 self.units_out += units  # (what goes upstream only: a refusal waits for no reply)
                 index += 1
                 continue
-            if action == PONG and count > 1:
-                # PING in a pipeline goes to Redis with its run: one more reply in a write made
-                # anyway, where the proxy's own would be a write of its own (handlers.pong).
-                tally = PING_TALLY
-                tally.n += 1
-                self.units_out += units
-                index += 1
-                continue
             if start < index:
                 self.route.forward(self, batch, start, index)
             try:
@@ -565,7 +549,6 @@ class Session(Receiver):
         self.inflight -= 1
         conn = stream.conn
         conn.stream_ended(stream)
-        self.proxy.monitors.discard(self)
         self.backend.stream_ended(self, conn)
 
     def release_lease(self) -> None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hiredis
 
-from .behaviour import LEASE, PASS, PONG
+from .behaviour import LEASE, PASS
 from .states import NONE, STREAM_END, STREAMING
 from .streamorder import StreamOrder, turns_replies_off
 
@@ -91,7 +91,7 @@ def stream_neutral(actions: dict) -> frozenset:
     """The names (lower-case bytes) that keep a stream of subscriptions able to end: what the
     backend would send on a shared connection (`actions`: a backend column's name -> action)."""
     return frozenset(name.encode() for name, action in actions.items()
-                     if action in (PASS, LEASE, PONG) and name != "select") | SUBSCRIBING | UNSUBSCRIBING
+                     if action in (PASS, LEASE) and name != "select") | SUBSCRIBING | UNSUBSCRIBING
 
 
 def _ends_for_good(args) -> bool:
@@ -198,18 +198,10 @@ def no_new_stream(session, batch, index: int):
     return index + 1
 
 
-def note_monitor(session, args) -> None:
-    """MONITOR on the client's stream: until its stream ends or it leaves, every PING goes to
-    Redis (handlers.pong), so that what the proxy's clients send shows in the monitor."""
-    if args[0].lower() == b"monitor":
-        session.proxy.monitors.add(session)
-
-
 def start(session, batch, index: int) -> int:
     """A stream starts on the client's own connection with commands[index]. One that starts
     with a (P)UNSUBSCRIBE may be over at once (nothing was subscribed): its count is watched."""
     args = batch.commands[index]
-    note_monitor(session, args)
     if ends_with_subscriptions(session, args):
         if args[0].lower() in UNSUBSCRIBING:
             return session.stream_on_own(batch, index, UNSUBSCRIBED, SubscriptionWatch(session))
@@ -221,7 +213,6 @@ def on_stream(session, batch, index: int) -> int:
     """A command of the stream family from a client that streams already: a (P)UNSUBSCRIBE that
     may end its stream is watched, the client's next commands waiting for the count it leaves;
     anything else goes on the stream (`StreamRoute`, `passes`)."""
-    note_monitor(session, batch.commands[index])
     if (session.stream_ends == UNSUBSCRIBED and not session.replies_unsure
             and batch.commands[index][0].lower() in UNSUBSCRIBING):
         StreamOrder.of(session, session.stream).watched(batch.span(index, index + 1), SubscriptionWatch(session))

@@ -81,7 +81,7 @@ from proxy.cluster.keyspace import (  # noqa: E402
     merge_with_args,
 )
 from proxy.commands.table import CommandTable  # noqa: E402
-from proxy.session.behaviour import FANOUT, NO_CLUSTER, PONG, SCAN, WAIT, Behaviour  # noqa: E402
+from proxy.session.behaviour import FANOUT, NO_CLUSTER, PASS, SCAN, WAIT, Behaviour  # noqa: E402
 
 TABLE = CommandTable.from_snapshot()
 
@@ -107,7 +107,7 @@ def test_tips_are_read_from_the_snapshot():
     ("script|load", FANOUT), ("script|exists", FANOUT), ("config|set", FANOUT), ("config|get", FANOUT),
     ("slowlog|get", FANOUT), ("latency|latest", FANOUT), ("info", FANOUT), ("function|load", FANOUT),
     ("cluster|slots", NO_CLUSTER), ("cluster|nodes", NO_CLUSTER),
-    ("ping", PONG), ("scan", SCAN), ("wait", WAIT),  # their own handling stays
+    ("ping", PASS), ("scan", SCAN), ("wait", WAIT),  # their own handling stays (PING: to one master)
 ])
 def test_cluster_column(name, action):
     behaviour = Behaviour(TABLE)

@@ -172,7 +172,8 @@ def test_connection_state_answered_for_one_server(client):
     assert client.info("server")["redis_version"]
 
 
-def test_ping_is_answered_by_the_proxy_while_a_masters_connection_is_up(client, redis_cluster):
+def test_ping_goes_to_a_master(client, redis_cluster):
+    """PING is Redis's to answer, as any keyless read (BUSY during a long script, counted there)."""
     masters = redis_cluster.masters()  # (the fixture checks its own connections with PING)
 
     def pings() -> int:
@@ -182,16 +183,15 @@ def test_ping_is_answered_by_the_proxy_while_a_masters_connection_is_up(client, 
                 found += direct.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)
         return found
 
-    # Up: the connection to the key's owner, and the one a keyless command goes to (the first PING
-    # that needs it opens it and goes there).
     assert client.get("ping:warm") is None and client.ping() is True
     before = pings()
     for _ in range(3):
         assert client.ping() is True
-    assert pings() == before
+    assert pings() >= before + 3
+    before = pings()
     with client.pipeline(transaction=False) as pipe:  # (in a pipeline, with its run)
         assert pipe.ping().set("ping:k", "v").ping().get("ping:k").execute() == [True, True, True, b"v"]
-    assert pings() == before + 2
+    assert pings() >= before + 2
 
 
 def test_pubsub_and_sharded_pubsub(cluster_proxy):

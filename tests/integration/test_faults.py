@@ -261,16 +261,19 @@ def test_no_upstream_configured_starts_a_local_redis(tmp_path):
 def test_auth_after_requirepass_is_set(own_redis, own_proxy, protocol):
     """A client's AUTH is the proxy's to answer, against its URL's credentials (none here: Redis's
     reply for that), and never reaches Redis (issue 49); the proxy's connections, authenticated
-    before the password was set, go on."""
+    before the password was set, go on. (Set on the server: through the proxy CONFIG SET
+    requirepass is refused, test_config_requirepass.py.)"""
     client = redis.Redis(port=own_proxy.port, protocol=protocol, db=2, single_connection_client=True)
+    admin = redis.Redis(port=own_redis.port, single_connection_client=True)  # (logged in before the password)
     client.set("auth:k", "v")
-    client.config_set("requirepass", "pw")
+    admin.config_set("requirepass", "pw")
     try:
         with pytest.raises(redis.exceptions.AuthenticationError, match="without any password configured"):
             client.auth("pw")
         assert client.get("auth:k") == b"v"  # still in database 2
     finally:
-        client.config_set("requirepass", "")
+        admin.config_set("requirepass", "")
+        admin.close()
 
 
 def test_server_refusal_at_start_up_reaches_the_client(tmp_path):

@@ -1,19 +1,24 @@
-"""PING alone in its read on the shared connections: answered by the proxy while its upstream
-connection is up, byte for byte as Redis answers it; Redis answers it otherwise (in a pipeline,
-while a client monitors...)."""
+"""PING goes to Redis like any read, and is answered as Redis answers it: byte for byte (with and
+without its argument, RESP2 and RESP3, inside MULTI, on a subscribed RESP2 connection), BUSY
+while a script runs too long, and counted in SLOWLOG and INFO commandstats."""
 
 import socket
+import threading
 import time
 
 import pytest
 import redis
 
-from tests.servers import exchange, exchange_batches, read_until_quiet, wait_for
+from tests.servers import exchange, exchange_batches, read_until_quiet
 
 PINGS = (b"*1\r\n$4\r\nPING\r\n",
          b"*2\r\n$4\r\nping\r\n$5\r\nhello\r\n",
          b"*2\r\n$4\r\nPING\r\n$0\r\n\r\n",
          b"PING\r\n")  # inline, as redis-cli and nc send it
+
+# Runs until its argument's seconds have passed (redis.call('TIME') is allowed in a script).
+BUSY_SCRIPT = ("local start = tonumber(redis.call('TIME')[1]) "
+               "while tonumber(redis.call('TIME')[1]) - start < tonumber(ARGV[1]) do end return 1")
 
 
 def pings_at(port: int) -> int:
@@ -25,17 +30,22 @@ def pings_at(port: int) -> int:
         client.close()
 
 
-def test_ping_is_answered_by_the_proxy_as_redis_answers_it(redis_server, proxy):
+def test_ping_reaches_redis_and_is_answered_byte_for_byte(redis_server, proxy):
     through = redis.Redis(port=proxy.port, protocol=2)
     resp3 = redis.Redis(port=proxy.port, protocol=3)
-    # The shared connections of both protocols are up (before, a PING goes to Redis: the next test).
     assert through.get("ping:warm") is None and resp3.get("ping:warm") is None
     before = pings_at(redis_server.port)
-    for _ in range(20):
+    for _ in range(10):
         assert through.ping() is True and resp3.ping() is True
+    assert pings_at(redis_server.port) == before + 20
     for ping in PINGS:  # one read each, on one connection
+        before = pings_at(redis_server.port)
         assert exchange_batches(proxy.port, [ping])[0][0] == exchange(redis_server.port, ping)[0]
-    assert pings_at(redis_server.port) == before + len(PINGS)  # the direct exchanges' only
+        assert pings_at(redis_server.port) == before + 2  # the proxy's and the direct one
+    hello3 = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"
+    for ping in PINGS[:2]:  # RESP3: the same replies
+        via, direct = (exchange_batches(port, [hello3, ping])[1] for port in (proxy.port, redis_server.port))
+        assert via == direct
     through.close()
     resp3.close()
 
@@ -44,64 +54,71 @@ def test_ping_is_answered_by_the_proxy_as_redis_answers_it(redis_server, proxy):
     [b"*3\r\n$4\r\nPING\r\n$1\r\na\r\n$1\r\nb\r\n"],  # Redis's arity error
     [b"*1\r\n$5\r\nMULTI\r\n", b"*1\r\n$4\r\nPING\r\n", b"*1\r\n$4\r\nEXEC\r\n"],  # EXEC's reply holds PONG
     [b"*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$10\r\nabsent:key\r\n"],  # a pipeline: with its run
+    # A subscribed RESP2 connection: Redis answers *2 pong <argument>.
+    [b"*2\r\n$9\r\nSUBSCRIBE\r\n$6\r\nping:c\r\n", b"*1\r\n$4\r\nPING\r\n", b"*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n"],
 ])
-def test_ping_that_redis_must_answer_reaches_it(redis_server, proxy, batches):
-    redis.Redis(port=proxy.port, protocol=2).ping()  # (the shared connection is up: not why it reaches Redis)
+def test_ping_in_any_state_is_answered_as_redis_answers_it(redis_server, proxy, batches):
     before = pings_at(redis_server.port)
     through = exchange_batches(proxy.port, batches)
-    assert pings_at(redis_server.port) == before + 1
+    pinged = sum(batch.count(b"PING") for batch in batches)
+    assert pings_at(redis_server.port) == before + pinged
     assert through == exchange_batches(redis_server.port, batches)
 
 
-def test_a_ping_before_its_shared_connection_is_up_reaches_redis(own_redis, own_proxy):
-    before = pings_at(own_redis.port)
-    assert exchange(own_proxy.port, b"*1\r\n$4\r\nPING\r\n")[0] == b"+PONG\r\n"  # (the first: it opens the connection)
-    assert pings_at(own_redis.port) == before + 1
-    assert exchange(own_proxy.port, b"*1\r\n$4\r\nPING\r\n")[0] == b"+PONG\r\n"
-    assert pings_at(own_redis.port) == before + 1
+def test_ping_during_a_busy_script_answers_busy_as_redis_does(own_redis, own_proxy):
+    """Redis answers BUSY to every command but a few while a script runs past busy-reply-threshold:
+    a pool's PING through the proxy learns it as a direct one does (from a script run directly or
+    through the proxy)."""
+    admin = redis.Redis(port=own_redis.port)
+    admin.config_set("lua-time-limit", 100)  # (busy-reply-threshold's older name: 7.0 knows both)
+    through = redis.Redis(port=own_proxy.port)
+    assert through.ping() is True
+    for runner_port in (own_redis.port, own_proxy.port):
+        ran = []
+        runner = threading.Thread(target=lambda port=runner_port, ran=ran: ran.append(
+            redis.Redis(port=port, socket_timeout=20).eval(BUSY_SCRIPT, 0, 3)))
+        runner.start()
+        deadline = time.monotonic() + 10
+        direct = b""
+        while time.monotonic() < deadline and not direct.startswith(b"-BUSY"):
+            time.sleep(0.05)
+            direct = exchange(own_redis.port, PINGS[0])[0]
+        assert direct.startswith(b"-BUSY"), direct
+        assert exchange_batches(own_proxy.port, [PINGS[0]])[0][0] == direct
+        assert exchange_batches(own_proxy.port, [PINGS[1]])[0][0] == direct
+        runner.join(20)
+        assert ran == [1]
+        assert through.ping() is True  # once the script is over
+    through.close()
+    admin.close()
 
 
-def test_while_a_client_monitors_ping_reaches_redis_and_shows(redis_server, proxy):
+def test_ping_shows_in_slowlog_and_commandstats(own_redis, own_proxy):
+    admin = redis.Redis(port=own_redis.port)
+    admin.config_set("slowlog-log-slower-than", 0)
+    admin.slowlog_reset()
+    through = redis.Redis(port=own_proxy.port)
+    assert through.ping() is True
+    assert exchange(own_proxy.port, b"PING slow\r\n")[0] == b"$4\r\nslow\r\n"
+    logged = [entry["command"] for entry in admin.slowlog_get(128)]
+    assert b"PING" in logged and b"PING slow" in logged
+    assert admin.info("commandstats")["cmdstat_ping"]["calls"] >= 2
+    through.close()
+    admin.close()
+
+
+def test_ping_shows_in_monitor(redis_server, proxy):
     other = redis.Redis(port=proxy.port)
     assert other.ping() is True
-    watcher = redis.Redis(port=proxy.port)
-    with watcher.monitor() as monitor:
-        before = pings_at(redis_server.port)
-        assert other.ping() is True
-        seen = []  # (the proxy's own commands and INFO show too)
-        while "PING" not in seen and len(seen) < 20:
-            seen.append(monitor.next_command()["command"])
-        assert "PING" in seen
-        assert pings_at(redis_server.port) == before + 1
-    watcher.close()
-
-    def answered_here_again() -> bool:  # once the proxy has seen the monitor's connection close
-        before = pings_at(redis_server.port)
-        other.ping()
-        return pings_at(redis_server.port) == before
-
-    wait_for(answered_here_again, 10, "PING answered by the proxy after the monitor left")
-    other.close()
-
-
-def test_a_monitor_that_reset_ended_no_longer_sends_ping_to_redis(redis_server, proxy):
-    other = redis.Redis(port=proxy.port, protocol=2)
-    assert other.ping() is True
-
-    def reaches_redis() -> bool:
-        before = pings_at(redis_server.port)
-        other.ping()
-        return pings_at(redis_server.port) == before + 1
-
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as watcher:
         watcher.sendall(b"MONITOR\r\n")
         assert read_until_quiet(watcher, 3, 0.2)[0].startswith(b"+OK\r\n")
-        assert reaches_redis()
-        watcher.sendall(b"RESET\r\n")
-        assert read_until_quiet(watcher, 3, 0.3)[0].endswith(b"+RESET\r\n")
-        wait_for(lambda: not reaches_redis(), 10, "PING answered by the proxy once the monitor's RESET is done")
-        watcher.sendall(b"PING\r\n")  # (the connection is an ordinary one again)
-        assert read_until_quiet(watcher, 3, 0.2)[0] == b"+PONG\r\n"
+        assert exchange(proxy.port, b"PING seen-by-monitor\r\n")[0] == b"$15\r\nseen-by-monitor\r\n"
+        seen = b""
+        deadline = time.monotonic() + 5
+        while b'"seen-by-monitor"' not in seen and time.monotonic() < deadline:
+            seen += read_until_quiet(watcher, 1, 0.2)[0]
+        assert b'"PING" "seen-by-monitor"' in seen
     other.close()
 
 
@@ -110,11 +127,11 @@ def test_ping_gets_no_pong_while_redis_is_down(own_redis, own_proxy):
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
+    from tests.servers import wait_for
+
     client = redis.Redis(port=own_proxy.port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
     assert client.ping() is True
     own_redis.stop()
-    with pytest.raises(redis.ConnectionError):
-        client.get("ping:k")  # (the proxy has seen its connection go)
     for _ in range(3):
         started = time.monotonic()
         with pytest.raises(redis.ConnectionError):

@@ -12,13 +12,13 @@ from proxy.session.behaviour import (
     CLIENT_INFO,
     CLIENT_KILL,
     CLUSTER,
+    CONFIG_SET,
     CONTROL,
     FANOUT,
     LEASE,
     LOCAL_OK,
     PASS,
     PIN,
-    PONG,
     PROMOTE,
     REFUSE,
     SETINFO,
@@ -83,8 +83,12 @@ def action(column: int, *words: str) -> int:
     (["READONLY"], PIN, LOCAL_OK),
     (["CLIENT", "BOGUS"], PIN, REFUSE),
     (["NOTACOMMAND"], UNKNOWN, UNKNOWN),
-    # Answered by the proxy on the shared connections (a pool's check of a connection).
-    (["PING"], PONG, PONG),
+    # PING goes to Redis like any read (BUSY during a long script, SLOWLOG, commandstats).
+    (["PING"], PASS, PASS),
+    (["PING", "hello"], PASS, PASS),
+    # CONFIG SET: requirepass refused (the proxy's own connections); a cluster's on every node.
+    (["CONFIG", "SET", "maxmemory-samples", "5"], CONFIG_SET, FANOUT),
+    (["CONFIG", "GET", "maxmemory-samples"], PASS, FANOUT),
     # Safe on a shared connection: one reply, no state.
     (["ECHO", "x"], PASS, PASS),
     (["COMMAND", "DOCS", "get"], PASS, PASS),
@@ -136,8 +140,6 @@ def test_every_command_has_a_cluster_behaviour():
     (PIN, PINNED, PASS), (LEASE, PINNED, PASS), (UNKNOWN, PINNED, PASS), (STREAM, PINNED, STREAM),
     (PIN, STREAMING, PASS), (CONTROL, STREAMING, PASS), (behaviour.QUIT, STREAMING, behaviour.QUIT),
     (PIN, SHARED, PIN),
-    # PING is answered by the proxy on the shared connections only: elsewhere it goes with the rest.
-    (PONG, SHARED, PONG), (PONG, LEASED, PASS), (PONG, PINNED, PASS), (PONG, STREAMING, PASS),
 ])
 def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
     assert own_action(shared, lane) == expected
@@ -145,7 +147,7 @@ def test_actions_on_a_connection_of_the_clients_own(shared, lane, expected):
 
 @pytest.mark.parametrize("column", [STANDALONE, CLUSTER])
 def test_ping_goes_to_redis_while_a_pause_is_known(column):
-    """Under CLIENT PAUSE ALL Redis holds PING back too: the proxy does not answer for it."""
+    """Under CLIENT PAUSE ALL Redis holds PING back too: it goes there as always."""
     paused = paused_table(BEHAVIOUR, column)
     assert paused[b"ping"] == paused[b"PING"] == PASS
     assert paused[b"set"] == LEASE and paused[b"get"] == PASS

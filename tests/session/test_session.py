@@ -15,7 +15,7 @@ from proxy.monitor import live
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING
-from proxy.upstream.connection import CONNECTING, READY, UpstreamConnection
+from proxy.upstream.connection import UpstreamConnection
 from tests.servers import parse_all
 from tests.session.fakes import Transport, open_fakes
 
@@ -256,50 +256,34 @@ def test_commands_passed_on_are_forwarded_and_counted_alike_alone_or_pipelined(r
 
 
 def pings() -> int:
-    """PINGs counted, passed on or answered here (counted by name, as every command the loop handles)."""
+    """PINGs counted (by name, as every command the loop handles)."""
     return live.tally(b"ping").n + sum(n for name, n in live.NAMES.items() if name.lower() == b"ping")
 
 
-def test_ping_alone_is_answered_by_the_proxy_in_its_place_while_the_shared_connection_is_up(rig):
-    """A pool's check of a connection costs no round trip; its reply keeps its place."""
+def test_ping_goes_to_redis_like_any_read(rig):
+    """Alone in its read or in a pipeline, with or without its argument: on the shared
+    connection, its reply Redis's (BUSY during a long script), in its place."""
     count = pings()
     rig.send([b"PING"])
     conn = rig.shared()
-    assert replies(rig) == [b"PONG"] and rig.sent(conn) == [] and not rig.session.queue
-    rig.send([b"GET", b"a"])
-    for ping in ([b"ping", b"hello"], [b"PING"], [b"PING", b""]):  # one read each, behind GET a
-        rig.send(ping)
-    assert rig.sent(conn) == [[b"GET", b"a"]] and replies(rig) == []
-    rig.answer(conn, b"$1\r\n1\r\n")
-    assert replies(rig) == [b"1", b"hello", b"PONG", b""]
-    assert pings() - count == 4
-    assert not rig.session.queue and rig.session.inflight == 0 and rig.session.state.lane is SHARED
-
-
-def test_ping_in_a_pipeline_goes_to_redis_with_its_run(rig):
-    """There its reply is one more in a write made anyway; the proxy's own would be a write of its own."""
-    count = pings()
-    rig.send([b"PING"], [b"GET", b"a"], [b"ping", b"hello"], [b"PING"])
-    conn = rig.shared()
-    assert rig.sent(conn) == [[b"PING"], [b"GET", b"a"], [b"ping", b"hello"], [b"PING"]]
-    assert len(rig.session.queue) == 1
-    rig.answer(conn, b"+PONG\r\n$1\r\n1\r\n$5\r\nhello\r\n+PONG\r\n")
-    assert replies(rig) == [b"PONG", b"1", b"hello", b"PONG"]
-    assert pings() - count == 3
-
-
-def test_ping_goes_to_redis_when_its_connection_is_not_up_or_its_arguments_are_not_pings(rig):
-    conn = rig.shared()
-    rig.send([b"PING", b"a", b"b"])  # Redis answers the arity error
-    assert rig.sent(conn) == [[b"PING", b"a", b"b"]]
-    rig.answer(conn, b"-ERR wrong number of arguments for 'ping' command\r\n")
-    conn.state = CONNECTING
-    rig.send([b"PING"])
-    assert rig.sent(conn) == [[b"PING"]]
-    conn.state = READY
+    assert rig.sent(conn) == [[b"PING"]] and replies(rig) == []
     rig.answer(conn, b"+PONG\r\n")
+    assert replies(rig) == [b"PONG"]
+    rig.send([b"GET", b"a"])
+    for ping in ([b"ping", b"hello"], [b"PING"], [b"PING", b"a", b"b"]):  # one read each, behind GET a
+        rig.send(ping)
+    assert rig.sent(conn) == [[b"GET", b"a"], [b"ping", b"hello"], [b"PING"], [b"PING", b"a", b"b"]]
+    rig.answer(conn, b"$1\r\n1\r\n$5\r\nhello\r\n-BUSY Redis is busy running a script.\r\n"
+                     b"-ERR wrong number of arguments for 'ping' command\r\n")
     got = replies(rig)
-    assert isinstance(got[0], hiredis.ReplyError) and "wrong number" in str(got[0]) and got[1:] == [b"PONG"]
+    assert got[:2] == [b"1", b"hello"] and isinstance(got[2], hiredis.ReplyError) and "BUSY" in str(got[2])
+    assert "wrong number" in str(got[3])
+    rig.send([b"PING"], [b"GET", b"a"], [b"PING"])
+    assert rig.sent(conn) == [[b"PING"], [b"GET", b"a"], [b"PING"]]
+    rig.answer(conn, b"+PONG\r\n$1\r\n1\r\n+PONG\r\n")
+    assert replies(rig) == [b"PONG", b"1", b"PONG"]
+    assert pings() - count == 6
+    assert not rig.session.queue and rig.session.inflight == 0 and rig.session.state.lane is SHARED
 
 
 def test_ping_on_a_connection_of_the_clients_own_goes_there(rig):

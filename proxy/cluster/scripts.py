@@ -1,0 +1,142 @@
+"""The scripts and function libraries clients loaded through the proxy in front of a cluster,
+kept so that a node that lacks them gets them (sans I/O).
+
+`SCRIPT LOAD` and `FUNCTION LOAD` go to every master (`handlers.fanout`); a node that was not
+there then (a master added by resharding, a node restarted with an empty script cache, a replica
+promoted that never got a script: Redis does not replicate the script cache) answers `EVALSHA`
+with NOSCRIPT and `FCALL` with "Function not found". `Known` keeps what was loaded, as the
+merged reply said it was (`noted`), and forgets it on SCRIPT FLUSH, FUNCTION DELETE, FUNCTION
+FLUSH and FUNCTION RESTORE ... FLUSH; when a node answers so, the router loads it there and sends
+the command again on the same connection (`ClusterRouter.reload`), as redis-py's cluster client
+does, so the client never sees the error. Bounded: at most `MAX_BYTES` of bodies and code and
+`MAX_ENTRIES` entries; past that, a new script or library is not kept (its NOSCRIPT shows, as
+in front of a cluster without the proxy). Per worker process: a worker that did not see the load
+(another worker's client loaded it) does not know the body either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import hiredis
+
+log = logging.getLogger("redis_guard.cluster")
+
+MAX_BYTES = 4 << 20  # bodies and library code kept, in bytes
+MAX_ENTRIES = 10_000  # scripts and libraries kept
+
+NOSCRIPT = b"-NOSCRIPT"
+NO_FUNCTION = b"-ERR Function not found"
+
+
+def _bulk(reply: bytes) -> bytes | None:
+    """The text of a bulk string reply, None for anything else."""
+    if reply[:1] != b"$":
+        return None
+    head, _, rest = reply.partition(b"\r\n")
+    try:
+        size = int(head[1:])
+    except ValueError:
+        return None
+    return rest[:size] if size >= 0 else None
+
+
+class Known:
+    """sha (lower-case hex bytes) -> script body; library name -> its code."""
+
+    __slots__ = ("scripts", "libraries", "size", "full_logged")
+
+    def __init__(self):
+        self.scripts: dict[bytes, bytes] = {}
+        self.libraries: dict[bytes, bytes] = {}
+        self.size = 0
+        self.full_logged = False
+
+    def _fits(self, size: int) -> bool:
+        if self.size + size <= MAX_BYTES and len(self.scripts) + len(self.libraries) < MAX_ENTRIES:
+            return True
+        if not self.full_logged:
+            self.full_logged = True
+            log.warning("cluster: more scripts and function libraries loaded than the proxy keeps (%d bytes, %d "
+                        "entries): a node added or restarted later may answer NOSCRIPT for the others",
+                        MAX_BYTES, MAX_ENTRIES)
+        return False
+
+    def noted(self, args, reply: bytes) -> None:
+        """A SCRIPT or FUNCTION command went to every master and `reply` is the client's (merged)."""
+        if reply[:1] in (b"-", b"!") or len(args) < 2:
+            return
+        sub = args[1].lower()
+        if args[0].lower() == b"script":
+            if sub == b"load" and len(args) == 3:
+                body = bytes(args[2])
+                sha = hashlib.sha1(body).hexdigest().encode()
+                if sha not in self.scripts and self._fits(len(body)):
+                    self.scripts[sha] = body
+                    self.size += len(body)
+            elif sub == b"flush":
+                self.size -= sum(map(len, self.scripts.values()))
+                self.scripts.clear()
+            return
+        if sub == b"load":
+            name = _bulk(reply)
+            if name is None or len(args) < 3:
+                return
+            code = bytes(args[-1])
+            self._forget_library(name)
+            if self._fits(len(code)):
+                self.libraries[name] = code
+                self.size += len(code)
+        elif sub == b"delete" and len(args) == 3:
+            self._forget_library(bytes(args[2]))
+        elif sub == b"flush" or (sub == b"restore" and len(args) > 3 and args[3].lower() == b"flush"):
+            self.size -= sum(map(len, self.libraries.values()))
+            self.libraries.clear()
+
+    def _forget_library(self, name: bytes) -> None:
+        code = self.libraries.pop(name, None)
+        if code is not None:
+            self.size -= len(code)
+
+    def watching(self, args, merge):
+        """`merge`, noting its reply (a fan-out of SCRIPT/FUNCTION)."""
+        def merged(replies) -> bytes:
+            reply = merge(replies)
+            self.noted(args, reply)
+            return reply
+        return merged
+
+    def loads_for(self, request: bytes, error: bytes) -> bytes | None:
+        """A node answered `request` (one command's bytes) with `error`: the hidden commands that
+        load there what it lacks, None when that is not a missing script or function the proxy
+        knows."""
+        if error.startswith(NOSCRIPT):
+            if not self.scripts:
+                return None
+            args = _command(request)
+            if args is None or len(args) < 2 or args[0].lower() not in (b"evalsha", b"evalsha_ro"):
+                return None
+            body = self.scripts.get(args[1].lower())
+            return None if body is None else hiredis.pack_command((b"SCRIPT", b"LOAD", body))
+        if error.startswith(NO_FUNCTION) and self.libraries:
+            args = _command(request)
+            if args is None or args[0].lower() not in (b"fcall", b"fcall_ro"):
+                return None
+            return b"".join(hiredis.pack_command((b"FUNCTION", b"LOAD", b"REPLACE", code))
+                            for code in self.libraries.values())
+        return None
+
+    def load_count(self, error: bytes) -> int:
+        """How many replies the commands of `loads_for` make."""
+        return 1 if error.startswith(NOSCRIPT) else len(self.libraries)
+
+
+def _command(request: bytes):
+    reader = hiredis.Reader()
+    reader.feed(request)
+    try:
+        args = reader.gets()
+    except hiredis.ProtocolError:
+        return None
+    return args if isinstance(args, list) and args else None
