@@ -18,6 +18,7 @@ import time
 from ..session.behaviour import strict_int
 from ..session.states import CLOSED
 from ..session.tracking import same_client
+from .sides import monitoring
 
 __all__ = ["View", "line", "client_info", "client_list", "view_of", "same_sessions", "lines_of"]
 
@@ -111,7 +112,7 @@ def view_of(session, cmd: str = "NULL") -> View:
     laddr = transport.get_extra_info("sockname") if transport is not None else None
     subscriptions = session.pubsub
     flags = ""
-    if session.proxy.monitors and session in session.proxy.monitors:
+    if monitoring(session):
         flags += "O"
     if subscriptions is not None and subscriptions.active:
         flags += "P"

@@ -86,6 +86,12 @@ def _behind(session, conn) -> None:
         conn.pause_for(session)
 
 
+def monitoring(session) -> bool:
+    """The client's stream began with MONITOR (its lines come from every master)."""
+    sides = session.backend.sides.get(session)
+    return sides is not None and sides.monitoring
+
+
 class Sides:
     """One streaming client's connections aside (by master)."""
 
@@ -681,7 +687,7 @@ class Elsewhere(Resolve):
             self.session.loop.call_soon(_fill, self.session, self.entry, b"")
             return
         session = self.session
-        if session in session.proxy.monitors:
+        if monitoring(session):
             self.reply = REPLICA
             session.loop.call_soon(_fill, session, self.entry, b"")
             return
