@@ -6,7 +6,10 @@ Everything here is built from two replies of the upstream server, ``COMMAND INFO
 and ``COMMAND DOCS`` (RESP2, as ``hiredis.Reader`` parses them: bytes, ints, lists;
 the DOCS maps arrive as flat key/value lists), or from a JSON snapshot of those two
 replies (``data/redis-7.0.json``, written by ``snapshot.py``) when the upstream
-cannot be asked. No command is described by hand in this module.
+cannot be asked. ``data/redis-8.2.json`` is Redis 8.2's (hash-field TTLs, vector sets,
+XDELEX...): ``snapshot_for(version)`` picks the one of an upstream whose version is known
+but whose COMMAND is refused, and the policy's completeness tests walk both. No command is
+described by hand in this module.
 
 * ``CommandSpec`` is one command (or one subcommand, named ``container|sub``):
   arity, flags, ACL categories, group and key specs, normalised once:
@@ -44,9 +47,26 @@ __all__ = [
     "CommandTable",
     "FindKeys",
     "KeySpec",
+    "SNAPSHOTS",
+    "snapshot_for",
 ]
 
 DEFAULT_SNAPSHOT = Path(__file__).with_name("data") / "redis-7.0.json"
+# (major, minor) -> the snapshot of that Redis release, oldest first.
+SNAPSHOTS = {(7, 0): DEFAULT_SNAPSHOT, (8, 2): DEFAULT_SNAPSHOT.with_name("redis-8.2.json")}
+
+
+def snapshot_for(version: str | None) -> Path:
+    """The snapshot for a server of this version ("8.2.3"): the newest not newer than it (the
+    oldest for an older server); the default one when the version is unknown or unreadable."""
+    try:
+        wanted = tuple(int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return DEFAULT_SNAPSHOT
+    if len(wanted) != 2:
+        return DEFAULT_SNAPSHOT
+    fitting = [release for release in SNAPSHOTS if release <= wanted]
+    return SNAPSHOTS[max(fitting)] if fitting else DEFAULT_SNAPSHOT
 
 _EMPTY: Mapping[str, CommandSpec] = MappingProxyType({})
 

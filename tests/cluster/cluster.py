@@ -37,7 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from proxy.config import Address
-from tests.servers import missing_cluster_tools, wait_for
+from tests.servers import missing_cluster_tools, redis_server_binary, wait_for
 
 HOST = "127.0.0.1"
 BUS_OFFSET = 10000
@@ -193,7 +193,7 @@ class RedisCluster:
     # ---------------------------------------------------------------- processes
 
     def _spawn(self, node: ClusterNode) -> None:
-        args = ["redis-server", "--port", str(node.port), "--bind", self.bind,
+        args = [redis_server_binary(), "--port", str(node.port), "--bind", self.bind,
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--save", "", "--appendonly", "no", "--dir", self.dir,
