@@ -12,7 +12,8 @@ but whose COMMAND is refused, and the policy's completeness tests walk both. No 
 described by hand in this module.
 
 * ``CommandSpec`` is one command (or one subcommand, named ``container|sub``):
-  arity, flags, ACL categories, group and key specs, normalised once:
+  arity, flags, ACL categories, group (a module's commands: the module's name, e.g.
+  ``vectorset`` for Redis 8's VADD...) and key specs, normalised once:
   command flags and ACL categories lower case (categories without ``@``), key-spec
   flags upper case (``RW``, ``ACCESS``, ...), as Redis's JSON files spell them.
 * ``KeySpec`` is a key spec exactly as Redis describes it: a ``BeginSearch``
@@ -296,11 +297,17 @@ def _pairs(value: Any) -> dict[str, Any]:
 
 def _command(entry: Sequence[Any], docs: Mapping[str, Any]) -> CommandSpec:
     # [name, arity, flags, first, last, step, acl (6.0+), tips, key specs, subcommands (7.0+)]
-    name = _text(entry[0]).lower()
+    spelled = _text(entry[0])
+    name = spelled.lower()
     flags = frozenset(_text(f).lower() for f in entry[2])
     acl = frozenset(_text(c).lower().lstrip("@") for c in entry[6]) if len(entry) > 6 else frozenset()
-    doc = _pairs(docs[name]) if name in docs else {}
+    raw_doc = docs.get(name, docs.get(spelled))  # a module's commands are named in upper case (VADD)
+    doc = _pairs(raw_doc) if raw_doc is not None else {}
     group = _text(doc["group"]) if "group" in doc else None
+    if group == "module" and "module" in doc:
+        # A module's commands: the module's name stands for the group ("vectorset", which is
+        # also what TYPE answers for its keys in Redis 8).
+        group = _text(doc["module"])
     if len(entry) > 8:
         key_specs = tuple(_key_spec(ks) for ks in entry[8])
     else:

@@ -37,6 +37,19 @@ TTL_TABLE = {
     "persist": ("persist",),
 }
 
+# Redis 7.4 / 8's hash-field TTLs: command -> where the TTL of the fields is, as in TTL_TABLE
+# ("options": HSETEX's / HGETEX's EX|PX|EXAT|PXAT, read up to FIELDS). Kept apart from TTL_TABLE:
+# they give the fields a TTL, never the key (T1 must not count them), and T3 bounds them like a
+# key's. HPERSIST and HGETEX ... PERSIST leave the fields to live as long as the key: allowed.
+FIELD_TTL_TABLE = {
+    "hsetex": ("options", 2),
+    "hgetex": ("options", 2),
+    "hexpire": ("at", 2, 1.0, False),
+    "hpexpire": ("at", 2, 0.001, False),
+    "hexpireat": ("at", 2, 1.0, True),
+    "hpexpireat": ("at", 2, 0.001, True),
+}
+
 # What the key specs cannot say about creating a key (T1; K10 reads "carries"):
 #   "never"          touches an existing key only (LPUSHX, LINSERT, LSET, XSETID, ...)
 #   "carries"        the destination takes the source's TTL (COPY, RENAME, RENAMENX)
@@ -70,11 +83,21 @@ def call_ttl_args(call) -> TtlArgs | None:
     return found[0]
 
 
+def field_ttl_args(name: str, args) -> TtlArgs | None:
+    """The hash-field TTL arguments of a command (FIELD_TTL_TABLE; None: it sets none)."""
+    entry = FIELD_TTL_TABLE.get(name)
+    return None if entry is None else _read_ttl_args(entry, args, b"fields")
+
+
 def ttl_args(name: str, args) -> TtlArgs | None:
     """The TTL arguments of a command (None: the command has no TTL semantics)."""
     entry = TTL_TABLE.get(name)
     if entry is None:
         return None
+    return _read_ttl_args(entry, args, None)
+
+
+def _read_ttl_args(entry, args, stop: bytes | None) -> TtlArgs:
     found = TtlArgs()
     kind = entry[0]
     count = len(args)
@@ -82,6 +105,8 @@ def ttl_args(name: str, args) -> TtlArgs | None:
         i = entry[1]
         while i < count:
             word = args[i].lower()
+            if word == stop:
+                break  # the fields follow: their names are no options
             option = TTL_OPTIONS.get(word)
             if option is not None and i + 1 < count:
                 found.ttls.append((i + 1, option[0], option[1]))
