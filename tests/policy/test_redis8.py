@@ -198,3 +198,29 @@ def test_v2_caps_the_new_writes_on_redis_8(server, command, grows):
         assert client.execute_command(*decide(V2, command).commands[0]) in (0, 1)  # the same ones again: nothing new
     finally:
         client.close()
+
+
+# -- XADD's options in any order (7.0 too), and 8.2's KEEPREF / DELREF / ACKED ------------------------
+
+@pytest.mark.parametrize("command", [
+    "XADD s KEEPREF * f v",
+    "XADD s ACKED MAXLEN ~ 10 * f v",
+    "XADD s MAXLEN 10 NOMKSTREAM * f v",  # (before: read as no entry at all, and forwarded unchecked)
+    "XADD s LIMIT 5 MAXLEN ~ 10 * f v",
+])
+def test_v2_caps_xadd_whatever_the_order_of_its_options(command):
+    script = decide("rules: {V2: {per_type: {stream: 3}}}", command).commands[0]
+    assert script[0] == b"EVAL" and b"XLEN" in script
+
+
+def test_xadd_exact_maxlen_within_the_cap_anywhere_needs_no_script():
+    assert decide("rules: {V2: {per_type: {stream: 3}}}", "XADD s KEEPREF MAXLEN = 3 * f v") is None or \
+        decide("rules: {V2: {per_type: {stream: 3}}}", "XADD s KEEPREF MAXLEN = 3 * f v").commands is None
+
+
+@pytest.mark.parametrize("command, rule", [
+    ("XADD s MAXLEN 10 NOMKSTREAM * f v", None),  # NOMKSTREAM after MAXLEN: creates nothing
+    ("XADD s KEEPREF * f v", "T1"),
+])
+def test_t1_reads_nomkstream_anywhere(command, rule):
+    assert rejected_by(decide(T1, command)) == rule

@@ -94,3 +94,31 @@ def vadd_element(args):
     """VADD's element and attributes as one list (V3), or None."""
     parsed = vadd_parts(args)
     return None if parsed is None else [parsed[0], *parsed[1]]
+
+
+XADD_FLAGS = frozenset({b"nomkstream", b"keepref", b"delref", b"acked"})  # the last three: Redis 8.2
+
+
+def xadd_options(args):
+    """(flags, exact MAXLEN threshold or None, index of the entry id) of XADD key [NOMKSTREAM]
+    [KEEPREF|DELREF|ACKED] [MAXLEN|MINID [=|~] threshold [LIMIT count]] id field value ...: the
+    options in any order, as Redis reads them (7.0 too: `MAXLEN 10 NOMKSTREAM` is valid)."""
+    i, count = 2, len(args)
+    flags = set()
+    exact = None
+    while i < count:
+        word = args[i].lower()
+        if word in XADD_FLAGS:
+            flags.add(word)
+            i += 1
+        elif word in (b"maxlen", b"minid"):
+            approximate = i + 1 < count and args[i + 1] == b"~"
+            i += 2 if i + 1 < count and args[i + 1] in (b"=", b"~") else 1
+            if word == b"maxlen" and not approximate and i < count:
+                exact = args[i]
+            i += 1
+        elif word == b"limit":
+            i += 2
+        else:
+            break
+    return flags, exact, i

@@ -14,6 +14,8 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ._fields import xadd_options
+
 # SET/GETEX options that give a TTL: word -> (seconds per unit, absolute Unix time)
 TTL_OPTIONS = {b"ex": (1.0, False), b"px": (0.001, False), b"exat": (1.0, True), b"pxat": (0.001, True)}
 
@@ -157,19 +159,8 @@ def creation(spec, args) -> str:
 
 
 def _has_option(name: str, args, word: bytes) -> bool:
-    if name == "xadd":  # XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] n [LIMIT c]] id field value...
-        i = 2
-        while i < len(args):
-            arg = args[i].lower()
-            if arg == word:
-                return True
-            if arg in (b"maxlen", b"minid"):
-                i += 3 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 2
-            elif arg == b"limit":
-                i += 2
-            else:
-                return False  # the entry id: fields follow
-        return False
+    if name == "xadd":  # XADD key [options, in any order] id field value...
+        return word in xadd_options(args)[0]
     return any(arg.lower() == word for arg in args[3:])
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
 from ..base import RewriteRule, current_commands, register, same_command
-from ._fields import hsetex_fields, vadd_parts
+from ._fields import hsetex_fields, vadd_parts, xadd_options
 from ._keyshape import text
 from ._write_check import SCRIPT_COMMANDS, checked_write, with_check
 from ._zadd import zadd_members
@@ -178,27 +178,18 @@ def _lmove(args):
 
 
 def _xadd(args):
-    """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] id field value ...: one
-    entry (a stand-in candidate), or None when the arguments have not that shape."""
-    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
-    if i < len(args) and args[i].lower() in (b"maxlen", b"minid"):
-        i += 2 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 1
-        i += 1
-        if i < len(args) and args[i].lower() == b"limit":
-            i += 2
+    """XADD key [options] id field value ...: one entry (a stand-in candidate), or None when the
+    arguments have not that shape. The options in any order (`_fields.xadd_options`)."""
+    i = xadd_options(args)[2]
     rest = len(args) - i - 1  # after the id: field value pairs
     return [b"entry"] if rest >= 2 and rest % 2 == 0 else None
 
 
 def xadd_trims_within(args, cap: int) -> bool:
     """An exact `MAXLEN [=] n` with n <= cap: the stream stays within the cap whatever it holds."""
-    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
-    if i + 1 >= len(args) or args[i].lower() != b"maxlen":
-        return False
-    if args[i + 1] == b"=":
-        i += 1
+    exact = xadd_options(args)[1]
     try:
-        return 0 <= int(args[i + 1]) <= cap
+        return exact is not None and 0 <= int(exact) <= cap
     except ValueError:
         return False
 
