@@ -319,3 +319,12 @@ def scrape(port: int) -> dict:
             assert key not in samples, f"{key} exported twice"
             samples[key] = sample.value
     return samples
+
+
+def server_command_table():
+    """The command table snapshot of the release of `redis_server_binary()` (7.0's, 8.2's...): what
+    the proxy reads from that server's COMMAND INFO/DOCS."""
+    from proxy.commands.table import CommandTable, snapshot_for
+
+    version = redis_server_version()
+    return CommandTable.from_snapshot(snapshot_for(".".join(map(str, version)) if version else None))
