@@ -405,9 +405,12 @@ class RedisCluster:
         """The master serving `slot` according to `via`'s (or any live node's) CLUSTER SHARDS."""
         for shard in self.shards(via):
             if any(lo <= slot <= hi for lo, hi in shard["slots"]):
-                for entry in shard["nodes"]:
-                    if entry.get("role") == "master":
-                        return self.node_by_id(entry["id"])
+                # Redis 7.2+ keeps a failed-over master in its shard, still called master (health
+                # "fail"): the online one serves the slot.
+                masters = sorted((entry for entry in shard["nodes"] if entry.get("role") == "master"),
+                                 key=lambda entry: entry.get("health") != "online")
+                if masters:
+                    return self.node_by_id(masters[0]["id"])
         raise ClusterError(f"no master owns slot {slot}")
 
     def master_for_key(self, key: str | bytes) -> ClusterNode:
