@@ -224,3 +224,9 @@ def test_xadd_exact_maxlen_within_the_cap_anywhere_needs_no_script():
 ])
 def test_t1_reads_nomkstream_anywhere(command, rule):
     assert rejected_by(decide(T1, command)) == rule
+
+
+@pytest.mark.parametrize("op", ["DIFF", "DIFF1", "ANDOR", "ONE"])
+def test_8_2_bitop_operations_are_measured_by_v1_on_the_server(op):
+    script = decide("rules: {V1: {max_bytes: 10}}", f"BITOP {op} d a b").commands[0]
+    assert script[0] == b"EVAL" and script[-5:] == [b"BITOP", op.encode(), b"d", b"a", b"b"]
