@@ -7,8 +7,8 @@ and ``COMMAND DOCS`` (RESP2, as ``hiredis.Reader`` parses them: bytes, ints, lis
 the DOCS maps arrive as flat key/value lists), or from a JSON snapshot of those two
 replies (``data/redis-7.0.json``, written by ``snapshot.py``) when the upstream
 cannot be asked. ``data/redis-8.2.json`` is Redis 8.2's (hash-field TTLs, vector sets,
-XDELEX...): ``snapshot_for(version)`` picks the one of an upstream whose version is known
-but whose COMMAND is refused, and the policy's completeness tests walk both. No command is
+XDELEX...): ``snapshot_for(version)`` picks the one covering an upstream whose version is
+known but whose COMMAND is refused, and the policy's completeness tests walk both. No command is
 described by hand in this module.
 
 * ``CommandSpec`` is one command (or one subcommand, named ``container|sub``):
@@ -58,16 +58,18 @@ SNAPSHOTS = {(7, 0): DEFAULT_SNAPSHOT, (8, 2): DEFAULT_SNAPSHOT.with_name("redis
 
 
 def snapshot_for(version: str | None) -> Path:
-    """The snapshot for a server of this version ("8.2.3"): the newest not newer than it (the
-    oldest for an older server); the default one when the version is unknown or unreadable."""
+    """The snapshot for a server of this version ("8.0.2"): that of the first release at or after
+    it, which knows every command the server has (a command the server lacks, it refuses itself;
+    one the table lacked would pass unchecked by the policy), the newest for a newer server; the
+    default one when the version is unknown or unreadable."""
     try:
         wanted = tuple(int(part) for part in (version or "").split(".")[:2])
     except ValueError:
         return DEFAULT_SNAPSHOT
     if len(wanted) != 2:
         return DEFAULT_SNAPSHOT
-    fitting = [release for release in SNAPSHOTS if release <= wanted]
-    return SNAPSHOTS[max(fitting)] if fitting else DEFAULT_SNAPSHOT
+    covering = [release for release in SNAPSHOTS if release >= wanted]
+    return SNAPSHOTS[min(covering) if covering else max(SNAPSHOTS)]
 
 _EMPTY: Mapping[str, CommandSpec] = MappingProxyType({})
 
