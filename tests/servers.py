@@ -294,9 +294,17 @@ def local_ports(pid: int) -> set[int]:
 
 
 # A script busy for ARGV[1] milliseconds, then 1: a reply in flight that is not a command that waits.
+# Redis 8 freezes TIME within a script (it moves only once the script is past busy-reply-threshold,
+# 5 s) but has os.clock (CPU seconds, which a busy loop spends as fast as wall time); 7.0 has no os.
 BUSY_SCRIPT = """
-local t0 = redis.call('TIME')
-repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+local clock = rawget(_G, 'os') and os.clock
+if clock then
+  local t0 = clock()
+  repeat until (clock() - t0) * 1000 >= tonumber(ARGV[1])
+else
+  local t0 = redis.call('TIME')
+  repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+end
 return 1
 """
 
