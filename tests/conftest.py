@@ -32,18 +32,6 @@ def pytest_report_header(config):
     return f"redis-server: {redis_server_binary()} ({shown}; {SERVER_VARIABLE} names another)"
 
 
-def needs_redis(*below: int, reason: str):
-    """Skip a test on servers older than `below` (e.g. needs_redis(7, 2, reason=...))."""
-    version = redis_server_version()
-    return pytest.mark.skipif(version is not None and version < below, reason=reason)
-
-
-def differs_from_redis(*since: int, reason: str):
-    """Skip a test on servers of `since` or later, where Redis answers differently (the reason says how)."""
-    version = redis_server_version()
-    return pytest.mark.skipif(version is not None and version >= since, reason=reason)
-
-
 @pytest.fixture(scope="session")
 def redis_server():
     server = RedisServer()
