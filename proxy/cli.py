@@ -73,21 +73,25 @@ def _new_loop():
 
 async def load_command_table(upstream):
     """(table, databases, source) from the upstream's COMMAND INFO/DOCS, else the snapshot."""
-    from .commands.table import CommandTable
+    from .commands.table import CommandTable, snapshot_for
     from .upstream.probe import ask
 
+    version = None
     try:
-        info, docs, databases = await ask(
-            upstream, [("COMMAND", "INFO"), ("COMMAND", "DOCS"), ("CONFIG", "GET", "databases")]
+        info, docs, databases, server = await ask(
+            upstream, [("COMMAND", "INFO"), ("COMMAND", "DOCS"), ("CONFIG", "GET", "databases"), ("INFO", "server")]
         )
+        version = _redis_version(server)
         if isinstance(info, hiredis.ReplyError) or isinstance(docs, hiredis.ReplyError):
             raise RuntimeError(f"COMMAND INFO/DOCS refused: {info if isinstance(info, Exception) else docs}")
-        table = CommandTable.from_replies(info, docs)
+        table = CommandTable.from_replies(info, docs, version)
         table.from_server = True
         source = "upstream"
     except Exception as exc:  # any failure: the snapshot is a complete table too
-        log.warning("command table from snapshot (upstream could not be asked: %s)", exc)
-        return CommandTable.from_snapshot(), 16, "snapshot"
+        # the snapshot of the upstream's release when INFO told it (8.x's commands on an 8.x)
+        path = snapshot_for(version)
+        log.warning("command table from snapshot %s (upstream could not be asked: %s)", path.name, exc)
+        return CommandTable.from_snapshot(path), 16, "snapshot"
     count = 16
     if isinstance(databases, list) and len(databases) == 2:
         try:
@@ -95,6 +99,15 @@ async def load_command_table(upstream):
         except ValueError:
             pass
     return table, count, source
+
+
+def _redis_version(reply) -> str | None:
+    """redis_version of an INFO server reply (None: not one)."""
+    if isinstance(reply, bytes):
+        for line in reply.decode("utf-8", "replace").splitlines():
+            if line.startswith("redis_version:"):
+                return line.partition(":")[2].strip()
+    return None
 
 
 def _resolve_upstream(config):

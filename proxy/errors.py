@@ -257,6 +257,8 @@ MAX_CLIENTS = b"-ERR max number of clients reached\r\n"  # as Redis answers past
 NOAUTH_HELLO = (b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                 b"HELLO AUTH <user> <pass> option can be used to authenticate the client and select the "
                 b"RESP protocol version at the same time\r\n")
+# Redis 8 names the protocol argument in it (issue 52): answered as the upstream's release words it.
+NOAUTH_HELLO_8 = NOAUTH_HELLO.replace(b"HELLO AUTH <user>", b"HELLO <proto> AUTH <user>")
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 RELOGIN_ON_STREAM = (b"-ERR AUTH as another application is not possible on a connection that streams (pub/sub, "
                      b"MONITOR, CLIENT REPLY, tracking) with upstream_acl on: open a new connection for it\r\n")

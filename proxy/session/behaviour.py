@@ -178,7 +178,9 @@ def classify(spec) -> tuple[int, int]:
     `keyspace.SPECIAL`) sent to every master."""
     standalone, cluster = _classify(spec)
     name = spec.name
-    if name in EXCEPTIONS or cluster in (LEASE, CONTROL, STREAM):
+    # (CLIENT's subcommands are the connection's own state, whatever their tips: Redis 8 gives
+    # CLIENT SETNAME and SETINFO `request_policy:all_nodes`, which would send them to every master.)
+    if name in EXCEPTIONS or cluster in (LEASE, CONTROL, STREAM) or name.startswith("client|"):
         return standalone, cluster
     if name.startswith("cluster|"):
         return standalone, NO_CLUSTER

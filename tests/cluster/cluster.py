@@ -37,7 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from proxy.config import Address
-from tests.servers import missing_cluster_tools, wait_for
+from tests.servers import missing_cluster_tools, redis_server_binary, wait_for
 
 HOST = "127.0.0.1"
 BUS_OFFSET = 10000
@@ -193,7 +193,7 @@ class RedisCluster:
     # ---------------------------------------------------------------- processes
 
     def _spawn(self, node: ClusterNode) -> None:
-        args = ["redis-server", "--port", str(node.port), "--bind", self.bind,
+        args = [redis_server_binary(), "--port", str(node.port), "--bind", self.bind,
                 "--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{node.port}.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms),
                 "--save", "", "--appendonly", "no", "--dir", self.dir,
@@ -405,9 +405,12 @@ class RedisCluster:
         """The master serving `slot` according to `via`'s (or any live node's) CLUSTER SHARDS."""
         for shard in self.shards(via):
             if any(lo <= slot <= hi for lo, hi in shard["slots"]):
-                for entry in shard["nodes"]:
-                    if entry.get("role") == "master":
-                        return self.node_by_id(entry["id"])
+                # Redis 7.2+ keeps a failed-over master in its shard, still called master (health
+                # "fail"): the online one serves the slot.
+                masters = sorted((entry for entry in shard["nodes"] if entry.get("role") == "master"),
+                                 key=lambda entry: entry.get("health") != "online")
+                if masters:
+                    return self.node_by_id(masters[0]["id"])
         raise ClusterError(f"no master owns slot {slot}")
 
     def master_for_key(self, key: str | bytes) -> ClusterNode:

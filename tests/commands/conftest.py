@@ -1,16 +1,23 @@
-import shutil
 import socket
 import subprocess
 import time
 
 import pytest
 
-from proxy.commands import CommandTable
+from proxy.commands import CommandTable, snapshot_for
+from tests.servers import redis_server_binary, redis_server_version
 
 
 @pytest.fixture(scope="session")
 def table() -> CommandTable:
     return CommandTable.from_snapshot()
+
+
+@pytest.fixture(scope="session")
+def server_table() -> CommandTable:
+    """The snapshot of the release of the redis-server the tests start (7.0's, 8.2's...)."""
+    version = redis_server_version()
+    return CommandTable.from_snapshot(snapshot_for(".".join(map(str, version)) if version else None))
 
 
 def _free_port() -> int:
@@ -22,9 +29,9 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def redis_port():
     """A throwaway redis-server on a free port (never 6379); skipped without one."""
-    exe = shutil.which("redis-server")
+    exe = redis_server_binary()
     if exe is None:
-        pytest.skip("no redis-server on PATH")
+        pytest.skip("no redis-server on PATH (or REDIS_GUARD_TEST_REDIS_SERVER names none)")
     port = _free_port()
     assert port != 6379
     proc = subprocess.Popen(

@@ -7,7 +7,7 @@ import socket
 import hiredis
 import pytest
 
-from proxy.commands import CommandTable, find_keys, snapshot
+from proxy.commands import CommandTable, find_keys, snapshot, snapshot_for
 
 from .cases import GETKEYS_DIVERGES, INVALID_CASES, KEY_CASES, split
 
@@ -31,35 +31,35 @@ def _theirs(reply):
     return [(key, {f.decode().upper() for f in flags}) for key, flags in reply]
 
 
-def test_case_table_matches_getkeys(redis_port: int, table: CommandTable) -> None:
+def test_case_table_matches_getkeys(redis_port: int, server_table: CommandTable) -> None:
     lines = [line for line, expected in KEY_CASES if expected] + INVALID_CASES
     commands = [split(line) for line in lines]
     mismatches = [
         (line, ours, theirs)
         for line, args, reply in zip(lines, commands, _getkeys(redis_port, commands))
-        if (ours := _ours(table, args)) != (theirs := _theirs(reply))
+        if (ours := _ours(server_table, args)) != (theirs := _theirs(reply))
     ]
     assert mismatches == []
     assert len(lines) > 40
 
 
-def test_known_differences_still_differ(redis_port: int, table: CommandTable) -> None:
+def test_known_differences_still_differ(redis_port: int, server_table: CommandTable) -> None:
     """If a Redis release changes these, GETKEYS_DIVERGES should be revisited."""
     commands = [split(line) for line, _, _ in GETKEYS_DIVERGES]
     for args, reply in zip(commands, _getkeys(redis_port, commands)):
-        assert _ours(table, args) != _theirs(reply), args
+        assert _ours(server_table, args) != _theirs(reply), args
 
 
 def _known_difference(args: list[bytes]) -> bool:
     return args[0] == b"pfmerge" and len(args) == 2  # see GETKEYS_DIVERGES
 
 
-def test_every_command_matches_getkeys_on_random_arguments(redis_port: int, table: CommandTable) -> None:
+def test_every_command_matches_getkeys_on_random_arguments(redis_port: int, server_table: CommandTable) -> None:
     words = [b"1", b"2", b"0", b"3", b"-1", b"", b"x", b"STORE", b"STOREDIST", b"STREAMS", b"KEYS",
              b"GET", b"SET", b"BY", b"LIMIT", b"COUNT", b"AUTH", b"COPY"]
     rng = random.Random(7)
     commands, specs = [], []
-    for spec in table.walk():
+    for spec in server_table.walk():
         if not spec.has_keys:
             continue
         head = [part.encode() for part in spec.name.split("|")]
@@ -81,13 +81,13 @@ def test_every_command_matches_getkeys_on_random_arguments(redis_port: int, tabl
     assert sum(1 for r in replies if isinstance(r, list) and r) > len(commands) // 2
 
 
-def test_snapshot_matches_the_local_server(redis_port: int, table: CommandTable, tmp_path) -> None:
+def test_snapshot_matches_the_local_server(redis_port: int, server_table: CommandTable, tmp_path) -> None:
     out = tmp_path / "snap.json"
     assert snapshot.main(["--port", str(redis_port), "--out", str(out)]) == 0
     version = json.loads(out.read_text())["redis_version"]
-    if version != table.redis_version:
-        pytest.skip(f"local redis-server is {version}, the snapshot is {table.redis_version}")
-    assert out.read_text() == snapshot.DEFAULT_SNAPSHOT.read_text()
+    if version != server_table.redis_version:
+        pytest.skip(f"local redis-server is {version}, the snapshot is {server_table.redis_version}")
+    assert out.read_text() == snapshot_for(version).read_text()
 
 
 REFUSED = [

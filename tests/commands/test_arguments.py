@@ -12,7 +12,7 @@ import pytest
 
 from proxy.commands import CommandTable
 from tests.commands.arguments import LIBRARY, CommandDocs, Generator, Namespace
-from tests.servers import RedisServer
+from tests.servers import RedisServer, redis_server_version
 
 DOCS = CommandDocs.from_snapshot()
 NAMES = DOCS.names()
@@ -30,6 +30,10 @@ NOT_SENT = {
     "replconf": "no reply at all to ACK/GETACK", "script|debug": "the next EVAL would start the debugger",
     "client|reply": "OFF/SKIP suppress the reply",
 }
+if (redis_server_version() or (0,)) >= (8,):
+    # Redis 8.2.3 crashes (SIGSEGV in freeClient under functionsLibCtxClearCurrent) on FUNCTION FLUSH
+    # once the test's functions have run; 7.0 does not.
+    NOT_SENT["function|flush"] = "crashes Redis 8.2.3 after FCALL"
 # Not compared with the command table's key positions: MIGRATE's key and KEYS options together are
 # Redis's own error case (tests/commands/cases.py).
 KEYS_UNCHECKED = {"migrate"}

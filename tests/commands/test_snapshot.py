@@ -3,6 +3,7 @@ import socket
 import threading
 
 import hiredis
+import pytest
 
 from proxy.commands import CommandTable, snapshot
 
@@ -53,3 +54,25 @@ def test_render_is_stable_and_round_trips(table: CommandTable) -> None:
     assert text == snapshot.DEFAULT_SNAPSHOT.read_text()
     again = json.loads(text)
     assert list(CommandTable.from_replies(again["command_info"], again["command_docs"]).walk()) == list(table.walk())
+
+
+def test_the_8_2_snapshot_is_rendered_as_written_and_read_with_its_module_commands() -> None:
+    from proxy.commands.table import SNAPSHOTS
+
+    path = SNAPSHOTS[(8, 2)]
+    data = json.loads(path.read_text())
+    assert data["redis_version"] == "8.2.3"
+    info, docs = as_bytes(data["command_info"]), as_bytes(data["command_docs"])
+    assert snapshot.render(list(reversed(info)), docs, data["redis_version"]) == path.read_text()
+    table = CommandTable.from_snapshot(path)
+    assert table.redis_version == "8.2.3" and table["vadd"].group == "vectorset" and table["hsetex"].group == "hash"
+
+
+@pytest.mark.parametrize("version, release", [
+    ("7.0.15", (7, 0)), ("7.2.4", (8, 2)), ("7.4.1", (8, 2)), ("8.0.2", (8, 2)), ("8.2.3", (8, 2)),
+    ("8.4.0", (8, 2)), ("9.0.0", (8, 2)), ("6.2.14", (7, 0)), (None, (7, 0)), ("garbage", (7, 0)), ("8", (7, 0)),
+])
+def test_snapshot_for_picks_one_that_knows_every_command_of_the_server(version, release) -> None:
+    from proxy.commands.table import SNAPSHOTS, snapshot_for
+
+    assert snapshot_for(version) == SNAPSHOTS[release]

@@ -14,7 +14,16 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from proxy.policy.passwords import hash_password
-from tests.servers import ProxyProcess, RedisServer, exchange, free_port, read_until_quiet, wait_for
+from tests.servers import (
+    ProxyProcess,
+    RedisServer,
+    exchange,
+    exchange_batches,
+    free_port,
+    read_until_quiet,
+    redis_server_version,
+    wait_for,
+)
 
 UPSTREAM_PASSWORD = "upstream-only"
 PASSWORDS = {"checkout": "checkout-pw", "rep": "reports-pw", "catalog": "catalog-pw"}
@@ -89,8 +98,21 @@ def test_before_auth_the_replies_are_those_of_redis_with_a_password(shop):
                b"MULTI\r\nCLIENT ID\r\nAUTH\r\nAUTH a b c\r\nAUTH nope\r\nAUTH checkout nope\r\n"
                b"HELLO 4\r\nHELLO x\r\nHELLO 3 FOO\r\nHELLO 3 AUTH checkout\r\nHELLO 3 AUTH checkout nope\r\n"
                b"RESET\r\nPING\r\nQUIT\r\nPING\r\n")
-    reply = exchange(process.port, payload, timeout=5, settle=0.5)
-    assert reply == exchange(server.port, payload, timeout=5, settle=0.5)
+    if (redis_server_version() or (0,)) >= (8,):
+        # Redis 8.2 leaves unanswered a failed AUTH pipelined after another error or AUTH (the proxy
+        # answers each one, as 7.0 does): there each AUTH and HELLO ... AUTH goes in a batch of its own.
+        batches = []
+        for line in payload.split(b"\r\n")[:-1]:
+            if not batches or b"AUTH" in line or b"AUTH" in batches[-1]:
+                batches.append(b"")
+            batches[-1] += line + b"\r\n"
+        assert b"".join(batches) == payload and len(batches) == 9
+        replies = exchange_batches(process.port, batches, settle=1.0)
+        assert replies == exchange_batches(server.port, batches, settle=1.0)
+        reply = (b"".join(data for data, _ in replies), replies[-1][1])
+    else:
+        reply = exchange(process.port, payload, timeout=5, settle=0.5)
+        assert reply == exchange(server.port, payload, timeout=5, settle=0.5)
     assert reply[0].count(b"-NOAUTH") == 9 and reply[0].count(b"-WRONGPASS") == 3 and reply[1]
 
 

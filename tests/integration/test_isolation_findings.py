@@ -268,7 +268,9 @@ def test_a_streaming_client_of_an_application_keeps_being_served(tmp_path, reque
         if expected is not None:
             assert reply == expected
         else:
-            assert reply.startswith(b"+OK\r\n%7\r\n") and reply.endswith(b"modules\r\n*0\r\n+PONG\r\n"), reply
+            # (HELLO's modules: none on 7.0, Redis 8's built-in vectorset on 8.x)
+            assert reply.startswith(b"+OK\r\n%7\r\n") and b"$7\r\nmodules\r\n*" in reply, reply
+            assert reply.endswith(b"\r\n+PONG\r\n") and reply.count(b"+PONG") == 1, reply
     finally:
         proxy.stop()
         server.close()

@@ -12,7 +12,7 @@ import time
 
 import redis
 
-from tests.servers import RedisServer, free_port, wait_for, wait_port
+from tests.servers import RedisServer, free_port, redis_server_binary, wait_for, wait_port
 
 MASTER_NAME = "rgmaster"
 
@@ -29,7 +29,7 @@ class Sentinel:
                 f"sentinel failover-timeout {MASTER_NAME} 5000\n"
                 f"sentinel parallel-syncs {MASTER_NAME} 1\n"
             )
-        self.process = subprocess.Popen(["redis-server", self.conf, "--sentinel"],
+        self.process = subprocess.Popen([redis_server_binary(), self.conf, "--sentinel"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
 
@@ -52,7 +52,7 @@ class Sentinel:
 
 class SentinelGroup:
     def __init__(self):
-        if shutil.which("redis-server") is None:
+        if redis_server_binary() is None:
             raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
         self.dir = tempfile.mkdtemp(prefix="rg-test-sentinel-")
         self.master = RedisServer()

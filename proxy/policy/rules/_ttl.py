@@ -14,6 +14,8 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ._fields import xadd_options
+
 # SET/GETEX options that give a TTL: word -> (seconds per unit, absolute Unix time)
 TTL_OPTIONS = {b"ex": (1.0, False), b"px": (0.001, False), b"exat": (1.0, True), b"pxat": (0.001, True)}
 
@@ -35,6 +37,19 @@ TTL_TABLE = {
     "restore": ("restore", 2),
     "restore-asking": ("restore", 2),
     "persist": ("persist",),
+}
+
+# Redis 7.4 / 8's hash-field TTLs: command -> where the TTL of the fields is, as in TTL_TABLE
+# ("options": HSETEX's / HGETEX's EX|PX|EXAT|PXAT, read up to FIELDS). Kept apart from TTL_TABLE:
+# they give the fields a TTL, never the key (T1 must not count them), and T3 bounds them like a
+# key's. HPERSIST and HGETEX ... PERSIST leave the fields to live as long as the key: allowed.
+FIELD_TTL_TABLE = {
+    "hsetex": ("options", 2),
+    "hgetex": ("options", 2),
+    "hexpire": ("at", 2, 1.0, False),
+    "hpexpire": ("at", 2, 0.001, False),
+    "hexpireat": ("at", 2, 1.0, True),
+    "hpexpireat": ("at", 2, 0.001, True),
 }
 
 # What the key specs cannot say about creating a key (T1; K10 reads "carries"):
@@ -70,11 +85,21 @@ def call_ttl_args(call) -> TtlArgs | None:
     return found[0]
 
 
+def field_ttl_args(name: str, args) -> TtlArgs | None:
+    """The hash-field TTL arguments of a command (FIELD_TTL_TABLE; None: it sets none)."""
+    entry = FIELD_TTL_TABLE.get(name)
+    return None if entry is None else _read_ttl_args(entry, args, b"fields")
+
+
 def ttl_args(name: str, args) -> TtlArgs | None:
     """The TTL arguments of a command (None: the command has no TTL semantics)."""
     entry = TTL_TABLE.get(name)
     if entry is None:
         return None
+    return _read_ttl_args(entry, args, None)
+
+
+def _read_ttl_args(entry, args, stop: bytes | None) -> TtlArgs:
     found = TtlArgs()
     kind = entry[0]
     count = len(args)
@@ -82,6 +107,8 @@ def ttl_args(name: str, args) -> TtlArgs | None:
         i = entry[1]
         while i < count:
             word = args[i].lower()
+            if word == stop:
+                break  # the fields follow: their names are no options
             option = TTL_OPTIONS.get(word)
             if option is not None and i + 1 < count:
                 found.ttls.append((i + 1, option[0], option[1]))
@@ -132,19 +159,8 @@ def creation(spec, args) -> str:
 
 
 def _has_option(name: str, args, word: bytes) -> bool:
-    if name == "xadd":  # XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] n [LIMIT c]] id field value...
-        i = 2
-        while i < len(args):
-            arg = args[i].lower()
-            if arg == word:
-                return True
-            if arg in (b"maxlen", b"minid"):
-                i += 3 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 2
-            elif arg == b"limit":
-                i += 2
-            else:
-                return False  # the entry id: fields follow
-        return False
+    if name == "xadd":  # XADD key [options, in any order] id field value...
+        return word in xadd_options(args)[0]
     return any(arg.lower() == word for arg in args[3:])
 
 

@@ -9,5 +9,6 @@ GROUP_TYPES = {
     "string": "string", "bitmap": "string", "hyperloglog": "string",
     "list": "list", "hash": "hash", "set": "set",
     "sorted-set": "zset", "geo": "zset", "stream": "stream",
+    "vectorset": "vectorset",  # Redis 8's vector sets (the command table names a module's commands by it)
 }
-TYPES = ("string", "list", "hash", "set", "zset", "stream")
+TYPES = ("string", "list", "hash", "set", "zset", "stream", "vectorset")

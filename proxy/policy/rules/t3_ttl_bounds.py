@@ -3,10 +3,12 @@
 A CommandRule on every command with a TTL argument (`_ttl.TTL_TABLE`: `SET ... EX/PX/EXAT/PXAT`,
 SETEX, PSETEX, GETEX, EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, RESTORE with a TTL). The TTL in seconds
 (a Unix time counts from now) must lie in [`min_ttl`, `max_ttl`]; a negative or past TTL, which
-deletes the key, is below any minimum. `PERSIST k` and `GETEX k PERSIST` are rejected: a key
-without a TTL is "forever". Keys matching a `persistent` glob (as T1's) are exempt from both.
-A key of the key schema takes its pattern's word (`use_schema`): `ttl: none` exempts it,
-`ttl: {min, max}` replaces the rule's bounds (a side left out keeps the rule's).
+deletes the key, is below any minimum. Redis 7.4/8's hash-field TTLs (`_ttl.FIELD_TTL_TABLE`:
+HSETEX, HGETEX, HEXPIRE, HPEXPIRE, HEXPIREAT, HPEXPIREAT) keep the same bounds; HPERSIST and
+HGETEX ... PERSIST are allowed (the fields then live as long as the key). `PERSIST k` and
+`GETEX k PERSIST` are rejected: a key without a TTL is "forever". Keys matching a `persistent`
+glob (as T1's) are exempt from both. A key of the key schema takes its pattern's word
+(`use_schema`): `ttl: none` exempts it, `ttl: {min, max}` replaces the rule's bounds (a side left out keeps the rule's).
 Arguments that are not integers are left for Redis to refuse.
 """
 
@@ -18,7 +20,7 @@ from ...errors import schema_limit
 from ..base import NO_ARGUMENTS, CommandRule, PolicyError, register
 from ._durations import duration
 from ._keyshape import text
-from ._ttl import TTL_TABLE, PersistentKeys, call_ttl_args, ttl_args
+from ._ttl import FIELD_TTL_TABLE, TTL_TABLE, PersistentKeys, call_ttl_args, field_ttl_args, ttl_args
 
 
 @register
@@ -51,17 +53,22 @@ class TtlBounds(PersistentKeys, CommandRule):
             self.pattern_bounds[pattern.pattern] = (low, high, schema_limit(_bounds_advice(low, high), pattern))
 
     def applies_to(self, spec) -> bool:
-        return spec.name in TTL_TABLE
+        return spec.name in TTL_TABLE or spec.name in FIELD_TTL_TABLE
 
     def reads_from(self, spec) -> int:
-        entry = TTL_TABLE[spec.name]
+        entry = TTL_TABLE.get(spec.name) or FIELD_TTL_TABLE[spec.name]
         return entry[1] if len(entry) > 1 else NO_ARGUMENTS
 
     def check(self, call):
         args = call.args
         if len(args) < 2:
             return None
-        info = call_ttl_args(call) if args is call.args else ttl_args(call.name, args)
+        fields = call.name in FIELD_TTL_TABLE
+        if fields:
+            info = field_ttl_args(call.name, args)
+            info.clear = False  # HGETEX ... PERSIST: the fields live as long as the key
+        else:
+            info = call_ttl_args(call) if args is call.args else ttl_args(call.name, args)
         if info is None or not (info.ttls or info.clear):
             return None
         key = args[1]
@@ -84,6 +91,9 @@ class TtlBounds(PersistentKeys, CommandRule):
             seconds = number * unit - (time.time() if absolute else 0)
             if seconds < low or seconds > high:
                 got = duration(seconds) if seconds > 0 else "an expiry that deletes the key at once"
+                if fields:
+                    got = duration(seconds) if seconds > 0 else "an expiry that deletes the fields at once"
+                    return self.finding(f"fields of key '{text(key)}'", f"{bounds} (got {got})")
                 return self.finding(f"key '{text(key)}'", f"{bounds} (got {got})")
         return None
 

@@ -11,13 +11,14 @@ replies, errors included, pass through a script unchanged (`pcall` errors keep t
 `redis.setresp(3)` for a RESP3 client keeps ZINCRBY's double a double and nil a RESP3 null), so
 the client's bytes are the plain command's. The tests compare both on raw sockets.
 
-The script costs one size read (HLEN/LLEN/SCARD/ZCARD) per write; it counts new elements only
-when the collection is close to its cap (size + most it could add > cap): HEXISTS per field,
-SISMEMBER / ZSCORE per member (ZADD XX adds none, NX only new ones, INCR one), every pushed
-item, LINSERT's one item when the pivot is there, the one item a move brings to its
-destination (LMOVE/RPOPLPUSH when the source is non-empty, SMOVE when the member is in the
-source and not in the destination). A write that adds nothing new (HSET of existing fields)
-always passes, even on a collection already over the cap.
+The script costs one size read (HLEN/LLEN/SCARD/ZCARD/VCARD) per write; it counts new elements only
+when the collection is close to its cap (size + most it could add > cap): HEXISTS per field
+(HSET, HSETEX: none with FXX), SISMEMBER / ZSCORE / VISMEMBER per member (SADD; ZADD: XX adds
+none, NX only new ones, INCR one; Redis 8's VADD: its element), every pushed item, LINSERT's one
+item when the pivot is there, the one item a move brings to its destination (LMOVE/RPOPLPUSH
+when the source is non-empty, SMOVE when the member is in the source and not in the destination).
+A write that adds nothing new (HSET of existing fields) always passes, even on a collection
+already over the cap.
 
 A key of the key schema whose pattern sets `limits: {max_elements: N}` has that cap instead of
 the rule's (`use_schema`).
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 from ...errors import schema_limit, violation_text
 from ..base import RewriteRule, current_commands, register, same_command
+from ._fields import hsetex_fields, vadd_parts, xadd_options
 from ._keyshape import text
 from ._write_check import SCRIPT_COMMANDS, checked_write, with_check
 from ._zadd import zadd_members
@@ -81,7 +83,7 @@ if type(size) == 'number' and most > 0 and size + most > cap then
     local there = redis.pcall('SISMEMBER', KEYS[2], ARGV[8])
     if key ~= KEYS[2] and there == 1 and redis.call('SISMEMBER', key, ARGV[8]) == 0 then new = 1 end
   else
-    local probe = ({fields = 'HEXISTS', members = 'SISMEMBER', zmembers = 'ZSCORE'})[how]
+    local probe = ({fields = 'HEXISTS', members = 'SISMEMBER', zmembers = 'ZSCORE', vmembers = 'VISMEMBER'})[how]
     local seen = {}
     for i = 8, 7 + n do
       local element = ARGV[i]
@@ -110,8 +112,9 @@ FAMILIES = {
     "sorted-set": ("zset", b"ZCARD", "sorted sets"),
     "geo": ("zset", b"ZCARD", "sorted sets"),
     "stream": ("stream", b"XLEN", "streams"),
+    "vectorset": ("vectorset", b"VCARD", "vector sets"),
 }
-TYPES = ("hash", "list", "set", "zset", "stream")
+TYPES = ("hash", "list", "set", "zset", "stream", "vectorset")
 PLURALS = {kind: plural for kind, _, plural in FAMILIES.values()}
 # Writes whose size only the server knows (`_write_check`), and blocking moves, which cannot be
 # sent as a script: refused, LMOVE / RPOPLPUSH are capped instead.
@@ -153,6 +156,19 @@ def _geoadd(args):
     return [] if b"xx" in flags else members
 
 
+def _hsetex(args):  # HSETEX ... FIELDS n f v ...: the fields (none new with FXX)
+    parsed = hsetex_fields(args)
+    if parsed is None:
+        return None
+    flags, pairs = parsed
+    return [] if b"fxx" in flags else pairs[0::2]
+
+
+def _vadd(args):  # VADD ... element ...: the element
+    parsed = vadd_parts(args)
+    return None if parsed is None else [parsed[0]]
+
+
 def _linsert(args):
     return [args[3]] if len(args) == 5 and args[2].lower() in (b"before", b"after") else None
 
@@ -162,27 +178,18 @@ def _lmove(args):
 
 
 def _xadd(args):
-    """XADD key [NOMKSTREAM] [MAXLEN|MINID [=|~] threshold [LIMIT count]] id field value ...: one
-    entry (a stand-in candidate), or None when the arguments have not that shape."""
-    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
-    if i < len(args) and args[i].lower() in (b"maxlen", b"minid"):
-        i += 2 if i + 1 < len(args) and args[i + 1] in (b"=", b"~") else 1
-        i += 1
-        if i < len(args) and args[i].lower() == b"limit":
-            i += 2
+    """XADD key [options] id field value ...: one entry (a stand-in candidate), or None when the
+    arguments have not that shape. The options in any order (`_fields.xadd_options`)."""
+    i = xadd_options(args)[2]
     rest = len(args) - i - 1  # after the id: field value pairs
     return [b"entry"] if rest >= 2 and rest % 2 == 0 else None
 
 
 def xadd_trims_within(args, cap: int) -> bool:
     """An exact `MAXLEN [=] n` with n <= cap: the stream stays within the cap whatever it holds."""
-    i = 2 + (len(args) > 2 and args[2].lower() == b"nomkstream")
-    if i + 1 >= len(args) or args[i].lower() != b"maxlen":
-        return False
-    if args[i + 1] == b"=":
-        i += 1
+    exact = xadd_options(args)[1]
     try:
-        return 0 <= int(args[i + 1]) <= cap
+        return exact is not None and 0 <= int(exact) <= cap
     except ValueError:
         return False
 
@@ -196,6 +203,7 @@ GROWING = {
     "hsetnx": ("fields", _one(2, 4), 1, 0),
     "hincrby": ("fields", _one(2, 4), 1, 0),
     "hincrbyfloat": ("fields", _one(2, 4), 1, 0),
+    "hsetex": ("fields", _hsetex, 1, 0),
     "lpush": ("push", _tail, 1, 0),
     "rpush": ("push", _tail, 1, 0),
     "lpushx": ("pushx", _tail, 1, 0),
@@ -209,6 +217,7 @@ GROWING = {
     "zincrby": ("zmembers", _one(3, 4), 1, 0),
     "geoadd": ("zmembers", _geoadd, 1, 0),
     "xadd": ("entry", _xadd, 1, 0),
+    "vadd": ("vmembers", _vadd, 1, 0),
 }
 ONE_NEW = frozenset({"insert", "lmove", "smove"})  # at most one new element, whatever the arguments
 
@@ -309,7 +318,8 @@ class CollectionCap(RewriteRule):
                 return None  # not a write (SORT without STORE), or Redis refuses the arguments
             key = check.target_key()
             for kind, (cap, advice) in self.caps_for(key).items():
-                check.limit(kind, cap, self.finding(f"key '{text(key)}'", advice))
+                if kind in check.limits:  # (the check measures the types it knows: not vector sets)
+                    check.limit(kind, cap, self.finding(f"key '{text(key)}'", advice))
             return with_check(call, check)
         commands = current_commands(call)
         args = commands[0]

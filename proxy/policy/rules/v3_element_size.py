@@ -2,12 +2,14 @@
 
 A CommandRule; the arguments alone decide. `ELEMENTS` is the one table of which arguments are
 elements written (field names, scores and moves of existing elements are not). Streams and
-HyperLogLogs are not checked.
+HyperLogLogs are not checked. Redis 8's HSETEX (its field values) and vector sets (VADD's element
+and SETATTR attributes, VSETATTR's attributes) are.
 """
 
 from __future__ import annotations
 
 from ..base import NO_ARGUMENTS, CommandRule, register
+from ._fields import hsetex_fields, vadd_element
 from ._keyshape import text
 from ._zadd import zadd_members
 
@@ -30,11 +32,22 @@ def _geoadd(args):
     return parsed[1] if parsed else ()
 
 
+def _hsetex(args):
+    parsed = hsetex_fields(args)
+    return parsed[1][1::2] if parsed else ()
+
+
+def _vadd(args):
+    parsed = vadd_element(args)
+    return parsed if parsed else ()
+
+
 # command -> (what its elements are called, the elements it writes as a function of the arguments)
 ELEMENTS = {
     "hset": ("hash field value", _from(3, 2)),
     "hmset": ("hash field value", _from(3, 2)),
     "hsetnx": ("hash field value", _at(3)),
+    "hsetex": ("hash field value", _hsetex),
     "lpush": ("list item", _from(2)),
     "rpush": ("list item", _from(2)),
     "lpushx": ("list item", _from(2)),
@@ -45,6 +58,8 @@ ELEMENTS = {
     "zadd": ("sorted-set member", _zadd),
     "zincrby": ("sorted-set member", _at(3)),
     "geoadd": ("sorted-set member", _geoadd),
+    "vadd": ("vector-set element or attribute", _vadd),
+    "vsetattr": ("vector-set attribute", _at(3)),
 }
 
 
@@ -63,7 +78,7 @@ class ElementSize(CommandRule):
 
     def reads_from(self, spec) -> int:
         # Where the elements are is fixed, but for ZADD's and GEOADD's options before them.
-        return 2 if spec.name in ("zadd", "geoadd") else NO_ARGUMENTS
+        return 2 if spec.name in ("zadd", "geoadd", "hsetex", "vadd") else NO_ARGUMENTS
 
     def key_patterns(self, spec):
         return ()  # the key is only named in the reply
@@ -79,4 +94,5 @@ class ElementSize(CommandRule):
         return None
 
     def describe(self) -> str:
-        return f"hash field values, list items, set and sorted-set members at most {self.max_element_bytes} bytes"
+        return (f"hash field values, list items, set and sorted-set members, vector-set elements and attributes "
+                f"at most {self.max_element_bytes} bytes")
