@@ -107,6 +107,8 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
 # exits: a fixture that fails half-way (a proxy that does not start after its server did)
 # leaves nothing running.
 _RUNNING: set = set()
+# What each test started, by kind (tests/conftest.py: a test marked `unit` must start nothing).
+STARTED: list[str] = []
 
 
 @atexit.register
@@ -132,6 +134,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         _RUNNING.add(self)
+        STARTED.append("redis-server")
         deadline = time.monotonic() + 10
         while True:
             # A server that could not bind exits: another one answering on its port is not it.
@@ -179,6 +182,7 @@ class ProxyProcess:
             env={**os.environ, **(env or {})},
         )
         _RUNNING.add(self)
+        STARTED.append("proxy")
         self.lines: list[str] = []
         self.port = None
         ready = threading.Event()

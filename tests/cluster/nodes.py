@@ -37,7 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from proxy.config import Address
-from tests.servers import missing_cluster_tools, wait_for, worker_slice
+from tests.servers import STARTED, missing_cluster_tools, wait_for, worker_slice
 
 HOST = "127.0.0.1"
 BUS_OFFSET = 10000
@@ -208,6 +208,7 @@ class RedisCluster:
         with open(node.log_path, "ab") as log:
             node.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, cwd=self.dir)
+        STARTED.append("cluster node")
 
     def _wait_started(self, node: ClusterNode, timeout: float = 10.0) -> bool:
         """True once `node`'s own process answers on its port (checked by pid, not just a listener)."""

@@ -14,6 +14,8 @@ import pytest
 from proxy import compiled
 from proxy.resp import reader, replies
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
