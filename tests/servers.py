@@ -23,10 +23,48 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSTHROUGH = os.path.join(REPO, "configs", "passthrough.yaml")
 
 
-def free_port() -> int:
+def worker_slice(low: int, high: int) -> tuple[int, int]:
+    """This test process's share of the ports [low, high): all of it in a plain run, the i-th of n
+    equal slices in pytest-xdist's worker gw<i> of n, so that workers never pick the same port
+    between checking it and the server's bind."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+    if count <= 1:
+        return low, high
+    size = (high - low) // count
+    return low + index * size, low + (index + 1) * size
+
+
+def bindable(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+# Ports for servers the tests start: below the cluster range (tests/cluster/nodes.py: 10000-19999,
+# buses 20000-29999) and the kernel's ephemeral range, so that no outgoing connection takes one
+# between the check and the bind. Each process walks its slice from a random start: the next
+# port is never the one a server just released, and test runs of other checkouts side by side
+# rarely meet.
+PORTS = (2100, 10000)
+_next_port = None
+
+
+def free_port() -> int:
+    global _next_port
+    low, high = worker_slice(*PORTS)
+    if _next_port is None:
+        _next_port = low + int.from_bytes(os.urandom(2), "big") % (high - low)
+    for _ in range(high - low):
+        port, _next_port = _next_port, low + (_next_port + 1 - low) % (high - low)
+        if port != 6379 and bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {low}-{high}")
 
 
 # The redis-server binary the tests start: the one this variable names (the ./dev test leg against
@@ -94,6 +132,8 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
 # exits: a fixture that fails half-way (a proxy that does not start after its server did)
 # leaves nothing running.
 _RUNNING: set = set()
+# What each test started, by kind (tests/conftest.py: a test marked `unit` must start nothing).
+STARTED: list[str] = []
 
 
 @atexit.register
@@ -121,7 +161,19 @@ class RedisServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         _RUNNING.add(self)
-        wait_port(self.port)
+        STARTED.append("redis-server")
+        deadline = time.monotonic() + 10
+        while True:
+            # A server that could not bind exits: another one answering on its port is not it.
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server on port {self.port} exited at start ({self.process.returncode})")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"redis-server not listening on 127.0.0.1:{self.port} after 10s") from None
+                time.sleep(0.02)
 
     @property
     def url(self) -> str:
@@ -157,6 +209,7 @@ class ProxyProcess:
             env={**os.environ, **(env or {})},
         )
         _RUNNING.add(self)
+        STARTED.append("proxy")
         self.lines: list[str] = []
         self.port = None
         ready = threading.Event()

@@ -1,5 +1,5 @@
 """A RedisCluster for a fixture or a test, and the proxy in front of one: skipped, not failed,
-where redis-server, redis-cli or redis-py is missing (tests/cluster/cluster.py imports redis-py,
+where redis-server, redis-cli or redis-py is missing (tests/cluster/nodes.py imports redis-py,
 so it is imported here late)."""
 
 import pytest
@@ -8,13 +8,13 @@ from tests.servers import ProxyProcess, missing_cluster_tools
 
 
 def start_cluster(**kwargs):
-    """RedisCluster(**kwargs) (see tests/cluster/cluster.py), or a skip; the caller closes it."""
+    """RedisCluster(**kwargs) (see tests/cluster/nodes.py), or a skip; the caller closes it."""
     missing = missing_cluster_tools()
     if missing:
         pytest.skip(f"Redis Cluster tests need {' and '.join(missing)} on PATH "
                     "(apt-get install -y redis-server)")
     pytest.importorskip("redis", reason="Redis Cluster tests need redis-py (pip install redis)")
-    from tests.cluster.cluster import RedisCluster
+    from tests.cluster.nodes import RedisCluster
 
     return RedisCluster(**kwargs)
 

@@ -6,7 +6,7 @@ import pytest
 
 redis = pytest.importorskip("redis", reason="Redis Cluster tests need redis-py (pip install redis)")
 
-from tests.cluster.cluster import BUS_OFFSET, SLOTS  # noqa: E402  (imports redis)
+from tests.cluster.nodes import BUS_OFFSET, SLOTS  # noqa: E402  (imports redis)
 
 
 def test_cluster_comes_up(redis_cluster):

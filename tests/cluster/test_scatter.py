@@ -26,6 +26,8 @@ from proxy.upstream.connection import READY
 from tests.servers import parse_all
 from tests.session.fakes import Transport
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 NODES = [Address("127.0.0.1", 7000 + i) for i in range(4)]  # the fourth owns nothing at first
 RANGES = [(0, 5460, NODES[0], ()), (5461, 10922, NODES[1], ()), (10923, 16383, NODES[2], ())]
 

@@ -10,7 +10,8 @@ import yaml
 from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, compare, counts
 from tests.servers import REPO
 
-pytestmark = pytest.mark.compat
+# serial: four pytest runs of redis-py's suite at once, CPU-bound, each with a time limit: alone.
+pytestmark = [pytest.mark.compat, pytest.mark.serial]
 
 # Tests that pass directly but may fail through the proxy, because a proxy is in between.
 ALLOWED: dict[str, str] = {

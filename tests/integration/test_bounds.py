@@ -7,6 +7,7 @@ import threading
 import time
 import urllib.request
 
+import pytest
 import redis
 
 from tests.servers import ProxyProcess, free_port, rss_mb, wait_for
@@ -43,6 +44,7 @@ def test_a_reading_client_gets_a_pipeline_of_600_one_megabyte_replies(own_redis,
     assert client.ping() is True
 
 
+@pytest.mark.serial  # compares times
 def test_a_reading_clients_pipeline_of_large_replies_is_not_much_slower_than_direct(own_redis, own_proxy):
     """The window slides (a reply completed lets the next command go): 600 GETs of 1 MB through
     the proxy take under 2.5 times what they take directly, measured in the same test (the best

@@ -16,6 +16,8 @@ import pytest
 
 from proxy.monitor import counts
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 TWINS = {"pure": (counts.pure_time_run, counts.pure_add)}
 if counts._compiled is not None:
     TWINS["compiled"] = (counts._compiled.time_run, counts._compiled.add)

@@ -7,6 +7,8 @@ import pytest
 from proxy.commands.table import CommandTable
 from proxy.monitor import keys
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 keys.setup(CommandTable.from_snapshot())
 
 

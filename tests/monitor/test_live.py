@@ -17,6 +17,8 @@ from proxy.resp.reader import RequestReader
 from proxy.resp.replies import ReplySplitter
 from proxy.upstream.connection import StartupPending
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 TABLE = CommandTable.from_snapshot()
 NOW = 1000.0  # the clock upstream reads see: a run's time is exactly its stamp's age, however slow the machine
 

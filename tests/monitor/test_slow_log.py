@@ -9,6 +9,8 @@ from proxy.cluster.connection import RoutedPending as RoutedSlot
 from proxy.monitor import keys, live, snapshot
 from tests.monitor.test_live import Conn, batch_of, fresh, slot_for  # noqa: F401 (fresh: the same autouse fixture)
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 
 @pytest.fixture
 def parsers(monkeypatch):

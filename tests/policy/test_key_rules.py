@@ -573,6 +573,7 @@ def test_invalid_utf8_key_is_rejected_by_the_engine():
     assert verdict.reject.rule == "K3"
 
 
+@pytest.mark.serial  # measures time: alone, not beside parallel workers
 @pytest.mark.parametrize("key", [
     b"1:" * 50000 + b"xY_", b"aB" * 300000 + b"1", b"abAb" * 150000, b"u" * 600000 + b"sr", b"2024" * 150000,
     b"{a}" * 200000, b"a" * 600000 + b"{", b"1692806400:" * 50000, b"a_" * 300000 + b"_",

@@ -21,6 +21,8 @@ from proxy.session import classes
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 TABLE = CommandTable.from_snapshot()
 
 # (patterns, strings whose bytes share one class, pairs of bytes that must not)

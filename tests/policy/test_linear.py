@@ -36,6 +36,7 @@ def cpu_seconds(table, n: int) -> float:
     return best
 
 
+@pytest.mark.serial  # measures time
 def test_ten_times_the_keys_cost_far_less_than_a_hundred_times_the_time(table):
     small, large = cpu_seconds(table, 3_000), cpu_seconds(table, 30_000)
     assert large < 30 * max(small, 0.001), (small, large)  # quadratic: 100x

@@ -9,6 +9,8 @@ from proxy.commands.table import CommandTable
 from proxy.policy import Engine, SessionState, load_policy_text
 from proxy.policy.loader import load_policy
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 TABLE = CommandTable.from_snapshot()
 
 # Every rule that declares what it reads, with limits small enough that lengths matter.

@@ -528,7 +528,8 @@ T3_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("command,advice", T3_ROWS)
+# Ids without the times (NOW-based), the same in every pytest-xdist worker that collects them.
+@pytest.mark.parametrize("command,advice", T3_ROWS, ids=[f"{c.split()[0]} {i}" for i, (c, _) in enumerate(T3_ROWS)])
 def test_t3(command, advice):
     verdict = decide(BOUNDS, command)
     if advice is None:

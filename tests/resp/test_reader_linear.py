@@ -29,12 +29,14 @@ def cpu_seconds(data: bytes, cut: int, tries: int = 3) -> float:
     return best
 
 
+@pytest.mark.serial  # measures time
 @pytest.mark.parametrize("cut", [65536, 1500])
 def test_ten_times_the_arguments_cost_far_less_than_a_hundred_times_the_time(cut):
     small, large = cpu_seconds(request(10_000), cut), cpu_seconds(request(100_000), cut)
     assert large < 30 * max(small, 0.002), (small, large)  # quadratic: 100x
 
 
+@pytest.mark.serial  # measures time
 def test_a_million_arguments_off_the_fast_path_are_read_in_linear_time():
     # A count of 7 digits never reaches hiredis: the exact parser reads it, resuming at each read.
     small, large = cpu_seconds(request(100_000), 65536), cpu_seconds(request(1_000_000), 65536, tries=1)

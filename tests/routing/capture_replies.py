@@ -15,10 +15,10 @@ import subprocess
 import sys
 
 from proxy.routing.slots import hash_slot
-from tests.cluster.cluster import RedisCluster
+from tests.cluster.nodes import RedisCluster
 from tests.servers import missing_cluster_tools, wait_for
 
-from .cluster import Conn, call
+from .raw_client import Conn, call
 
 LONE = 31000
 PORTS = [31001, 31002, 31003, 31004, 31005, 31006]

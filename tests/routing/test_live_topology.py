@@ -21,7 +21,7 @@ from proxy.routing.slots import SLOT_COUNT, hash_slot
 from tests.cluster.start import start_cluster
 from tests.servers import wait_for
 
-from .cluster import Conn, call
+from .raw_client import Conn, call
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from proxy.routing.redirect import CLUSTERDOWN_SLOT_NOT_SERVED, CROSSSLOT, Clust
 from proxy.routing.slotmap import SlotMap
 from proxy.routing.slots import hash_slot
 
-from .cluster import Conn, call
+from .raw_client import Conn, call
 
 A, B, C = (Address("10.0.0.%d" % i, 6379) for i in range(1, 4))
 MAP = SlotMap.from_ranges([(0, 5460, A, []), (5461, 10922, B, []), (10923, 16383, C, [])])

@@ -24,7 +24,7 @@ from tests.cluster.start import start_cluster
 from tests.servers import wait_for
 
 from .captured import REPLIES
-from .cluster import Conn, call
+from .raw_client import Conn, call
 
 MOVED, ASK = False, True
 

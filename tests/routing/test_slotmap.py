@@ -13,7 +13,7 @@ from proxy.routing.slotmap import Node, SlotMap, SlotRange, TopologyError
 from proxy.routing.slots import SLOT_COUNT, hash_slot
 
 from .captured import REPLICA_OF, REPLIES
-from .cluster import Conn, call
+from .raw_client import Conn, call
 
 LOCAL = "127.0.0.1"
 N1, N2, N3, R4, R5, R6 = (Address(LOCAL, p) for p in range(31001, 31007))

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.routing.slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag, pattern_slot
 
-from .cluster import Conn
+from .raw_client import Conn
 
 
 def test_crc16_reference_vector() -> None:

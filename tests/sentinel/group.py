@@ -12,7 +12,7 @@ import time
 
 import redis
 
-from tests.servers import RedisServer, free_port, redis_server_binary, wait_for, wait_port
+from tests.servers import STARTED, RedisServer, free_port, redis_server_binary, wait_for, wait_port
 
 MASTER_NAME = "rgmaster"
 
@@ -31,6 +31,7 @@ class Sentinel:
             )
         self.process = subprocess.Popen([redis_server_binary(), self.conf, "--sentinel"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        STARTED.append("sentinel")
         wait_port(self.port)
 
     def client(self) -> redis.Redis:

@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from tests.cluster.cluster import pick_cluster_ports
+from tests.cluster.nodes import pick_cluster_ports
 from tests.servers import _RUNNING, ProxyProcess, RedisServer, wait_port
 from tests.tls.certs import Certs
 from tests.tls.test_tls import client, write_config

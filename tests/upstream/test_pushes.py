@@ -6,6 +6,8 @@ import pytest
 from proxy.pending import Pending, Receiver
 from proxy.upstream.connection import READY, UpstreamConnection
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 PUSH = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nk:1\r\n"
 FLUSHED = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
 ONE, TWO, THREE = b"$1\r\nv\r\n", b"*2\r\n:1\r\n>0\r\n", b"+OK\r\n"  # TWO: a '>' inside a reply is no push

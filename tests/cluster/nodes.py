@@ -37,7 +37,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from proxy.config import Address
-from tests.servers import missing_cluster_tools, redis_server_binary, wait_for
+from tests.servers import STARTED, missing_cluster_tools, redis_server_binary, wait_for, worker_slice
 
 HOST = "127.0.0.1"
 BUS_OFFSET = 10000
@@ -77,17 +77,19 @@ def pick_cluster_ports(count: int, avoid: set[int] = frozenset(), attempts: int 
     """`count` ports P with P and P+10000 (the cluster bus port) both free and < 65536.
 
     Candidates are drawn below the kernel's ephemeral range (bus port included) so outgoing
-    connections cannot take them between the check and redis-server's bind; 6379 is never chosen.
+    connections cannot take them between the check and redis-server's bind, from this pytest-xdist
+    worker's slice so that workers cannot both take one; 6379 is never chosen.
     """
-    high = min(_ephemeral_low(), 65536) - BUS_OFFSET  # P + 10000 < ephemeral start
-    low = 10000
+    # P in 10000-19999 (bus 20000-29999: below the ephemeral start, above tests/servers.PORTS), the
+    # pytest-xdist worker's own slice of it.
+    low, high = worker_slice(10000, min(_ephemeral_low() - BUS_OFFSET, 20000))
     rng = random.Random()
     taken = set(avoid)
     chosen: list[int] = []
     for _ in range(attempts):
         if len(chosen) == count:
             break
-        port = rng.randrange(low, high) if high - low > 1000 else _os_free_port()
+        port = rng.randrange(low, high) if high - low > 100 else _os_free_port()
         bus = port + BUS_OFFSET
         if port == 6379 or bus >= 65536 or {port, bus} & taken:
             continue
@@ -206,6 +208,7 @@ class RedisCluster:
         with open(node.log_path, "ab") as log:
             node.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, cwd=self.dir)
+        STARTED.append("cluster node")
 
     def _wait_started(self, node: ClusterNode, timeout: float = 10.0) -> bool:
         """True once `node`'s own process answers on its port (checked by pid, not just a listener)."""

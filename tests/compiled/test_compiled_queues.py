@@ -8,6 +8,8 @@ import pytest
 
 from proxy import compiled, pending
 
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
 queues = compiled.load("proxy._compiled_queues")
 TWINS = [pytest.param((pending.queue_append, pending.queue_popleft), id="pure")]
 HEADS = [pytest.param(pending.queue_head, id="pure")]

@@ -12,7 +12,7 @@ import pytest
 from proxy.config import ConfigError, Limits, known_settings, load_config, unknown_settings
 from proxy.yamlcheck import compose
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 NESTED_TYPOS = """\
 listen: 127.0.0.1:7000

@@ -1,5 +1,5 @@
 """A raw-bytes client for the routing tests: each reply's exact bytes, as a proxy would relay
-them. The clusters themselves are tests/cluster/cluster.py's RedisCluster (see conftest.py)."""
+them. The clusters themselves are tests/cluster/nodes.py's RedisCluster (see conftest.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,9 @@ import pytest
 from proxy import compiled
 from proxy.resp import reader, replies
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_compiled_modules_are_used_where_built():

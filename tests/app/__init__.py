@@ -1,0 +1,1 @@
+"""The application assembled: the command line, configuration files, policy hot reload."""

@@ -1,0 +1,1 @@
+"""AUTH and HELLO as the proxy reads them, and the brake on failing logins."""

@@ -1,0 +1,1 @@
+"""The repository's own checks: the linter, and the test helpers' processes."""
