@@ -230,6 +230,8 @@ class Planner:
             return [Step([[b"SCRIPT", b"DEBUG", b"YES"]], ["script|debug"], set(), BYTES, alone=True), *inner,
                     Step([[b"SCRIPT", b"DEBUG", b"NO"]], ["script|debug"], set(), BYTES, alone=True)]
         if kind == "multi":
+            # HELLO ... AUTH is the proxy's as AUTH is (NOT_IN_GROUPS): refused inside MULTI, not queued
+            inner = [s for s in inner if not (s.names[0] == "hello" and b"AUTH" in (a.upper() for a in s.commands[0]))]
             end = rng.choice(([b"EXEC"], [b"EXEC"], [b"DISCARD"]))
             commands = [[b"MULTI"], *[s.commands[0] for s in inner], end]
         elif kind == "reply":
