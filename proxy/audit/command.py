@@ -66,6 +66,23 @@ def _fail(message: str) -> int:
     return 2
 
 
+def scan_all(scanning, upstream, seeds) -> str | None:
+    """`scanning.run` (an Audit, an Inference) over the upstream's server, or every master of the
+    cluster its `seeds` name, on a loop of its own: what stopped it, or None."""
+    from ..cli import _new_loop
+
+    async def main() -> None:
+        addresses = await cluster_masters(seeds) if seeds is not None else [upstream.address]
+        await scanning.run(upstream, addresses)
+
+    with asyncio.Runner(loop_factory=_new_loop) as runner:
+        try:
+            runner.run(main())
+        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
+            return str(exc) or type(exc).__name__
+    return None
+
+
 def _show(line: str, final: bool, tty: bool) -> None:
     if tty:
         sys.stderr.write("\r" + line + "\x1b[K" + ("\n" if final else ""))
@@ -75,7 +92,6 @@ def _show(line: str, final: bool, tty: bool) -> None:
 
 
 def run(args) -> int:
-    from ..cli import _new_loop
     from ..commands.table import CommandTable
     from ..policy import Engine, PolicyError, load_policy
 
@@ -138,16 +154,7 @@ def run(args) -> int:
     audit = Audit(auditor, report, options,
                   show=None if args.quiet else (lambda line, final: _show(line, final, tty)), tty=tty)
 
-    async def main() -> None:
-        addresses = await cluster_masters(seeds) if seeds is not None else [upstream.address]
-        await audit.run(upstream, addresses)
-
-    failure = None
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
-        try:
-            runner.run(main())
-        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
-            failure = str(exc) or type(exc).__name__
+    failure = scan_all(audit, upstream, seeds)
     if failure is not None and not audit.scans:
         return _fail(f"cannot scan {target}: {failure}")
     data = report.to_dict()

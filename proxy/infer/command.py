@@ -20,9 +20,9 @@ import signal
 import sys
 import time
 
-from ..audit.command import _positive, _show
+from ..audit.command import _positive, _show, scan_all
 from ..audit.progress import Progress
-from ..audit.scanner import ScanOptions, ServerScan, cluster_masters
+from ..audit.scanner import ScanOptions, ServerScan
 from .draft import MIN_KEYS, build, fixtures, render, report
 from .model import NODES_MAX, KeyspaceModel
 
@@ -168,7 +168,6 @@ def _fixtures_path(args) -> str | None:
 
 def run(args) -> int:
     from .. import tls
-    from ..cli import _new_loop
     from ..config import ConfigError
 
     try:
@@ -192,16 +191,7 @@ def run(args) -> int:
     inference = Inference(model, options, args.sample,
                           show=None if args.quiet else (lambda line, final: _show(line, final, tty)), tty=tty)
 
-    async def main() -> None:
-        addresses = await cluster_masters(seeds) if seeds is not None else [upstream.address]
-        await inference.run(upstream, addresses)
-
-    failure = None
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
-        try:
-            runner.run(main())
-        except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
-            failure = str(exc) or type(exc).__name__
+    failure = scan_all(inference, upstream, seeds)
     if failure is not None and not inference.scans:
         return _fail(f"cannot scan {target}: {failure}")
     errors = [scan.error for scan in inference.scans if scan.error] + ([failure] if failure else [])

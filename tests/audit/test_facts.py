@@ -9,7 +9,7 @@ from tests.servers import parse_all
 
 def test_size_commands_per_type():
     assert SIZE_COMMANDS == {"string": b"STRLEN", "hash": b"HLEN", "list": b"LLEN", "set": b"SCARD",
-                             "zset": b"ZCARD", "stream": b"XLEN"}
+                             "zset": b"ZCARD", "stream": b"XLEN", "vectorset": b"VCARD"}  # (Redis 8)
 
 
 def test_two_passes():
