@@ -68,10 +68,12 @@ from .states import (
     ConnState,
 )
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
+from .verdicts import PENDING
 
 log = logging.getLogger("redis_guard.server")
 
 
+MAX_NAMES = live.MAX_NAMES
 PING_TALLY = live.tally(b"ping")  # PING's count where it is passed on with its run (Session._run)
 
 # Replies in flight a client may have while its replies are small (or none has come yet): a reply
@@ -397,8 +399,22 @@ class Session(Receiver):
                 action = dispatch.get(name.lower(), self.unknown)
             if type(action) is Guard:
                 guard = action
+                memo = guard.memo
                 if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and not (
-                        guard.memo is not None and guard.memo.passed(args, state)):
+                        memo is not None and memo.passed(args, state)):
+                    refusal = memo.refused(args, state) if memo is not None else None
+                    if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
+                        if start < index:
+                            self.route.forward(self, batch, start, index)
+                        self._refused(refusal, args, memo.reply(args[1]))
+                        names = live.NAMES  # (live.count_names, inline)
+                        names[name] = names.get(name, 0) + 1
+                        if len(names) > MAX_NAMES:
+                            live.fold(names)
+                        start = index = index + 1
+                        if self.state.life is not OPEN:
+                            return
+                        continue
                     verdict = self._decide(guard.plan, commands, index)
                     if verdict is not None:
                         if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
@@ -632,6 +648,22 @@ class Session(Receiver):
             self._close()
 
     # -- policy (verdicts.py) and the proxy's own AUTH (auth.py) ------------------------------
+
+    def _refused(self, refusal, args, reply: bytes) -> None:
+        """Answer `args`, refused as the engine remembered (`refusal`: policy/refusals.py), with
+        `reply`; its findings are counted in bulk (verdicts.py, `PENDING`)."""
+        name = args[0]
+        pending = (refusal, name, self.app)
+        seen = PENDING.get(pending)
+        if seen is None:
+            verdicts.pend(self, pending, args)
+        else:
+            seen[0] += 1
+        rejected = live.REJECTED  # (live.rejected, inline)
+        rejected[name] = rejected.get(name, 0) + 1
+        self._local(reply)
+        if self.state.in_transaction:  # (refused_in_transaction, inline)
+            self.state.to("refuse")
 
     def _decide(self, plan, commands, index: int):
         return verdicts.decide(self, plan, commands, index)
