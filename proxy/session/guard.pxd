@@ -20,6 +20,7 @@ cdef class Memo:
     cpdef bint fits(self, args, known)
     @cython.locals(found=bytes)
     cpdef object refused(self, args, state)
+    cpdef object check(self, args, state)
     cpdef bytes reply(self, bytes key)
 
 @cython.locals(byte=cython.uchar)

@@ -68,6 +68,22 @@ class Memo:
         self.last_known = known
         return True
 
+    def check(self, args, state):
+        """True when a command of this shape on a key of this class passed before (`passed`), the
+        Refusal remembered for it (`refused`), else None: the last pass and the last refusal are
+        compared before either memo is looked up."""
+        if len(args) < 2 or state.in_multi:
+            return None
+        key = args[1]
+        if same_class(key, self.key_classes, self.last_class) and self.fits(args, self.last_known):
+            return True
+        if (self.refusals and same_class(key, self.key_classes, self.refused_class)
+                and self.fits(args, self.refused_shape)):
+            return self.refusal
+        if self.passed(args, state):
+            return True
+        return self.refused(args, state)
+
     def refused(self, args, state):
         """The Refusal the engine remembered for a command of this shape on a key of this class,
         outside a transaction, or None (the engine decides): `Engine.refusal`, the last one found

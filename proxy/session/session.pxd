@@ -72,7 +72,7 @@ cdef class Session(Receiver):
     @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, budget=Py_ssize_t, tally=Tally, guard=Guard,
                    dispatch=dict, units=Py_ssize_t, memo=Memo, names=dict)
     cpdef _run(self, Batch batch, Py_ssize_t index)
-    @cython.locals(pending=tuple, rejected=dict)
+    @cython.locals(pending=tuple, rejected=dict, counts=dict, out=list)
     cpdef _refused(self, refusal, args, bytes reply)
     @cython.locals(est=Py_ssize_t, left=Py_ssize_t)
     cpdef Py_ssize_t _budget(self)

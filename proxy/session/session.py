@@ -44,7 +44,7 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..monitor.live import Tally
+from ..monitor.live import NAMES, REJECTED, Tally
 from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_head, queue_popleft
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
@@ -400,14 +400,14 @@ class Session(Receiver):
             if type(action) is Guard:
                 guard = action
                 memo = guard.memo
-                if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and not (
-                        memo is not None and memo.passed(args, state)):
-                    refusal = memo.refused(args, state) if memo is not None else None
-                    if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
+                refusal = None
+                if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and (
+                        memo is None or (refusal := memo.check(args, state)) is not True):
+                    if refusal is not None:  # refused before (policy/refusals.py)
                         if start < index:
                             self.route.forward(self, batch, start, index)
                         self._refused(refusal, args, memo.reply(args[1]))
-                        names = live.NAMES  # (live.count_names, inline)
+                        names = NAMES  # (live.count_names, inline)
                         names[name] = names.get(name, 0) + 1
                         if len(names) > MAX_NAMES:
                             live.fold(names)
@@ -654,15 +654,23 @@ class Session(Receiver):
         `reply`; its findings are counted in bulk (verdicts.py, `PENDING`)."""
         name = args[0]
         pending = (refusal, name, self.app)
-        seen = PENDING.get(pending)
+        counts = PENDING
+        seen = counts.get(pending)
         if seen is None:
             verdicts.pend(self, pending, args)
         else:
             seen[0] += 1
-        rejected = live.REJECTED  # (live.rejected, inline)
+        rejected = REJECTED  # (live.rejected, inline)
         rejected[name] = rejected.get(name, 0) + 1
-        self._local(reply)
-        if self.state.in_transaction:  # (refused_in_transaction, inline)
+        if self.collecting and not self.queue:  # (_local's usual case, inline)
+            out = self.local_out
+            if out is None:
+                self.local_out = [reply]
+            else:
+                out.append(reply)
+        else:
+            self._local(reply)
+        if self.state.txn is not NONE and self.state.in_transaction:  # (refused_in_transaction, inline)
             self.state.to("refuse")
 
     def _decide(self, plan, commands, index: int):
