@@ -17,10 +17,10 @@ cdef class Memo:
 
     @cython.locals(found=bytes)
     cpdef bint passed(self, args, state)
+    @cython.locals(n=Py_ssize_t)
     cpdef bint fits(self, args, known)
     @cython.locals(found=bytes)
     cpdef object refused(self, args, state)
-    cpdef object check(self, args, state)
     cpdef bytes reply(self, bytes key)
 
 @cython.locals(byte=cython.uchar)

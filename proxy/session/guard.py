@@ -68,22 +68,6 @@ class Memo:
         self.last_known = known
         return True
 
-    def check(self, args, state):
-        """True when a command of this shape on a key of this class passed before (`passed`), the
-        Refusal remembered for it (`refused`), else None: the last pass and the last refusal are
-        compared before either memo is looked up."""
-        if len(args) < 2 or state.in_multi:
-            return None
-        key = args[1]
-        if same_class(key, self.key_classes, self.last_class) and self.fits(args, self.last_known):
-            return True
-        if (self.refusals and same_class(key, self.key_classes, self.refused_class)
-                and self.fits(args, self.refused_shape)):
-            return self.refusal
-        if self.passed(args, state):
-            return True
-        return self.refused(args, state)
-
     def refused(self, args, state):
         """The Refusal the engine remembered for a command of this shape on a key of this class,
         outside a transaction, or None (the engine decides): `Engine.refusal`, the last one found
@@ -116,11 +100,12 @@ class Memo:
     def fits(self, args, known) -> bool:
         """Is the shape of `args` `known` (a shape) or among them (a frozenset)?"""
         if self.start == 3:  # SET k v [options]
-            if len(args) < 3:
+            n = len(args)
+            if n < 3:
                 return False
-            if len(args) == 3 and type(known) is tuple:  # SET k v, its shape unbuilt
+            if n == 3 and type(known) is tuple:  # SET k v, its shape unbuilt
                 return len(known) == 1 and known[0] == len(args[2])
-            if len(args) == 5 and type(known) is tuple:  # SET k v EX n, its shape unbuilt
+            if n == 5 and type(known) is tuple:  # SET k v EX n, its shape unbuilt
                 return (len(known) == 3 and known[0] == len(args[2]) and known[1] == args[3]
                         and known[2] == args[4])
             found = (len(args[2]), *args[3:])

@@ -400,10 +400,10 @@ class Session(Receiver):
             if type(action) is Guard:
                 guard = action
                 memo = guard.memo
-                refusal = None
-                if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and (
-                        memo is None or (refusal := memo.check(args, state)) is not True):
-                    if refusal is not None:  # refused before (policy/refusals.py)
+                if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and not (
+                        memo is not None and memo.passed(args, state)):
+                    refusal = memo.refused(args, state) if memo is not None else None
+                    if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
                         if start < index:
                             self.route.forward(self, batch, start, index)
                         self._refused(refusal, args, memo.reply(args[1]))
