@@ -184,8 +184,8 @@ class Plan:
                 reads = [rule.key_patterns(spec) for rule in (*command_rules, *rewrite_rules)]
                 if None not in reads:
                     self.key_classes = class_table([*key_patterns, *(p for each in reads for p in each)])
-                self.memo_check = Memo(self.memo, self.key_classes, self.shape, self.memo_from)
                 self.refusals = {}
+                self.memo_check = Memo(self.memo, self.key_classes, self.shape, self.memo_from, self.refusals)
 
 
 def _shape_of(start: int):

@@ -3,7 +3,7 @@ from proxy.pending cimport Pending, Receiver
 from proxy.resp.reader cimport Batch, RequestReader
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
-from proxy.session.guard cimport Guard
+from proxy.session.guard cimport Guard, Memo
 from proxy.upstream._compiled_write cimport DirectWriter
 from proxy._compiled_queues cimport queue_head, queue_popleft
 from proxy.resp._compiled_requests cimport key_class, same_class
@@ -70,8 +70,10 @@ cdef class Session(Receiver):
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard, units=Py_ssize_t)
     cpdef data_received(self, data)
     @cython.locals(commands=list, count=Py_ssize_t, start=Py_ssize_t, budget=Py_ssize_t, tally=Tally, guard=Guard,
-                   dispatch=dict, units=Py_ssize_t)
+                   dispatch=dict, units=Py_ssize_t, memo=Memo, names=dict)
     cpdef _run(self, Batch batch, Py_ssize_t index)
+    @cython.locals(pending=tuple, rejected=dict, counts=dict, out=list)
+    cpdef _refused(self, refusal, args, bytes reply)
     @cython.locals(est=Py_ssize_t, left=Py_ssize_t)
     cpdef Py_ssize_t _budget(self)
     cpdef bint _window_open(self, args)

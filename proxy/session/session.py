@@ -44,7 +44,7 @@ import hiredis
 
 from .. import errors, metrics
 from ..monitor import health, live
-from ..monitor.live import Tally
+from ..monitor.live import NAMES, REJECTED, Tally
 from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_head, queue_popleft
 from ..policy.engine import SessionState
 from ..resp.reader import RequestReader
@@ -68,9 +68,12 @@ from .states import (
     ConnState,
 )
 from .streamorder import MALFORMED, QUIT, BarrierEntry, StreamOrder
+from .verdicts import PENDING
 
 log = logging.getLogger("redis_guard.server")
 
+
+MAX_NAMES = live.MAX_NAMES
 
 # Replies in flight a client may have while its replies are small (or none has come yet): a reply
 # not yet arrived is counted as at least window / IN_FLIGHT bytes (`_budget`), so that whatever
@@ -389,8 +392,22 @@ class Session(Receiver):
                 action = dispatch.get(name.lower(), self.unknown)
             if type(action) is Guard:
                 guard = action
+                memo = guard.memo
                 if not (guard.keys_only and len(args) > 1 and self._key_passes(args[1])) and not (
-                        guard.memo is not None and guard.memo.passed(args, state)):
+                        memo is not None and memo.passed(args, state)):
+                    refusal = memo.refused(args, state) if memo is not None else None
+                    if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
+                        if start < index:
+                            self.route.forward(self, batch, start, index)
+                        self._refused(refusal, args, memo.reply(args[1]))
+                        names = NAMES  # (live.count_names, inline)
+                        names[name] = names.get(name, 0) + 1
+                        if len(names) > MAX_NAMES:
+                            live.fold(names)
+                        start = index = index + 1
+                        if self.state.life is not OPEN:
+                            return
+                        continue
                     verdict = self._decide(guard.plan, commands, index)
                     if verdict is not None:
                         if shadow is not None and verdict.commands is not None:  # rewritten: observed as sent
@@ -615,6 +632,30 @@ class Session(Receiver):
             self._close()
 
     # -- policy (verdicts.py) and the proxy's own AUTH (auth.py) ------------------------------
+
+    def _refused(self, refusal, args, reply: bytes) -> None:
+        """Answer `args`, refused as the engine remembered (`refusal`: policy/refusals.py), with
+        `reply`; its findings are counted in bulk (verdicts.py, `PENDING`)."""
+        name = args[0]
+        pending = (refusal, name, self.app)
+        counts = PENDING
+        seen = counts.get(pending)
+        if seen is None:
+            verdicts.pend(self, pending, args)
+        else:
+            seen[0] += 1
+        rejected = REJECTED  # (live.rejected, inline)
+        rejected[name] = rejected.get(name, 0) + 1
+        if self.collecting and not self.queue:  # (_local's usual case, inline)
+            out = self.local_out
+            if out is None:
+                self.local_out = [reply]
+            else:
+                out.append(reply)
+        else:
+            self._local(reply)
+        if self.state.txn is not NONE and self.state.in_transaction:  # (refused_in_transaction, inline)
+            self.state.to("refuse")
 
     def _decide(self, plan, commands, index: int):
         return verdicts.decide(self, plan, commands, index)

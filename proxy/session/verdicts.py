@@ -26,7 +26,7 @@ from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
 from ..policy.engine import Verdict
-from ..policy.refusals import PRINTABLE, Refusal, shown
+from ..policy.refusals import Refusal
 from ..resp.reader import Batch
 from .behaviour import PASS
 from .queued import ExecWatch, is_hello
@@ -75,24 +75,7 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     if type(verdict) is Refusal:  # remembered (policy/refusals.py): answered and counted in bulk
         if start < index:
             session.route.forward(session, batch, start, index)
-        name = args[0]
-        pending = (verdict, name, session.app)
-        seen = PENDING.get(pending)
-        if seen is None:
-            _pend(session, pending, args)
-        else:
-            seen[0] += 1
-        rejected = live.REJECTED  # (live.rejected, inline)
-        rejected[name] = rejected.get(name, 0) + 1
-        key = args[1]
-        after = verdict.after
-        if after is None:
-            session._local(verdict.reply(key))
-        elif len(key) <= 100 and (key.isalnum() or not key.translate(None, PRINTABLE)):  # (shown, inline)
-            session._local(verdict.before + key + after)
-        else:
-            session._local(verdict.before + shown(key) + after)
-        session.refused_in_transaction()
+        session._refused(verdict, args, verdict.reply(args[1]))
         return index + 1
     if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
             and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
@@ -132,8 +115,8 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     return index + 1
 
 
-def _pend(session, pending: tuple, args) -> None:
-    """The first refusal of its (Refusal, name, application) since the last count (`apply`)."""
+def pend(session, pending: tuple, args) -> None:
+    """The first refusal of its (Refusal, name, application) since the last count (`Session._refused`)."""
     loop = session.loop
     if not PENDING or ARMED[0] is not loop:
         ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.cluster.cluster import BUS_OFFSET, pick_cluster_ports
+from tests.cluster.nodes import BUS_OFFSET, pick_cluster_ports
 from tests.cluster.start import proxy_for
 from tests.servers import exchange, wait_for
 
