@@ -372,9 +372,11 @@ def test_client_kill_on_a_stream_reaches_none_of_the_proxy_s_connections(redis_s
 def test_client_kill_old_form_on_a_stream_spares_the_proxy_s_connection(redis_server, proxy):
     direct = redis.Redis(port=redis_server.port)
     redis.Redis(port=proxy.port).set("trk:kill", "1")
-    live = settled_ids(direct)  # (an earlier test's stream's connection, closing: not the target)
-    target = next(row for row in direct.client_list()  # the shared connection
-                  if row["cmd"] == "set" and row["id"] in live)
+    # The shared connection: the one that ran a command no other test's connection runs (their
+    # direct clients' last command is often a SET), once earlier tests' connections are closed.
+    assert redis.Redis(port=proxy.port).getrange("trk:kill", 0, 0) == b"1"
+    live = settled_ids(direct)
+    target = next(row for row in direct.client_list() if row["cmd"] == "getrange" and row["id"] in live)
     got, _ = exchange(proxy.port, b"CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\nCLIENT KILL %s\r\n" % target["addr"].encode(),
                       settle=0.5)
     assert got == b"+OK\r\n-ERR No such client\r\n"
