@@ -34,6 +34,14 @@ def login(session, batch, index: int) -> int:
     is_auth = args[0].lower() == b"auth"
     parsed = parse_auth(args) if is_auth else parse_hello(args)
     if isinstance(parsed, bytes):
+        if not is_auth and session.state.lane is STREAMING and session.proxy.tenants is None:
+            from ..backends.base import StreamRoute  # (here: backends.base imports the session core)
+
+            if type(session.route) is StreamRoute:
+                # Redis answers it in the stream's context (a RESP2 subscriber: "only (P|S)SUBSCRIBE
+                # ... allowed"); it fails there too, so nothing changes, and no credentials go.
+                session.route.conn.send(hiredis.pack_command(tuple(without_credentials(args))), None)
+                return index + 1
         session._local(parsed)
         return index + 1
     if parsed.user is not None:
@@ -85,6 +93,16 @@ def login(session, batch, index: int) -> int:
             session.route.conn.send(hiredis.pack_command(tuple(parsed.hello)), None)
             return index + 1
     return session.backend.hello(session, batch, index, parsed.hello)
+
+
+def without_credentials(args: list[bytes]) -> list[bytes]:
+    """A HELLO with the user and password after each AUTH option masked."""
+    out = list(args)
+    for at in range(2, len(out)):
+        if out[at].lower() == b"auth":
+            for value in range(at + 1, min(at + 3, len(out))):
+                out[value] = b"-"
+    return out
 
 
 def brake(session, batch, index: int, user: bytes) -> int:

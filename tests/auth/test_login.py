@@ -5,6 +5,7 @@ import pytest
 
 from proxy import errors
 from proxy.login import as_upstream, parse_auth, parse_hello
+from proxy.session.auth import without_credentials
 
 
 def words(text: str) -> list[bytes]:
@@ -66,3 +67,13 @@ def test_hello_errors(command, reply):
 def test_credentials_pass_when_they_are_the_upstreams(args, user, password, reply):
     login = parse_auth(args)
     assert as_upstream(login, len(args) == 2, user, password) == reply
+
+
+@pytest.mark.parametrize("args, sent", [
+    ([b"HELLO", b"x"], [b"HELLO", b"x"]),
+    ([b"HELLO", b"3", b"AUTH", b"u", b"secret", b"BAD"], [b"HELLO", b"3", b"AUTH", b"-", b"-", b"BAD"]),
+    ([b"HELLO", b"3", b"auth", b"u"], [b"HELLO", b"3", b"auth", b"-"]),
+    ([b"HELLO", b"9", b"SETNAME", b"n", b"AUTH", b"u", b"p"], [b"HELLO", b"9", b"SETNAME", b"n", b"AUTH", b"-", b"-"]),
+])
+def test_a_refused_hello_sent_on_a_stream_carries_no_credentials(args, sent):
+    assert without_credentials(args) == sent
