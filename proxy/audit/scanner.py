@@ -163,13 +163,12 @@ async def cluster_masters(seeds, timeout: float = 5.0) -> list:
     raise ConnectionError("no cluster seed answered with a topology (" + "; ".join(problems) + ")")
 
 
-class Audit:
-    """Scans servers into one report: the glue between ServerScan, the Auditor and the Report."""
+class Scanning:
+    """Scans servers with a progress line and signal handling; what the keys become is the
+    subclass's (`on_batch`, the progress `_total` and `_line`, `_done` with the seconds taken)."""
 
-    def __init__(self, auditor, report, options: ScanOptions, show=None, tty: bool = False):
-        self.auditor = auditor
-        self.report = report
-        self.options = replace(options, string_sample=auditor.sample_bytes)
+    def __init__(self, options: ScanOptions, show=None, tty: bool = False):
+        self.options = options
         self.show = show  # show(line, final): the progress line
         self.tty = tty
         self.stop = asyncio.Event()
@@ -177,17 +176,23 @@ class Audit:
         self.interrupted = False
 
     def on_batch(self, query) -> None:
-        classify = self.auditor.classify
-        add = self.report.add
-        for facts in query.facts:
-            add(facts, classify(facts))
-        if query.vanished:
-            self.report.add_vanished(query.vanished)
-        if query.errors:
-            self.report.errors.extend(query.errors[:10])
+        raise NotImplementedError
+
+    def _stopped_itself(self) -> bool:
+        """Stopped by its own limit (a sample), not by a signal: a first signal is not a second."""
+        return False
+
+    def _total(self, scans) -> int:
+        return sum(scan.dbsize for scan in scans)
+
+    def _line(self, progress: Progress, now: float) -> str:
+        raise NotImplementedError
+
+    def _done(self, seconds: float) -> None:
+        raise NotImplementedError
 
     def interrupt(self) -> None:
-        if self.stop.is_set():  # the second signal: stop now, without a report
+        if self.stop.is_set() and not self._stopped_itself():  # the second signal: stop now, without a report
             os._exit(130)
         self.interrupted = True
         self.stop.set()
@@ -202,13 +207,13 @@ class Audit:
             await asyncio.gather(*(scan.open() for scan in scans))
             self.scans = scans  # every server answered: from here on there is a report
             start = time.monotonic()
-            progress = Progress(sum(scan.dbsize for scan in self.scans), start, self.tty)
+            progress = Progress(self._total(scans), start, self.tty)
             ticker = loop.create_task(self._tick(progress)) if self.show else None
             await asyncio.gather(*(scan.run() for scan in self.scans))
             if ticker is not None:
                 ticker.cancel()
-                self.show(progress.line(self.report.scanned, time.monotonic()), True)
-            self.report.meta["seconds"] = round(time.monotonic() - start, 3)
+                self.show(self._line(progress, time.monotonic()), True)
+            self._done(time.monotonic() - start)
         finally:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
@@ -218,7 +223,32 @@ class Audit:
             await asyncio.sleep(min(progress.interval, 0.2))
             now = time.monotonic()
             if progress.due(now):
-                self.show(progress.line(self.report.scanned, now), False)
+                self.show(self._line(progress, now), False)
+
+
+class Audit(Scanning):
+    """Scans servers into one report: the glue between ServerScan, the Auditor and the Report."""
+
+    def __init__(self, auditor, report, options: ScanOptions, show=None, tty: bool = False):
+        super().__init__(replace(options, string_sample=auditor.sample_bytes), show, tty)
+        self.auditor = auditor
+        self.report = report
+
+    def on_batch(self, query) -> None:
+        classify = self.auditor.classify
+        add = self.report.add
+        for facts in query.facts:
+            add(facts, classify(facts))
+        if query.vanished:
+            self.report.add_vanished(query.vanished)
+        if query.errors:
+            self.report.errors.extend(query.errors[:10])
+
+    def _line(self, progress: Progress, now: float) -> str:
+        return progress.line(self.report.scanned, now)
+
+    def _done(self, seconds: float) -> None:
+        self.report.meta["seconds"] = round(seconds, 3)
 
     @property
     def complete(self) -> bool:

@@ -14,15 +14,12 @@ read so far is still written, and says so).
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
-import time
 
 from ..audit.command import _positive, _show, scan_all
 from ..audit.progress import Progress
-from ..audit.scanner import ScanOptions, ServerScan
+from ..audit.scanner import Scanning, ScanOptions
 from .draft import MIN_KEYS, build, fixtures, render, report
 from .model import NODES_MAX, KeyspaceModel
 
@@ -63,19 +60,14 @@ def _fail(message: str) -> int:
     return 2
 
 
-class Inference:
+class Inference(Scanning):
     """Scans servers into one KeyspaceModel: the glue between ServerScan and the model."""
 
     def __init__(self, model: KeyspaceModel, options: ScanOptions, sample: int | None = None, show=None,
                  tty: bool = False):
+        super().__init__(options, show, tty)
         self.model = model
-        self.options = options
         self.sample = sample
-        self.show = show
-        self.tty = tty
-        self.stop = asyncio.Event()
-        self.scans: list[ServerScan] = []
-        self.interrupted = False
         self.sampled = False
         self.read = 0  # keys given to the model
 
@@ -90,42 +82,18 @@ class Inference:
             self.read += 1
             add(facts.key, facts.type, facts.ttl_ms, facts.length, facts.memory)
 
-    def interrupt(self) -> None:
-        if self.stop.is_set() and not self.sampled:
-            os._exit(130)
-        self.interrupted = True
-        self.stop.set()
+    def _stopped_itself(self) -> bool:
+        return self.sampled
 
-    async def run(self, upstream, addresses) -> None:
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self.interrupt)
-        try:
-            scans = [ServerScan(upstream, address, self.options, self.on_batch, self.stop) for address in addresses]
-            await asyncio.gather(*(scan.open() for scan in scans))
-            self.scans = scans
-            start = time.monotonic()
-            total = sum(scan.dbsize for scan in scans)
-            progress = Progress(min(total, self.sample) if self.sample else total, start, self.tty)
-            ticker = loop.create_task(self._tick(progress)) if self.show else None
-            await asyncio.gather(*(scan.run() for scan in scans))
-            if ticker is not None:
-                ticker.cancel()
-                self.show(self._line(progress, time.monotonic()), True)
-            self.seconds = time.monotonic() - start
-        finally:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(signum)
+    def _total(self, scans) -> int:
+        total = super()._total(scans)
+        return min(total, self.sample) if self.sample else total
 
     def _line(self, progress: Progress, now: float) -> str:
         return "policy infer:" + progress.line(self.read, now)[len("audit:"):]
 
-    async def _tick(self, progress: Progress) -> None:
-        while True:
-            await asyncio.sleep(min(progress.interval, 0.2))
-            now = time.monotonic()
-            if progress.due(now):
-                self.show(self._line(progress, now), False)
+    def _done(self, seconds: float) -> None:
+        self.seconds = seconds
 
     @property
     def complete(self) -> bool:
