@@ -63,7 +63,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from . import clientinfo, face, sides
+from . import clientinfo, face, presented, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -122,6 +122,7 @@ def fanout(session, batch, index: int) -> int:
             merge = merge_with_args(full.decode("latin-1"), args)
     if name in (b"script", b"function"):  # what a node added later lacks (`scripts.Known`)
         merge = backend.router.known.watching(args, merge)
+    merge = presented.presenting(name, full, merge, lambda: presented_where(session))  # (INFO, ROLE, CONFIG GET)
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], merge)
     if full in backend.every_node:
@@ -184,8 +185,9 @@ def no_cluster(session, batch, index: int) -> int:
     return index + 1
 
 
-def face_me(session) -> face.Me:
-    """The one node the client sees (`face: cluster`): the proxy where the client reached it."""
+def face_me(session, announced: bool = True) -> face.Me:
+    """The one node the client sees (`face: cluster`): the proxy where the client reached it, or
+    where `cluster_face.announce` says (unless not `announced`: where it listens)."""
     transport = session.transport
     sockname = transport.get_extra_info("sockname") if transport is not None else None
     tls = transport is not None and transport.get_extra_info("ssl_object") is not None
@@ -198,7 +200,19 @@ def face_me(session) -> face.Me:
         plain, tls_port = None, first
     else:
         plain, tls_port = first, None
-    return face.me(sockname, tls, plain, tls_port)
+    me = face.me(sockname, tls, plain, tls_port)
+    announce = session.backend.config.cluster_face
+    return face.announced(me, announce, tls) if announced and announce.announce is not None else me
+
+
+def presented_where(session) -> presented.Where:
+    """The proxy as INFO, ROLE and CONFIG GET present it (presented.py)."""
+    me = face_me(session, announced=False)
+    announce = session.backend.config.cluster_face
+    shown = face_me(session) if announce.announce is not None else None
+    return presented.Where(me.host, me.plain_port, me.tls_port, session.backend.face == "cluster",
+                           shown.host if shown else None, shown.plain_port if shown else None,
+                           shown.tls_port if shown else None)
 
 
 def cluster_face(session, batch, index: int) -> int:
@@ -370,6 +384,7 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     def accepted(reply: bytes) -> bytes:
         if name is not None and reply[:1] != b"-":
             client.name = name or None
+        reply = presented.hello(reply, client.id)  # (the id CLIENT ID gives, not a node connection's)
         return reply if session.backend.face == "cluster" else reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)
 
     sink = TransformSink(session, accepted)

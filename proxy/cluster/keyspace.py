@@ -272,6 +272,7 @@ SPECIAL = {
     "config|resetstat": merge_ok,
     "config|rewrite": merge_ok,
     "function|list": merge_first,
+    "role": merge_first,  # (presented as a master without replicas: presented.py)
 }
 
 
