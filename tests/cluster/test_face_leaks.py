@@ -1,0 +1,134 @@
+"""One face (issue 52) with real processes: in front of a real 3-master cluster (each master with a
+replica) the proxy's answers to the commands where a server names itself (INFO, ROLE, CONFIG GET,
+HELLO, CLIENT INFO/LIST, CLUSTER, LATENCY/MEMORY DOCTOR...) name no node's port, in both faces and
+both protocols, and agree with the face: the proxy's port, a master without replicas; with
+`cluster_face.announce` the one-node cluster is named by the announced address."""
+
+import hiredis
+import pytest
+
+from proxy.cluster import face
+from tests.cluster.start import proxy_for
+from tests.cluster.test_face import ask
+from tests.servers import ProxyProcess
+
+PROTOCOLS = pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
+FACES = pytest.mark.parametrize("which", ["standalone", "cluster"])
+
+ASKED = [
+    ("INFO",), ("INFO", "everything"), ("INFO", "server"), ("INFO", "replication"), ("INFO", "cluster"), ("ROLE",),
+    ("CONFIG", "GET", "*"), ("CONFIG", "GET", "port"), ("CONFIG", "GET", "bind"), ("CONFIG", "GET", "cluster-*"),
+    ("CONFIG", "GET", "*announce*"), ("CONFIG", "GET", "*file*"), ("CONFIG", "GET", "replicaof"),
+    ("CLIENT", "LIST"), ("CLIENT", "INFO"), ("HELLO",), ("HELLO", "3"), ("HELLO", "2"),
+    ("LATENCY", "DOCTOR"), ("MEMORY", "DOCTOR"), ("MEMORY", "STATS"), ("LATENCY", "LATEST"), ("SLOWLOG", "GET"),
+    ("CLUSTER", "SLOTS"), ("CLUSTER", "SHARDS"), ("CLUSTER", "NODES"), ("CLUSTER", "INFO"), ("CLUSTER", "MYID"),
+    ("CLUSTER", "HELP"), ("CLUSTER", "LINKS"), ("COMMAND", "DOCS", "cluster"),
+]
+
+
+@pytest.fixture(scope="module")
+def proxies(redis_cluster):
+    both = {"standalone": proxy_for(redis_cluster), "cluster": proxy_for(redis_cluster, "--face", "cluster")}
+    yield both
+    for process in both.values():
+        process.stop()
+
+
+def _node_ports(redis_cluster) -> list[bytes]:
+    return [b"%d" % port for node in redis_cluster.nodes for port in (node.port, node.bus_port)]
+
+
+def _value(reply: bytes):
+    reader = hiredis.Reader()
+    reader.feed(reply)
+    return reader.gets()
+
+
+@FACES
+@PROTOCOLS
+def test_no_node_port_in_any_reply(proxies, redis_cluster, which, protocol):
+    proxy = proxies[which]
+    ports = _node_ports(redis_cluster)
+    for args in ASKED:
+        reply = ask(proxy.port, protocol, *args)
+        leaked = [port for port in ports if port in reply]
+        assert not leaked, f"{args} names node ports {leaked}: {reply[:300]!r}"
+        assert reply[:1] not in (b"-", b"!") or args[0] == "CLUSTER", f"{args}: {reply!r}"
+
+
+@FACES
+@PROTOCOLS
+def test_info_and_role_present_the_proxy_as_a_master_without_replicas(proxies, which, protocol):
+    proxy = proxies[which]
+    info = _value(ask(proxy.port, protocol, "INFO", "everything"))
+    lines = (info if isinstance(info, str) else info.decode()).split("\r\n")
+    mode = "cluster" if which == "cluster" else "standalone"
+    assert f"redis_mode:{mode}" in lines and f"tcp_port:{proxy.port}" in lines and "config_file:" in lines
+    assert f"cluster_enabled:{int(which == 'cluster')}" in lines
+    assert "role:master" in lines and "connected_slaves:0" in lines
+    assert not [line for line in lines if line.startswith(("slave0:", "master_host:", "master_port:"))]
+    offset = next(int(line.split(":")[1]) for line in lines if line.startswith("master_repl_offset:"))
+    role = _value(ask(proxy.port, protocol, "ROLE"))
+    assert role[0] == b"master" and role[2] == [] and role[1] >= offset
+
+
+@FACES
+@PROTOCOLS
+def test_config_get_names_the_proxy(proxies, which, protocol):
+    proxy = proxies[which]
+
+    def get(pattern):
+        value = _value(ask(proxy.port, protocol, "CONFIG", "GET", pattern))
+        return value if isinstance(value, dict) else dict(zip(value[::2], value[1::2]))
+
+    assert get("port") == {b"port": b"%d" % proxy.port}
+    assert get("bind") == {b"bind": b"127.0.0.1"}
+    cluster = get("cluster-*")
+    assert cluster[b"cluster-enabled"] == (b"yes" if which == "cluster" else b"no")
+    assert cluster[b"cluster-config-file"] == b"nodes.conf" and cluster[b"cluster-announce-port"] == b"0"
+    assert get("replica-announce-port") == {b"replica-announce-port": b"0"}
+
+
+@FACES
+@PROTOCOLS
+def test_hello_gives_the_id_client_id_gives(proxies, which, protocol):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", proxies[which].port), timeout=10) as sock:
+        reader = hiredis.Reader()
+        sock.sendall(hiredis.pack_command(("HELLO", str(protocol))) + hiredis.pack_command(("CLIENT", "ID")))
+        replies = []
+        while len(replies) < 2:
+            reader.feed(sock.recv(65536))
+            while (reply := reader.gets()) is not False:
+                replies.append(reply)
+    hello, client_id = replies
+    fields = hello if isinstance(hello, dict) else dict(zip(hello[::2], hello[1::2]))
+    assert fields[b"id"] == client_id
+    assert fields[b"mode"] == (b"cluster" if which == "cluster" else b"standalone") and fields[b"role"] == b"master"
+
+
+@PROTOCOLS
+def test_the_announced_address_names_the_one_node(tmp_path, redis_cluster, protocol):
+    """cluster_face.announce (NAT, a port forward): the one node is named by it in CLUSTER
+    SLOTS/SHARDS/NODES and MYID (its id derived from it); CONFIG GET cluster-announce-* says it;
+    INFO's tcp_port and CONFIG GET port stay the port the proxy listens on."""
+    config = tmp_path / "announce.yaml"
+    config.write_text("policy: none\nface: cluster\ncluster_face:\n  announce: 203.0.113.9:7000\n")
+    proxy = ProxyProcess(None, str(config), "--upstream-cluster", redis_cluster.seeds)
+    try:
+        node = face.Me(b"203.0.113.9", 7000, face.node_id(b"203.0.113.9", 7000), plain_port=7000)
+        assert ask(proxy.port, protocol, "CLUSTER", "SLOTS") == face.slots_reply(node, protocol)
+        assert ask(proxy.port, protocol, "CLUSTER", "SHARDS") == face.shards_reply(node, protocol)
+        assert ask(proxy.port, protocol, "CLUSTER", "NODES") == face.nodes_reply(node, protocol)
+        assert ask(proxy.port, protocol, "CLUSTER", "MYID") == b"$40\r\n" + node.node_id + b"\r\n"
+        announce = _value(ask(proxy.port, protocol, "CONFIG", "GET", "cluster-announce-*"))
+        announce = announce if isinstance(announce, dict) else dict(zip(announce[::2], announce[1::2]))
+        assert announce[b"cluster-announce-ip"] == b"203.0.113.9" and announce[b"cluster-announce-port"] == b"7000"
+        assert f"tcp_port:{proxy.port}\r\n".encode() in ask(proxy.port, protocol, "INFO", "server")
+        ports = _node_ports(redis_cluster)
+        for args in ASKED:
+            reply = ask(proxy.port, protocol, *args)
+            assert not [port for port in ports if port in reply], args
+    finally:
+        proxy.stop()
