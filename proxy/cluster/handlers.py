@@ -104,14 +104,22 @@ def fanout(session, batch, index: int) -> int:
     `keyspace.merge_for`): to every master, the replies merged into one as a cluster client
     merges them."""
     args = batch.commands[index]
+    name = args[0].lower()
+    full = name + b"|" + args[1].lower() if len(args) > 1 else name
+    if session.state.txn is not NONE or session.state.lane is STREAMING:
+        # (kept there for what the face presents: INFO, ROLE, CONFIG GET; the rest as before)
+        if not presented.presents(name, full):
+            return forward_one(session, batch, index)
+        if session.state.in_transaction:
+            session._local(errors.presented_in_multi(args))
+            session.refused_in_transaction()
+            return index + 1
     masters = session.backend.router.master_slots()
     if not masters:
         session._local(CLUSTER_IS_DOWN)
         return index + 1
     backend = session.backend
     merges = backend.merges
-    name = args[0].lower()
-    full = name + b"|" + args[1].lower() if len(args) > 1 else name
     if full == b"config|set" and any(arg.lower() == b"requirepass" for arg in args[2::2]):
         session._local(errors.config_set_requirepass())
         return index + 1
@@ -309,8 +317,10 @@ def client_view(session, batch, index: int) -> int:
     and the name CLIENT SETNAME set (clientinfo.py); queued in a transaction (EXEC's reply holds
     what its connection's node says)."""
     args = batch.commands[index]
-    if session.state.in_transaction:
-        return forward_one(session, batch, index)
+    if session.state.in_transaction:  # (the transaction's node would describe its own connection)
+        session._local(errors.presented_in_multi(args))
+        session.refused_in_transaction()
+        return index + 1
     if args[1].lower() == b"info":
         if len(args) != 2:
             return forward_one(session, batch, index)  # Redis's arity error

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .keyspace import _bulk_text
 
-__all__ = ["Where", "info", "role", "hello", "config_get", "presenting"]
+__all__ = ["Where", "info", "role", "hello", "config_get", "presents", "presenting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +201,11 @@ def config_get(reply: bytes, where: Where) -> bytes:
 
 
 # -- which merges present -------------------------------------------------------------------------
+
+def presents(name: bytes, full: bytes) -> bool:
+    """Whether a command sent to every master is one `presenting` rewrites."""
+    return name in (b"info", b"role") or full == b"config|get"
+
 
 def presenting(name: bytes, full: bytes, merge, where_of):
     """The merge of a command sent to every master (`handlers.fanout`: `name` 'info', `full`

@@ -132,3 +132,64 @@ def test_the_announced_address_names_the_one_node(tmp_path, redis_cluster, proto
             assert not [port for port in ports if port in reply], args
     finally:
         proxy.stop()
+
+
+def _exchange(port: int, payload: bytes, count: int, timeout: float = 10) -> list:
+    """`count` replies to `payload` (RESP3 pushes among them) on one connection."""
+    import socket
+    import time
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(payload)
+        reader = hiredis.Reader(notEnoughData=False)
+        replies = []
+        deadline = time.monotonic() + timeout
+        while len(replies) < count and time.monotonic() < deadline:
+            reader.feed(sock.recv(65536))
+            while (reply := reader.gets()) is not False:
+                replies.append(reply)
+        return replies
+
+
+def _command(*args) -> bytes:
+    return hiredis.pack_command(tuple(args))
+
+
+@FACES
+def test_inside_multi_refused_exec_aborts(proxies, redis_cluster, which):
+    """Queued in MULTI they would be answered at EXEC by the transaction's node, naming itself:
+    refused at queue time (EXEC aborts); KEYS and DBSIZE queue as before."""
+    port = proxies[which].port
+    for args in (("INFO",), ("INFO", "server"), ("ROLE",), ("CONFIG", "GET", "port"), ("CLIENT", "INFO"),
+                 ("CLIENT", "LIST")):
+        for first in ((), ("SET", "{x}k", "1")):  # a transaction with no key yet, or pinned to a node
+            payload = _command("MULTI") + (_command(*first) if first else b"") + _command(*args) + _command("EXEC")
+            replies = _exchange(port, payload, 3 + bool(first))
+            assert replies[0] == b"OK" and (not first or replies[1] == b"QUEUED"), (args, replies)
+            assert isinstance(replies[-2], hiredis.ReplyError), (args, replies)
+            assert "inside MULTI is not available through redis-guard" in str(replies[-2])
+            assert str(replies[-1]).startswith("EXECABORT"), (args, replies)
+    replies = _exchange(port, _command("MULTI") + _command("DBSIZE") + _command("EXEC"), 3)
+    assert replies[1] == b"QUEUED" and isinstance(replies[2], list), replies
+
+
+@FACES
+def test_on_a_stream_answered_as_the_face_presents_them(proxies, redis_cluster, which):
+    """After CLIENT TRACKING ON (RESP3: the client's connection is a stream on one master), INFO,
+    ROLE, CONFIG GET, CLIENT INFO are the proxy's, in order; after CLIENT REPLY OFF nothing shows."""
+    proxy = proxies[which]
+    ports = _node_ports(redis_cluster)
+    asked = [("INFO", "server"), ("INFO", "replication"), ("ROLE",), ("CONFIG", "GET", "port"), ("CLIENT", "INFO"),
+             ("CLIENT", "LIST")]
+    payload = (_command("HELLO", "3") + _command("CLIENT", "TRACKING", "ON")
+               + b"".join(_command(*args) for args in asked) + _command("PING"))
+    replies = _exchange(proxy.port, payload, 3 + len(asked))
+    assert replies[1] == b"OK" and replies[-1] == b"PONG", replies
+    for args, reply in zip(asked, replies[2:-1]):
+        text = repr(reply).encode()
+        assert not [port for port in ports if port in text], (args, reply)
+    assert f"tcp_port:{proxy.port}" in str(replies[2]) and replies[4] == [b"master", replies[4][1], []]
+    assert replies[5] == {b"port": b"%d" % proxy.port}
+    payload = (_command("CLIENT", "REPLY", "OFF") + b"".join(_command(*args) for args in asked)
+               + _command("CLIENT", "REPLY", "ON") + _command("PING"))
+    assert _exchange(proxy.port, payload, 2) == [b"OK", b"PONG"]
