@@ -200,11 +200,72 @@ def config_get(reply: bytes, where: Where) -> bytes:
     return head + b"".join(_bulk(value) for value in values)
 
 
+# -- ACL LOG --------------------------------------------------------------------------------------
+
+AGGREGATES = {b"*": 1, b"~": 1, b">": 1, b"%": 2, b"|": 2}
+
+
+def _bulks(reply: bytes):
+    """(head, start, end) of every bulk string of a reply, in order: where its `$` is, where its
+    content starts and ends; a walk of the reply's structure (no content is read as RESP)."""
+    at = 0
+    owed = 1
+    while owed and at < len(reply):
+        owed -= 1
+        kind = reply[at:at + 1]
+        nl = reply.find(b"\r\n", at)
+        if nl < 0:
+            return
+        if kind in AGGREGATES:
+            count = int(reply[at + 1:nl])
+            owed += max(count, 0) * AGGREGATES[kind]
+            if kind == b"|":
+                owed += 1  # (attributes precede the reply they describe)
+            at = nl + 2
+        elif kind in (b"$", b"=", b"!"):
+            size = int(reply[at + 1:nl])
+            if size >= 0:
+                yield at, nl + 2, nl + 2 + size
+                at = nl + 4 + size
+            else:
+                at = nl + 2
+        else:
+            at = nl + 2
+
+
+def _laddr(info: bytes, where: Where) -> bytes:
+    """A client's line (`id=... laddr=host:port ...`) with the proxy's address as laddr."""
+    start = info.find(b" laddr=")
+    if start < 0:
+        return info
+    start += 7
+    end = info.find(b" ", start)
+    end = len(info) if end < 0 else end
+    return info[:start] + b"%s:%d" % (where.host, where.plain_port or where.tls_port or 0) + info[end:]
+
+
+def acl_log(reply: bytes, where: Where) -> bytes:
+    """ACL LOG's entries: their `client-info` lines say the proxy's address as laddr (a node's
+    said its own: the connection that was denied was to that node)."""
+    if reply[:1] not in (b"*", b"%"):
+        return reply
+    out = []
+    done = 0
+    for head, start, end in list(_bulks(reply)):
+        content = reply[start:end]
+        if reply[head:head + 1] == b"$" and content.startswith(b"id=") and b" laddr=" in content:
+            content = _laddr(content, where)
+            out.append(reply[done:head] + b"$%d\r\n" % len(content) + content)
+            done = end
+    out.append(reply[done:])
+    return b"".join(out)
+
+
 # -- which merges present -------------------------------------------------------------------------
 
 def presents(name: bytes, full: bytes) -> bool:
     """Whether a command sent to every master is one `presenting` rewrites."""
-    return name in (b"info", b"role") or full == b"config|get"
+    return name in (b"info", b"role") or full in (b"config|get", b"acl|log")
 
 
 def presenting(name: bytes, full: bytes, merge, where_of):
@@ -218,4 +279,7 @@ def presenting(name: bytes, full: bytes, merge, where_of):
         return lambda replies: config_get(merge(replies), where)
     if name == b"role":
         return lambda replies: role(merge(replies))
+    if full == b"acl|log":
+        where = where_of()
+        return lambda replies: acl_log(merge(replies), where)
     return merge

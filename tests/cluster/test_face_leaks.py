@@ -22,12 +22,17 @@ ASKED = [
     ("CLIENT", "LIST"), ("CLIENT", "INFO"), ("HELLO",), ("HELLO", "3"), ("HELLO", "2"),
     ("LATENCY", "DOCTOR"), ("MEMORY", "DOCTOR"), ("MEMORY", "STATS"), ("LATENCY", "LATEST"), ("SLOWLOG", "GET"),
     ("CLUSTER", "SLOTS"), ("CLUSTER", "SHARDS"), ("CLUSTER", "NODES"), ("CLUSTER", "INFO"), ("CLUSTER", "MYID"),
-    ("CLUSTER", "HELP"), ("CLUSTER", "LINKS"), ("COMMAND", "DOCS", "cluster"),
+    ("CLUSTER", "HELP"), ("CLUSTER", "LINKS"), ("COMMAND", "DOCS", "cluster"), ("ACL", "LOG"),
 ]
 
 
 @pytest.fixture(scope="module")
 def proxies(redis_cluster):
+    import redis
+
+    for master in redis_cluster.masters():  # an ACL LOG entry on every master (its client-info: laddr=the node)
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis_cluster.client(master).execute_command("AUTH", "nobody", "wrong")
     both = {"standalone": proxy_for(redis_cluster), "cluster": proxy_for(redis_cluster, "--face", "cluster")}
     yield both
     for process in both.values():
@@ -70,6 +75,16 @@ def test_info_and_role_present_the_proxy_as_a_master_without_replicas(proxies, w
     offset = next(int(line.split(":")[1]) for line in lines if line.startswith("master_repl_offset:"))
     role = _value(ask(proxy.port, protocol, "ROLE"))
     assert role[0] == b"master" and role[2] == [] and role[1] >= offset
+
+
+@FACES
+@PROTOCOLS
+def test_acl_log_entries_name_the_proxy(proxies, which, protocol):
+    proxy = proxies[which]
+    entries = _value(ask(proxy.port, protocol, "ACL", "LOG"))
+    infos = [(entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2])))[b"client-info"]
+             for entry in entries]
+    assert infos and all(b" laddr=127.0.0.1:%d " % proxy.port in info for info in infos), infos
 
 
 @FACES

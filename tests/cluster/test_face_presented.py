@@ -160,3 +160,19 @@ def test_the_cluster_face_setting(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown setting 'anounce' \(did you mean announce\?\)"):
         load_config(str(path))
     check_face(Config(upstream=Upstream(Address("127.0.0.1", 7000))))
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_acl_log_entries_say_the_proxy_s_laddr(protocol):
+    info = b"id=6 addr=127.0.0.1:59322 laddr=10.0.0.7:17001 fd=10 name= age=0 cmd=auth user=default resp=3"
+    fields = [(b"count", b":1\r\n"), (b"reason", b"$4\r\nauth\r\n"), (b"age-seconds", b",6.7\r\n" if protocol == 3
+                                                                     else b"$5\r\n6.764\r\n"),
+              (b"username", b"$9\r\nx laddr=y\r\n"), (b"client-info", b"$%d\r\n%s\r\n" % (len(info), info))]
+    head = b"%%%d\r\n" % len(fields) if protocol == 3 else b"*%d\r\n" % (2 * len(fields))
+    entry = head + b"".join(b"$%d\r\n%s\r\n" % (len(name), name) + value for name, value in fields)
+    reply = b"*2\r\n" + entry + entry
+    shown = presented.acl_log(reply, WHERE)
+    want = info.replace(b"10.0.0.7:17001", b"127.0.0.1:6380")
+    assert shown == reply.replace(b"$%d\r\n%s\r\n" % (len(info), info), b"$%d\r\n%s\r\n" % (len(want), want))
+    assert b"17001" not in shown and b"x laddr=y" in shown
+    assert presented.acl_log(b"*0\r\n", WHERE) == b"*0\r\n" and presented.acl_log(b"+OK\r\n", WHERE) == b"+OK\r\n"
