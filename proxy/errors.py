@@ -118,6 +118,11 @@ def stream_while_subscribed(args) -> bytes:
 # Redis's own words for an id that does not exist, which is what the client may know of it. The
 # same answer whether the id exists on the server or not, so ids cannot be enumerated through it.
 TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
+# In front of a cluster, whatever the id (none can be probed): a client's keys live on several
+# masters, whose invalidations the proxy does not gather onto another client connection.
+TRACKING_REDIRECT_CLUSTER = resp_error(
+    "ERR CLIENT TRACKING REDIRECT is not available through redis-guard in front of a Redis Cluster: the keys "
+    "live on several masters, whose invalidations redis-guard does not send on to another connection")
 
 
 def client_setinfo(args) -> bytes:

@@ -712,7 +712,7 @@ def stream(session, batch, index: int) -> int:
         if session.state.lane is STREAMING and not session.state.in_transaction:
             session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
             return index + 1
-        return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
+        return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_CLUSTER, index)
     if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
             and not session.state.in_transaction):
         sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)
