@@ -208,3 +208,34 @@ def test_on_a_stream_answered_as_the_face_presents_them(proxies, redis_cluster, 
     payload = (_command("CLIENT", "REPLY", "OFF") + b"".join(_command(*args) for args in asked)
                + _command("CLIENT", "REPLY", "ON") + _command("PING"))
     assert _exchange(proxy.port, payload, 2) == [b"OK", b"PONG"]
+
+
+@FACES
+def test_monitor_lines_name_the_proxy_s_connections(proxies, redis_cluster, which):
+    """MONITOR's lines show the address of the connection that sent each command: one of the
+    proxy's own connections to the node (the proxy's host, a port of its own), never a node's."""
+    import socket
+    import time
+
+    import redis
+
+    port = proxies[which].port
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_command("MONITOR"))
+        seen = b""
+        deadline = time.monotonic() + 10
+        while b"+OK\r\n" not in seen and time.monotonic() < deadline:
+            seen += sock.recv(65536)
+        client = redis.Redis(port=port, socket_timeout=10)
+        keys = [f"face-leaks:{i}" for i in range(30)]  # (on every master)
+        while b"face-leaks:29" not in seen and time.monotonic() < deadline:
+            for key in keys:
+                client.get(key)
+            sock.settimeout(1)
+            try:
+                seen += sock.recv(65536)
+            except TimeoutError:
+                pass
+        client.close()
+    assert b'"GET" "face-leaks:' in seen, seen[:300]
+    assert not [node for node in _node_ports(redis_cluster) if node in seen]
