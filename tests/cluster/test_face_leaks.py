@@ -186,6 +186,12 @@ def test_inside_multi_refused_exec_aborts(proxies, redis_cluster, which):
             assert str(replies[-1]).startswith("EXECABORT"), (args, replies)
     replies = _exchange(port, _command("MULTI") + _command("DBSIZE") + _command("EXEC"), 3)
     assert replies[1] == b"QUEUED" and isinstance(replies[2], list), replies
+    # While WATCHing (before MULTI) they are answered as anywhere, and the transaction runs
+    payload = (_command("WATCH", "{x}k") + _command("INFO", "server") + _command("ROLE") + _command("CLIENT", "INFO")
+               + _command("MULTI") + _command("SET", "{x}k", "2") + _command("EXEC"))
+    replies = _exchange(port, payload, 7)
+    assert b"tcp_port:%d\r\n" % port in replies[1] and replies[2][0] == b"master" and replies[2][2] == []
+    assert b" laddr=127.0.0.1:%d " % port in replies[3] and replies[4:] == [b"OK", b"QUEUED", [b"OK"]], replies
 
 
 @FACES
