@@ -296,9 +296,9 @@ def cluster_face_refused(sub: bytes, reshaping: bool) -> bytes:
 
 
 def presented_in_multi(args) -> bytes:
-    """INFO, ROLE, CONFIG GET, CLIENT INFO/LIST queued in MULTI in front of a cluster: the node of the
-    transaction would answer them at EXEC, naming itself (cluster/presented.py)."""
-    name = b" ".join(args[:2] if args[0].lower() in (b"config", b"client") and len(args) > 1 else args[:1])
+    """INFO, ROLE, CONFIG GET, ACL LOG, CLIENT INFO/LIST queued in MULTI in front of a cluster: the
+    node of the transaction would answer them at EXEC, naming itself (cluster/presented.py)."""
+    name = b" ".join(args[:2] if args[0].lower() in (b"config", b"client", b"acl") and len(args) > 1 else args[:1])
     return resp_error(f"ERR {name.decode('utf-8', 'replace').upper()[:64]} inside MULTI is not available through "
                       "redis-guard in front of a Redis Cluster (one node of the cluster would answer it): send it "
                       "outside the transaction")

@@ -107,7 +107,7 @@ def fanout(session, batch, index: int) -> int:
     name = args[0].lower()
     full = name + b"|" + args[1].lower() if len(args) > 1 else name
     if session.state.txn is not NONE or session.state.lane is STREAMING:
-        # (kept there for what the face presents: INFO, ROLE, CONFIG GET; the rest as before)
+        # (kept there for what the face presents: INFO, ROLE, CONFIG GET, ACL LOG; the rest as before)
         if not presented.presents(name, full):
             return forward_one(session, batch, index)
         if session.state.in_transaction:
@@ -130,7 +130,7 @@ def fanout(session, batch, index: int) -> int:
             merge = merge_with_args(full.decode("latin-1"), args)
     if name in (b"script", b"function"):  # what a node added later lacks (`scripts.Known`)
         merge = backend.router.known.watching(args, merge)
-    merge = presented.presenting(name, full, merge, lambda: presented_where(session))  # (INFO, ROLE, CONFIG GET)
+    merge = presented.presenting(name, full, merge, lambda: presented_where(session))  # (INFO, ROLE, CONFIG GET...)
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], merge)
     if full in backend.every_node:
@@ -314,8 +314,8 @@ def client_setname(session, batch, index: int) -> int:
 
 def client_view(session, batch, index: int) -> int:
     """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
-    and the name CLIENT SETNAME set (clientinfo.py); queued in a transaction (EXEC's reply holds
-    what its connection's node says)."""
+    and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
+    what the transaction's node says of its own connection: its address)."""
     args = batch.commands[index]
     if session.state.in_transaction:  # (the transaction's node would describe its own connection)
         session._local(errors.presented_in_multi(args))

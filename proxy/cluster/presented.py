@@ -1,16 +1,17 @@
 """What the nodes of a cluster say about themselves, said as the one server the proxy presents,
-sans I/O: INFO, ROLE and CONFIG GET in front of a cluster, with no node's address or port.
+sans I/O: INFO, ROLE, CONFIG GET, ACL LOG and HELLO in front of a cluster, with no node's address
+or port.
 
 A client of the proxy must never learn where the real nodes are (it would go around the guard),
 and what it is told must agree with the face it sees: one standalone server (the default face), or
 a one-node cluster at the proxy's address (`face: cluster`, `face.py`). These replies come from
 the masters (INFO and CONFIG GET from every master, the first one's text standing for all:
-`keyspace.merge_info`, `merge_first`; ROLE likewise) and are rewritten field by field: where a
-node names itself (`tcp_port`, `listenerN`, CONFIG `port`/`bind`...) the proxy's own listening
-address is said instead, the address the client reached it by (`Where`); a master's replicas are
-not shown (`connected_slaves:0`, ROLE's empty list): a standalone server without replicas, or the
-one-node cluster without replicas `CLUSTER SHARDS` describes. What names no address (run_id,
-offsets, memory, stats) is the first master's.
+`keyspace.merge_info`, `merge_first`; ROLE and ACL LOG likewise) and are rewritten field by field:
+where a node names itself (`tcp_port`, `listenerN`, CONFIG `port`/`bind`..., ACL LOG's `laddr`)
+the proxy's own listening address is said instead, the address the client reached it by (`Where`);
+a master's replicas are not shown (`connected_slaves:0`, ROLE's empty list): a standalone server
+without replicas, or the one-node cluster without replicas `CLUSTER SHARDS` describes. What names
+no address (run_id, offsets, memory, stats) is the first master's. HELLO says the client's id.
 """
 
 from __future__ import annotations
