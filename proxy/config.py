@@ -99,6 +99,16 @@ class Sentinel:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterFace:
+    """`cluster_face:`: the address `face: cluster` presents (CLUSTER SLOTS/SHARDS/NODES, the
+    node id) when clients reach the proxy by another one than its own (NAT, a port forward).
+    None: the local address of each client's connection; a port 0: the proxy's own port."""
+
+    announce: Address | None = None  # host[:port], as Redis's cluster-announce-ip/-port
+    announce_tls_port: int | None = None  # for clients of the TLS listener (cluster-announce-tls-port)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     listen: Address = Address("127.0.0.1", 6380)
     upstream: Upstream | None = None
@@ -123,6 +133,7 @@ class Config:
     tls_listen: Address | None = None  # a second listener, with TLS, beside the plain-text `listen`
     upstream_tls: object | None = None  # tls.UpstreamTLS: how rediss:// upstreams are connected to
     face: str = "standalone"  # in front of a cluster: a standalone server, or a one-node cluster (FACES)
+    cluster_face: ClusterFace = field(default_factory=ClusterFace)  # face: cluster's announced address
     learn: str | None = None  # serve --learn: record the commands and key shapes clients use (proxy/infer/traffic.py)
 
     def replace(self, **changes) -> Config:
@@ -343,6 +354,27 @@ def check_face(config) -> None:
     if config.face == "cluster" and not config.upstream_cluster:
         raise ConfigError("face: cluster presents a Redis Cluster (upstream_cluster) as one node; in front of "
                           "one server (upstream, upstream_sentinel) use face: standalone and a standalone client")
+    if config.face != "cluster" and config.cluster_face != ClusterFace():
+        raise ConfigError("cluster_face: the address announced by face: cluster; with face: standalone "
+                          "nothing announces it (set face: cluster, or remove cluster_face)")
+
+
+def parse_cluster_face(section, where: str) -> ClusterFace:
+    """`cluster_face: {announce: host[:port], announce_tls_port: port}`."""
+    announce = section.get("announce")
+    tls_port = section.get("announce_tls_port")
+    if announce is not None and (not isinstance(announce, (str, int)) or isinstance(announce, bool)
+                                 or not str(announce).strip()):
+        raise ConfigError(f"{where}: cluster_face: 'announce' must be host or host:port, got {announce!r}")
+    address = parse_address(str(announce), 0) if announce is not None else None
+    if address is not None and str(announce).strip().isdigit():
+        raise ConfigError(f"{where}: cluster_face: 'announce' needs a host (host or host:port), got {announce!r}")
+    if tls_port is not None:
+        if isinstance(tls_port, bool) or not isinstance(tls_port, int) or not 0 < tls_port <= 65535:
+            raise ConfigError(f"{where}: cluster_face: 'announce_tls_port' must be a port (1-65535), got {tls_port!r}")
+        if address is None:
+            raise ConfigError(f"{where}: cluster_face: 'announce_tls_port' goes with 'announce' (its host)")
+    return ClusterFace(address, tls_port)
 
 
 def parse_policy(value, base: str | None = None) -> str | None:
@@ -436,6 +468,7 @@ def _build(data: dict, path: str) -> Config:
         upstream_acl=parse_switch(data.get("upstream_acl", True), "upstream_acl"),
         liveness_timeout=_number(data, "liveness_timeout", 5.0, float, path),
         face=parse_face(data.get("face", "standalone")),
+        cluster_face=parse_cluster_face(_section(data, "cluster_face", path), path),
         **_tls_settings(data, path),
     )
 

@@ -118,6 +118,11 @@ def stream_while_subscribed(args) -> bytes:
 # Redis's own words for an id that does not exist, which is what the client may know of it. The
 # same answer whether the id exists on the server or not, so ids cannot be enumerated through it.
 TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
+# In front of a cluster, whatever the id (none can be probed): a client's keys live on several
+# masters, whose invalidations the proxy does not gather onto another client connection.
+TRACKING_REDIRECT_CLUSTER = resp_error(
+    "ERR CLIENT TRACKING REDIRECT is not available through redis-guard in front of a Redis Cluster: the keys "
+    "live on several masters, whose invalidations redis-guard does not send on to another connection")
 
 
 def client_setinfo(args) -> bytes:
@@ -288,6 +293,15 @@ def cluster_face_refused(sub: bytes, reshaping: bool) -> bytes:
                           "as one node (face: cluster); change the cluster on its nodes directly")
     return resp_error(f"ERR CLUSTER {name} is not available through redis-guard's one-node cluster face "
                       "(face: cluster)")
+
+
+def presented_in_multi(args) -> bytes:
+    """INFO, ROLE, CONFIG GET, ACL LOG, CLIENT INFO/LIST queued in MULTI in front of a cluster: the
+    node of the transaction would answer them at EXEC, naming itself (cluster/presented.py)."""
+    name = b" ".join(args[:2] if args[0].lower() in (b"config", b"client", b"acl") and len(args) > 1 else args[:1])
+    return resp_error(f"ERR {name.decode('utf-8', 'replace').upper()[:64]} inside MULTI is not available through "
+                      "redis-guard in front of a Redis Cluster (one node of the cluster would answer it): send it "
+                      "outside the transaction")
 
 
 CLUSTER_FACE_IN_MULTI = resp_error(

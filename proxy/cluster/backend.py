@@ -24,6 +24,7 @@ from ..routing.multikey import Planner
 from ..session.behaviour import (
     CLIENT_GETNAME,
     CLIENT_ID,
+    CLIENT_INFO,
     CLIENT_KILL,
     CLIENT_SETNAME,
     CLUSTER,
@@ -71,10 +72,12 @@ log = logging.getLogger("redis_guard.cluster")
 # Inside a cluster transaction: the transaction's own commands, and those that end the session;
 # CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
-             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER}
+             CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER,
+             FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
-_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER}
+_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER,
+                FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST as the face presents them)
 
 
 class Client(ClusterClient):
@@ -119,6 +122,9 @@ class ClusterBackend:
         self.stream_table.update(stream_table_extra(actions))
         if actions.get("cluster") == SUBCOMMAND:  # (answered by the proxy there too: `_STREAM_KEPT`)
             self.stream_table.update(both_cases({"cluster": SUBCOMMAND}))
+        # INFO, ROLE, CONFIG GET on a stream: as the face presents them (every master, `handlers.fanout`)
+        self.stream_table.update(both_cases({name: actions[name] for name in ("info", "role", "config")
+                                             if actions.get(name) in (FANOUT, SUBCOMMAND)}))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind

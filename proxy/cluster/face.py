@@ -64,6 +64,20 @@ def me(sockname, tls: bool, plain_port: int | None, tls_port: int | None) -> Me:
     return Me(host, port, node_id(host, port), plain_port, tls_port)
 
 
+def announced(node: Me, announce, tls: bool) -> Me:
+    """The node as `cluster_face` announces it (`config.ClusterFace`): its host, its port for the
+    plain listener (0: the proxy's own), `announce_tls_port` for the TLS one (without it: the
+    announce's port when the proxy listens with TLS only, else the proxy's own TLS port)."""
+    address = announce.announce
+    host = address.host.encode()
+    plain = None if node.plain_port is None else address.port or node.plain_port
+    tls_port = node.tls_port
+    if tls_port is not None:
+        tls_port = announce.announce_tls_port or (address.port if node.plain_port is None else 0) or tls_port
+    port = (tls_port if tls else plain) or node.port
+    return Me(host, port, node_id(host, port), plain, tls_port)
+
+
 # -- RESP pieces --------------------------------------------------------------------------------
 
 def _bulk(value: bytes) -> bytes:

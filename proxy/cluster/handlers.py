@@ -63,7 +63,7 @@ from ..session.behaviour import (
 from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from ..session.pause import PauseWatch, watches
 from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
-from . import clientinfo, face, sides
+from . import clientinfo, face, presented, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -104,14 +104,22 @@ def fanout(session, batch, index: int) -> int:
     `keyspace.merge_for`): to every master, the replies merged into one as a cluster client
     merges them."""
     args = batch.commands[index]
+    name = args[0].lower()
+    full = name + b"|" + args[1].lower() if len(args) > 1 else name
+    if session.state.txn is not NONE or session.state.lane is STREAMING:
+        # (kept there for what the face presents: INFO, ROLE, CONFIG GET, ACL LOG; the rest as before)
+        if not presented.presents(name, full):
+            return forward_one(session, batch, index)
+        if session.state.in_transaction:
+            session._local(errors.presented_in_multi(args))
+            session.refused_in_transaction()
+            return index + 1
     masters = session.backend.router.master_slots()
     if not masters:
         session._local(CLUSTER_IS_DOWN)
         return index + 1
     backend = session.backend
     merges = backend.merges
-    name = args[0].lower()
-    full = name + b"|" + args[1].lower() if len(args) > 1 else name
     if full == b"config|set" and any(arg.lower() == b"requirepass" for arg in args[2::2]):
         session._local(errors.config_set_requirepass())
         return index + 1
@@ -122,6 +130,7 @@ def fanout(session, batch, index: int) -> int:
             merge = merge_with_args(full.decode("latin-1"), args)
     if name in (b"script", b"function"):  # what a node added later lacks (`scripts.Known`)
         merge = backend.router.known.watching(args, merge)
+    merge = presented.presenting(name, full, merge, lambda: presented_where(session))  # (INFO, ROLE, CONFIG GET...)
     data = hiredis.pack_command(tuple(args))
     gather(session, [(slot, data) for _node, slot in masters], merge)
     if full in backend.every_node:
@@ -184,8 +193,9 @@ def no_cluster(session, batch, index: int) -> int:
     return index + 1
 
 
-def face_me(session) -> face.Me:
-    """The one node the client sees (`face: cluster`): the proxy where the client reached it."""
+def face_me(session, announced: bool = True) -> face.Me:
+    """The one node the client sees (`face: cluster`): the proxy where the client reached it, or
+    where `cluster_face.announce` says (unless not `announced`: where it listens)."""
     transport = session.transport
     sockname = transport.get_extra_info("sockname") if transport is not None else None
     tls = transport is not None and transport.get_extra_info("ssl_object") is not None
@@ -198,7 +208,19 @@ def face_me(session) -> face.Me:
         plain, tls_port = None, first
     else:
         plain, tls_port = first, None
-    return face.me(sockname, tls, plain, tls_port)
+    me = face.me(sockname, tls, plain, tls_port)
+    announce = session.backend.config.cluster_face
+    return face.announced(me, announce, tls) if announced and announce.announce is not None else me
+
+
+def presented_where(session) -> presented.Where:
+    """The proxy as INFO, ROLE and CONFIG GET present it (presented.py)."""
+    me = face_me(session, announced=False)
+    announce = session.backend.config.cluster_face
+    shown = face_me(session) if announce.announce is not None else None
+    return presented.Where(me.host, me.plain_port, me.tls_port, session.backend.face == "cluster",
+                           shown.host if shown else None, shown.plain_port if shown else None,
+                           shown.tls_port if shown else None)
 
 
 def cluster_face(session, batch, index: int) -> int:
@@ -292,11 +314,13 @@ def client_setname(session, batch, index: int) -> int:
 
 def client_view(session, batch, index: int) -> int:
     """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
-    and the name CLIENT SETNAME set (clientinfo.py); queued in a transaction (EXEC's reply holds
-    what its connection's node says)."""
+    and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
+    what the transaction's node says of its own connection: its address)."""
     args = batch.commands[index]
-    if session.state.in_transaction:
-        return forward_one(session, batch, index)
+    if session.state.in_transaction:  # (the transaction's node would describe its own connection)
+        session._local(errors.presented_in_multi(args))
+        session.refused_in_transaction()
+        return index + 1
     if args[1].lower() == b"info":
         if len(args) != 2:
             return forward_one(session, batch, index)  # Redis's arity error
@@ -370,6 +394,7 @@ def hello(session, batch, index: int, hello_args=None) -> int:
     def accepted(reply: bytes) -> bytes:
         if name is not None and reply[:1] != b"-":
             client.name = name or None
+        reply = presented.hello(reply, client.id)  # (the id CLIENT ID gives, not a node connection's)
         return reply if session.backend.face == "cluster" else reply.replace(CLUSTER_MODE, STANDALONE_MODE, 1)
 
     sink = TransformSink(session, accepted)
@@ -687,7 +712,7 @@ def stream(session, batch, index: int) -> int:
         if session.state.lane is STREAMING and not session.state.in_transaction:
             session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
             return index + 1
-        return paired_subscriptions.refuse(session, errors.TRACKING_NO_SUCH_CLIENT, index)
+        return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_CLUSTER, index)
     if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
             and not session.state.in_transaction):
         sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)

@@ -272,6 +272,8 @@ SPECIAL = {
     "config|resetstat": merge_ok,
     "config|rewrite": merge_ok,
     "function|list": merge_first,
+    "role": merge_first,  # (presented as a master without replicas: presented.py)
+    "acl|log": merge_first,  # (its entries' laddr the proxy's: presented.py; RESET on every master)
 }
 
 
