@@ -124,9 +124,9 @@ class ClusterClient:
             if at == 0:
                 queue.popleft()
                 session.inflight -= 1
-                session._head_done()
+                session.head_answered()
             else:
-                session._pending_done()
+                session.entry_answered()
         return retry
 
 
@@ -289,7 +289,7 @@ class ClusterRoute(Route):
                     run_conn = None
                     run_owner = 0
                     if type(routed) is Reject:
-                        session._local(routed.reply)
+                        session.answer_locally(routed.reply)
                     else:
                         gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
                     index += 1
@@ -442,7 +442,7 @@ class TxnRoute(Route):
             elif routed is not None and (type(routed) is not int or routed != client.txn_slot):
                 if run_start < index:
                     session.send(self.conn, batch.span(run_start, index), index - run_start)
-                session._local(CROSSSLOT)
+                session.answer_locally(CROSSSLOT)
                 session.refused_in_transaction()
                 run_start = index + 1
                 continue
@@ -480,14 +480,14 @@ class DeferredRoute(Route):
                 # server's own table only: a snapshot may lack what the server has.)
                 refusal = table.refusal(args) if table.from_server else None
                 if refusal is not None:
-                    session._local(refusal)
+                    session.answer_locally(refusal)
                     session.refused_in_transaction()
                     continue
                 client.deferred.append(batch.span(index, index + 1))
-                session._local(b"+QUEUED\r\n")
+                session.answer_locally(b"+QUEUED\r\n")
                 continue
             if type(routed) is not int:
-                session._local(CROSSSLOT)
+                session.answer_locally(CROSSSLOT)
                 session.refused_in_transaction()
                 continue
             if client.deferred is not None and not self.backend.pin_deferred(session, routed):

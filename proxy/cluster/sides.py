@@ -388,7 +388,7 @@ class ShardSide(Receiver):
         session = self.sides.session
         if session.state.life is not CLOSED:
             session.input_ended = True
-            session._close()
+            session.close_after_replies()
 
     def _drop_places(self) -> None:
         commands, self.commands = self.commands, collections.deque()
@@ -601,7 +601,7 @@ class ClusterStreamRoute(StreamRoute):
                         streamend.passes(session, args, self.neutral)
                     sides = sides_of(session, False)
                     if sides is not None and sides.subscriber and session.protocol == 2:
-                        session._local(in_pubsub_context(_full_name(session, args)))
+                        session.answer_locally(in_pubsub_context(_full_name(session, args)))
                     elif self.multi or _action(backend, args) != PASS:
                         StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
                                                                            Refused(args))

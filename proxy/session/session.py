@@ -179,7 +179,7 @@ class Session(Receiver):
         self.stream_ends = 0  # how the stream may end: never (0), at RESET, with its subscriptions (streamend.py)
         self.pubsub = None  # a RESP3 client's subscriptions, its replies paired (paired_subscriptions.py)
         # While a read's commands are dispatched, the proxy's own replies with nothing before them
-        # are collected and written at its end in one write (`_local`), not one system call each.
+        # are collected and written at its end in one write (`answer_locally`), not one system call each.
         self.collecting = False
         self.local_out = None
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
@@ -230,9 +230,9 @@ class Session(Receiver):
         if full:  # as Redis past its maxclients: the error, then close
             metrics.REFUSED_CLIENTS.inc()
             proxy.bounds.refused(self.peer)
-            self._local(errors.MAX_CLIENTS)
+            self.answer_locally(errors.MAX_CLIENTS)
             self.input_ended = True
-            self._close()
+            self.close_after_replies()
 
     def connection_lost(self, exc) -> None:
         metrics.CLIENTS.dec()
@@ -302,19 +302,19 @@ class Session(Receiver):
         self.input_ended = True
         gone.cut_waits(self)
         if self.state.life is OPEN:
-            self._close()
+            self.close_after_replies()
         return True
 
     def pause_writing(self) -> None:
         self.write_paused = True
-        self._pause_reading("client-slow")
+        self.pause_reading("client-slow")
 
     def resume_writing(self) -> None:
         self.write_paused = False
-        self._resume_reading("client-slow")
+        self.resume_reading("client-slow")
         self._release_upstreams()
         if self.state.life is WAITING and self.waiting_for is WINDOW:
-            self.loop.call_soon(self._resume)
+            self.loop.call_soon(self.resume_dispatch)
 
     def _budget(self) -> int:
         """How many units of the client's commands (`units_out` included) may be in flight now:
@@ -355,7 +355,7 @@ class Session(Receiver):
             self._handle(batch)
         if self.input_ended and self.state.life is OPEN:
             gone.cut_waits(self)  # EOF or shutdown came while dispatch waited: what it sent since
-            self._close()
+            self.close_after_replies()
 
     def _handle(self, batch) -> None:
         if batch.commands:
@@ -399,7 +399,7 @@ class Session(Receiver):
                     if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
                         if start < index:
                             self.route.forward(self, batch, start, index)
-                        self._refused(refusal, args, memo.reply(args[1]))
+                        self.answer_refused(refusal, args, memo.reply(args[1]))
                         names = NAMES  # (live.count_names, inline)
                         names[name] = names.get(name, 0) + 1
                         if len(names) > MAX_NAMES:
@@ -459,7 +459,7 @@ class Session(Receiver):
         if self.state.life is OPEN:
             self.wait(batch, index, WINDOW)
             if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
-                self.loop.call_soon(self._resume)
+                self.loop.call_soon(self.resume_dispatch)
 
     def _key_passes(self, key) -> bool:
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
@@ -483,10 +483,10 @@ class Session(Receiver):
     def handler_failed(self, args) -> None:
         log.exception("client %s: the proxy failed on %r; closing the client's connection", _peer(self.peer),
                       args[0][:64])
-        self._local(errors.resp_error("ERR the proxy failed on this command; see its log"))
+        self.answer_locally(errors.resp_error("ERR the proxy failed on this command; see its log"))
         self.input_ended = True
         if self.state.life is not CLOSED:
-            self._close()
+            self.close_after_replies()
 
     def redispatch(self, batch, index: int, action: int) -> int:
         """Handle commands[index] as `action` (a subcommand's): PASS goes on the current route."""
@@ -504,10 +504,10 @@ class Session(Receiver):
         self.resume_at = (batch, index)
         self.waiting_for = reason
         self.state.to("wait")
-        self._pause_reading("wait")
+        self.pause_reading("wait")
         return HELD
 
-    def _resume(self) -> None:
+    def resume_dispatch(self) -> None:
         """Dispatch the request we waited at again."""
         if self.state.life is not WAITING or self.verifying or (self.waiting_for is REPLIES and self.inflight):
             return
@@ -517,7 +517,7 @@ class Session(Receiver):
             return
         self.resume_at = self.waiting_for = None
         self.state.to("resume")
-        self._resume_reading("wait")
+        self.resume_reading("wait")
         self.collecting = True
         try:
             self._run(batch, index)
@@ -581,7 +581,7 @@ class Session(Receiver):
         if conn is self.own and self.state.life is not CLOSED:
             # The client's connection state is gone with it; Redis clients expect a drop.
             self.input_ended = True
-            self._close()
+            self.close_after_replies()
 
     # -- forwarding -------------------------------------------------------------------------
 
@@ -608,17 +608,17 @@ class Session(Receiver):
     def wait_for_upstream(self, conn) -> None:
         """The upstream's write buffer is full: read no more of this client until it drains."""
         conn.blocked_sessions.add(self)
-        self._pause_reading("upstream-slow")
+        self.pause_reading("upstream-slow")
 
     def upstream_writable(self) -> None:
-        self._resume_reading("upstream-slow")
+        self.resume_reading("upstream-slow")
 
     def no_connection(self, opener, count: int) -> None:
         """No connection could be had for `count` requests: while the server refuses the proxy's
         start-up (NOAUTH...) that is its answer to them, as to a client of its own; while it
         cannot be reached, the client's connection closes."""
         if opener.refusal is not None:
-            self._local(opener.refusal * count)
+            self.answer_locally(opener.refusal * count)
         else:
             health.requests_failed(self.backend.label, count)
             self.upstream_unavailable(opener.failed_reason)
@@ -629,11 +629,11 @@ class Session(Receiver):
                  _peer(self.peer), self.backend.label, reason or "not connected")
         self.input_ended = True
         if self.state.life is not CLOSED:
-            self._close()
+            self.close_after_replies()
 
     # -- policy (verdicts.py) and the proxy's own AUTH (auth.py) ------------------------------
 
-    def _refused(self, refusal, args, reply: bytes) -> None:
+    def answer_refused(self, refusal, args, reply: bytes) -> None:
         """Answer `args`, refused as the engine remembered (`refusal`: policy/refusals.py), with
         `reply`; its findings are counted in bulk (verdicts.py, `PENDING`)."""
         name = args[0]
@@ -646,14 +646,14 @@ class Session(Receiver):
             seen[0] += 1
         rejected = REJECTED  # (live.rejected, inline)
         rejected[name] = rejected.get(name, 0) + 1
-        if self.collecting and not self.queue:  # (_local's usual case, inline)
+        if self.collecting and not self.queue:  # (answer_locally's usual case, inline)
             out = self.local_out
             if out is None:
                 self.local_out = [reply]
             else:
                 out.append(reply)
         else:
-            self._local(reply)
+            self.answer_locally(reply)
         if self.state.txn is not NONE and self.state.in_transaction:  # (refused_in_transaction, inline)
             self.state.to("refuse")
 
@@ -698,7 +698,7 @@ class Session(Receiver):
                     queue_popleft(queue)
                     self.inflight -= 1
                     if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
-                        self._head_done()
+                        self.head_answered()
             if self.write_paused:
                 self._reader_behind(pending)
             return
@@ -707,7 +707,7 @@ class Session(Receiver):
         if done:
             pending.remaining -= done
             if pending.remaining == 0:
-                self._pending_done()
+                self.entry_answered()
         if self.held_bytes > self.output_limit:
             self.overflow()
         elif held > self.buffer_limit:
@@ -746,14 +746,14 @@ class Session(Receiver):
             proxy.overflows = 0
         self.transport.abort()
 
-    def _head_done(self) -> None:
+    def head_answered(self) -> None:
         if self.inflight == 0:
             if self.state.lane is LEASED and self.state.txn is NONE:
                 self.release_lease()
             if self.state.life is WAITING and (self.waiting_for is REPLIES or self.waiting_for is WINDOW):
-                self.loop.call_soon(self._resume)
+                self.loop.call_soon(self.resume_dispatch)
         elif self.state.life is WAITING and self.waiting_for is WINDOW:  # the window may allow more now
-            self.loop.call_soon(self._resume)
+            self.loop.call_soon(self.resume_dispatch)
         self._advance()
 
     def _release_upstreams(self) -> None:
@@ -761,11 +761,11 @@ class Session(Receiver):
         for conn in waiting:
             conn.resume_for(self)
 
-    def _pending_done(self) -> None:
+    def entry_answered(self) -> None:
         self.inflight -= 1
         if self.state.life is WAITING and (
                 (self.inflight == 0 and self.waiting_for is REPLIES) or self.waiting_for is WINDOW):
-            self.loop.call_soon(self._resume)
+            self.loop.call_soon(self.resume_dispatch)
 
     def _advance(self) -> None:
         """The head entry completed: flush the entries behind it that have replies waiting, in
@@ -815,9 +815,9 @@ class Session(Receiver):
         if partial and not queue and self.transport is not None:
             self.transport.abort()  # part of a reply is out: nothing sensible can follow it
             return
-        self._close()
+        self.close_after_replies()
 
-    def _local(self, reply: bytes) -> None:
+    def answer_locally(self, reply: bytes) -> None:
         """A reply the proxy writes itself, in order after everything before it."""
         queue = self.queue
         if not queue:
@@ -860,7 +860,7 @@ class Session(Receiver):
             if entry.conn is own and entry.remaining != 0:
                 self.deliver(entry, push, 0)
                 return
-        self._local(push)
+        self.answer_locally(push)
         self.pushing_behind(own)
 
     def pushing_behind(self, conn) -> None:
@@ -900,7 +900,7 @@ class Session(Receiver):
             self._to_client(data)
 
     def _to_client(self, data: bytes) -> None:
-        if self.local_out is not None:  # the proxy's own replies collected before it (`_local`)
+        if self.local_out is not None:  # the proxy's own replies collected before it (`answer_locally`)
             out = self.local_out
             self.local_out = None
             out.append(data)
@@ -913,7 +913,7 @@ class Session(Receiver):
 
     # -- closing ----------------------------------------------------------------------------
 
-    def _close(self) -> None:
+    def close_after_replies(self) -> None:
         """Take no more requests; close once every reply owed has been written."""
         life = self.state.life
         if life is CLOSED:
@@ -921,11 +921,11 @@ class Session(Receiver):
         if life is not CLOSING:
             self.resume_at = self.waiting_for = None  # a request we waited at is not answered
             self.state.to("close")
-        self._pause_reading("closing")
+        self.pause_reading("closing")
         self._maybe_close()
 
     def _flush_local(self) -> None:
-        """The end of a read's dispatch: write the proxy's own replies collected (`_local`)."""
+        """The end of a read's dispatch: write the proxy's own replies collected (`answer_locally`)."""
         self.collecting = False
         out = self.local_out
         if out is not None:
@@ -947,12 +947,12 @@ class Session(Receiver):
         if self.transport is not None:
             self.transport.close()
 
-    def _pause_reading(self, reason: str) -> None:
+    def pause_reading(self, reason: str) -> None:
         if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
             self.transport.pause_reading()
         self.reading_paused.add(reason)
 
-    def _resume_reading(self, reason: str) -> None:
+    def resume_reading(self, reason: str) -> None:
         if reason in self.reading_paused:
             self.reading_paused.discard(reason)
             if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
@@ -963,9 +963,9 @@ class Session(Receiver):
         that waits is not waited for: gone.py)."""
         self.input_ended = True
         gone.cut_waits(self)
-        self._pause_reading("shutdown")
+        self.pause_reading("shutdown")
         if self.state.life is OPEN:
-            self._close()
+            self.close_after_replies()
 
     def quit(self) -> None:
         """QUIT: +OK, and nothing after it is read."""
@@ -991,12 +991,12 @@ class Session(Receiver):
             else:
                 self.send(own, MALFORMED, 1, ReplacingSink(self, error))
         else:
-            self._local(errors.OK if error is None else error)
+            self.answer_locally(errors.OK if error is None else error)
         self.input_ended = True
-        self._close()
+        self.close_after_replies()
 
     def noauth(self) -> None:
-        self._local(errors.NOAUTH)
+        self.answer_locally(errors.NOAUTH)
 
     def describe(self) -> str:
         return f"{_peer(self.peer)} {self.state.lane}{' ' + self.app if self.app else ''}"
