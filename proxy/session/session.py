@@ -127,6 +127,38 @@ class Route:
 
 
 class Session(Receiver):
+    """One client connection. Its surface, by caller (everything else, `_`-named, is its own):
+
+    For command handlers (`handlers.py`, `proxy/cluster/handlers.py`, auth, verdicts, streams):
+      answer_locally(reply)        a reply the proxy makes itself, in order after those owed
+      reply_later() / fill(entry, reply)   a place in the reply queue now, its reply later
+      wait(batch, index, reason)   suspend dispatch at a request (returns HELD); resume_dispatch()
+      redispatch(batch, index, action)     handle a request as another action (PASS: the route)
+      refused_in_transaction()     a refused command aborts the open transaction's EXEC
+      end_transaction, login       verdicts.end_transaction, auth.login on this session
+      use_own(conn, event), release_lease(), stream_on_own(...), end_stream()   where commands go
+      bind()                       take the dispatch table again (lane, application, policy)
+      quit(), noauth(), close_after_replies()   end the connection after the replies owed
+      answer_refused(refusal, args, reply)     a refusal remembered (verdicts.apply's, inline)
+      pushing_behind(conn), pushed(push)       a push arrived: bound it as replies are
+      hold_upstream(conn) / forget_upstream(conn)   read no more of a connection until the client
+                                   catches up / it closed (the cluster's subscription sides)
+    For backends and routes (`proxy/backends/`, `proxy/cluster/`):
+      send(conn, data, count, receiver) / send_hidden(conn, commands)   requests on a connection
+      no_connection(opener, count), upstream_unavailable(reason)        none could be had
+      wait_for_upstream(conn)      the connection's write buffer is full: stop reading the client
+      head_answered() / entry_answered()   a route completed a queue entry (at the head / behind it)
+      deliver, pending_failed      the Receiver's: replies, or their connection failed
+    For upstream connections: deliver, pending_failed, pushed, own_closed(conn),
+      upstream_writable(), stream_caught_up(), overflow() (a reply held here past the bound).
+    For the server and the transport: the asyncio Protocol's callbacks, drain() (shutdown),
+      pause_reading(reason) / resume_reading(reason) (proxy/bounds.py: memory), describe(), reads.
+    Fields read by all of them (`state`, `backend`, `route`, `own`, `queue`, `inflight`, `stream`,
+    `protocol`, `db`, `app`, `extra`, ...) are public; the flow-control fields belong to the
+    "flow control" section below: outside it only `held_bytes` is counted (against `output_limit`)
+    by what holds replies for the client too (streamorder.py, the cluster's scatter.py), inline.
+    """
+
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
@@ -305,45 +337,6 @@ class Session(Receiver):
             self.close_after_replies()
         return True
 
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self.pause_reading("client-slow")
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self.resume_reading("client-slow")
-        self._release_upstreams()
-        if self.state.life is WAITING and self.waiting_for is WINDOW:
-            self.loop.call_soon(self.resume_dispatch)
-
-    def _budget(self) -> int:
-        """How many units of the client's commands (`units_out` included) may be in flight now:
-        -1 (none) while its unread replies are over the window (the transport's high-water mark:
-        `pause_writing`), else what the window has left over the size a reply is expected to
-        have: the latest reply's, or the one arriving if larger already, and never less than
-        window / IN_FLIGHT. One command goes anyway when nothing is in flight (the loop's rule),
-        so that a client that stops reading costs the window plus what was in flight. A stream's
-        replies are unpaired (never all in): only the window counts there."""
-        if self.write_paused:
-            return -1
-        if self.stream is not None:
-            return UNLIMITED
-        if self.inflight == 0:
-            self.units_out = 0
-        est = self.reply_est
-        if self.reply_acc > est:
-            est = self.reply_acc
-        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
-            return IN_FLIGHT
-        left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
-        return left // est if left > 0 else 0
-
-    def _window_open(self, args) -> bool:
-        """May `args` go upstream now (`_budget`)? Always when nothing is in flight, unless the
-        client is over its window."""
-        budget = self._budget()
-        return budget >= 0 and (self.units_out == 0 or self.units_out + _units(args) <= budget)
-
     # -- requests ---------------------------------------------------------------------------
 
     def _process(self) -> None:
@@ -363,7 +356,7 @@ class Session(Receiver):
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
         if batch.error is not None and self.state.life is OPEN:
-            self.protocol_error(batch.error.reply)
+            self._protocol_error(batch.error.reply)
 
     def _run(self, batch, index: int) -> None:
         """The dispatch loop: every command of the batch from `index` on. A command passed on as
@@ -437,7 +430,7 @@ class Session(Receiver):
                 next_index = self.handlers[action](self, batch, index)
             except Exception:  # a bug in a handler must not take the proxy's other clients down
                 live.count_names(commands, index, index + 1)
-                self.handler_failed(commands[index])
+                self._handler_failed(commands[index])
                 return
             if next_index == HELD:
                 self._went_past(batch, index)
@@ -451,15 +444,6 @@ class Session(Receiver):
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
-
-    def _window_wait(self, batch, start: int, index: int) -> None:
-        """Send commands[start:index], wait at commands[index] until the window allows more."""
-        if start < index:
-            self.route.forward(self, batch, start, index)
-        if self.state.life is OPEN:
-            self.wait(batch, index, WINDOW)
-            if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
-                self.loop.call_soon(self.resume_dispatch)
 
     def _key_passes(self, key) -> bool:
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
@@ -480,7 +464,7 @@ class Session(Receiver):
         if resume is not None and resume[0] is batch and resume[1] > index:
             live.count_names(batch.commands, index, resume[1])
 
-    def handler_failed(self, args) -> None:
+    def _handler_failed(self, args) -> None:
         log.exception("client %s: the proxy failed on %r; closing the client's connection", _peer(self.peer),
                       args[0][:64])
         self.answer_locally(errors.resp_error("ERR the proxy failed on this command; see its log"))
@@ -523,7 +507,7 @@ class Session(Receiver):
             self._run(batch, index)
             if self.state.life is OPEN:
                 if batch.error is not None:
-                    self.protocol_error(batch.error.reply)
+                    self._protocol_error(batch.error.reply)
                 else:
                     self._process()
         finally:
@@ -604,14 +588,6 @@ class Session(Receiver):
             for cmd in commands:  # one entry each, so that a failure names its command
                 request = hiredis.pack_command(tuple(cmd))
                 conn.send(request, HiddenCommand(request, conn))
-
-    def wait_for_upstream(self, conn) -> None:
-        """The upstream's write buffer is full: read no more of this client until it drains."""
-        conn.blocked_sessions.add(self)
-        self.pause_reading("upstream-slow")
-
-    def upstream_writable(self) -> None:
-        self.resume_reading("upstream-slow")
 
     def no_connection(self, opener, count: int) -> None:
         """No connection could be had for `count` requests: while the server refuses the proxy's
@@ -713,39 +689,6 @@ class Session(Receiver):
         elif held > self.buffer_limit:
             self._hold_own(pending.conn)
 
-    def _reader_behind(self, pending) -> None:
-        """The client's write buffer is above its high-water mark: pause a connection of its own
-        (backpressure), never a shared one (count the bytes against its output limit)."""
-        conn = pending.conn
-        if conn is not None and conn is self.own:
-            self._hold_own(conn)
-        elif self.transport.get_write_buffer_size() + self.held_bytes > self.output_limit:
-            self.overflow()
-
-    def _hold_own(self, conn) -> None:
-        if conn is not None and conn is self.own and conn not in self.waiting_upstreams:
-            self.waiting_upstreams.add(conn)
-            conn.pause_for(self)
-
-    def overflow(self) -> None:
-        """More unread replies than `limits.client_output_buffer`, a hard safety bound the reply
-        window keeps clients far below (pushes, replies far larger than the client's latest):
-        disconnect this client only."""
-        if self.state.life is CLOSED or self.transport.is_closing():
-            return
-        metrics.SLOW_CLIENTS.inc()
-        proxy = self.proxy
-        now = time.monotonic()
-        proxy.overflows += 1
-        if now - proxy.overflow_logged >= 10.0:
-            log.warning("client %s disconnected: %d bytes of replies unread, over client_output_buffer "
-                        "(%d); %d such client(s) since the last line", _peer(self.peer),
-                        self.transport.get_write_buffer_size() + self.held_bytes, self.output_limit,
-                        proxy.overflows)
-            proxy.overflow_logged = now
-            proxy.overflows = 0
-        self.transport.abort()
-
     def head_answered(self) -> None:
         if self.inflight == 0:
             if self.state.lane is LEASED and self.state.txn is NONE:
@@ -755,11 +698,6 @@ class Session(Receiver):
         elif self.state.life is WAITING and self.waiting_for is WINDOW:  # the window may allow more now
             self.loop.call_soon(self.resume_dispatch)
         self._advance()
-
-    def _release_upstreams(self) -> None:
-        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
-        for conn in waiting:
-            conn.resume_for(self)
 
     def entry_answered(self) -> None:
         self.inflight -= 1
@@ -863,16 +801,6 @@ class Session(Receiver):
         self.answer_locally(push)
         self.pushing_behind(own)
 
-    def pushing_behind(self, conn) -> None:
-        """After a push from `conn` (the client's own, or its subscriptions' in front of a
-        cluster): over the output limit, disconnect; behind its reads, stop reading `conn`, so
-        that the server holds the rest (and applies its pub/sub client-output-buffer-limit)."""
-        if self.held_bytes > self.output_limit:
-            self.overflow()
-        elif (self.write_paused or self.held_bytes > self.buffer_limit) and conn not in self.waiting_upstreams:
-            self.waiting_upstreams.add(conn)
-            conn.pause_for(self)
-
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,
         a barrier's (streamorder.py)."""
@@ -911,6 +839,140 @@ class Session(Receiver):
         else:
             self.client_write(data)
 
+    # -- flow control ----------------------------------------------------------------------
+    # Everything that decides whether the client's requests may go and whether its connection or
+    # an upstream one is read: the reply window (`_budget`: `units_out`, `reply_est`, `reply_acc`,
+    # `small_reply` against `buffer_limit`, limits.client_write_buffer), the replies held here
+    # (`held_bytes`) against the hard bound `output_limit` (limits.client_output_buffer,
+    # `overflow`), the transport's high-water mark (`write_paused`), the reasons reading the
+    # client is paused (`reading_paused`), and the own connections paused until the client catches
+    # up (`waiting_upstreams`). Per command the loop and `deliver` read these fields inline (C
+    # fields when compiled: no call per command); the methods below run when a bound is crossed.
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self.pause_reading("client-slow")
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.resume_reading("client-slow")
+        self._release_upstreams()
+        if self.state.life is WAITING and self.waiting_for is WINDOW:
+            self.loop.call_soon(self.resume_dispatch)
+
+    def _budget(self) -> int:
+        """How many units of the client's commands (`units_out` included) may be in flight now:
+        -1 (none) while its unread replies are over the window (the transport's high-water mark:
+        `pause_writing`), else what the window has left over the size a reply is expected to
+        have: the latest reply's, or the one arriving if larger already, and never less than
+        window / IN_FLIGHT. One command goes anyway when nothing is in flight (the loop's rule),
+        so that a client that stops reading costs the window plus what was in flight. A stream's
+        replies are unpaired (never all in): only the window counts there."""
+        if self.write_paused:
+            return -1
+        if self.stream is not None:
+            return UNLIMITED
+        if self.inflight == 0:
+            self.units_out = 0
+        est = self.reply_est
+        if self.reply_acc > est:
+            est = self.reply_acc
+        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
+            return IN_FLIGHT
+        left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
+        return left // est if left > 0 else 0
+
+    def _window_open(self, args) -> bool:
+        """May `args` go upstream now (`_budget`)? Always when nothing is in flight, unless the
+        client is over its window."""
+        budget = self._budget()
+        return budget >= 0 and (self.units_out == 0 or self.units_out + _units(args) <= budget)
+
+    def _window_wait(self, batch, start: int, index: int) -> None:
+        """Send commands[start:index], wait at commands[index] until the window allows more."""
+        if start < index:
+            self.route.forward(self, batch, start, index)
+        if self.state.life is OPEN:
+            self.wait(batch, index, WINDOW)
+            if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
+                self.loop.call_soon(self.resume_dispatch)
+
+    def _reader_behind(self, pending) -> None:
+        """The client's write buffer is above its high-water mark: pause a connection of its own
+        (backpressure), never a shared one (count the bytes against its output limit)."""
+        conn = pending.conn
+        if conn is not None and conn is self.own:
+            self._hold_own(conn)
+        elif self.transport.get_write_buffer_size() + self.held_bytes > self.output_limit:
+            self.overflow()
+
+    def _hold_own(self, conn) -> None:
+        if conn is not None and conn is self.own:
+            self.hold_upstream(conn)
+
+    def hold_upstream(self, conn) -> None:
+        """Read no more of `conn` (the client's own, or its subscriptions' in front of a cluster)
+        until the client catches up (`_release_upstreams`): the server holds the rest."""
+        if conn not in self.waiting_upstreams:
+            self.waiting_upstreams.add(conn)
+            conn.pause_for(self)
+
+    def forget_upstream(self, conn) -> None:
+        """`conn`, held for the client (`hold_upstream`), closes: nothing to resume there."""
+        self.waiting_upstreams.discard(conn)
+
+    def pushing_behind(self, conn) -> None:
+        """After a push from `conn` (the client's own, or its subscriptions' in front of a
+        cluster): over the output limit, disconnect; behind its reads, stop reading `conn`, so
+        that the server holds the rest (and applies its pub/sub client-output-buffer-limit)."""
+        if self.held_bytes > self.output_limit:
+            self.overflow()
+        elif self.write_paused or self.held_bytes > self.buffer_limit:
+            self.hold_upstream(conn)
+
+    def overflow(self) -> None:
+        """More unread replies than `limits.client_output_buffer`, a hard safety bound the reply
+        window keeps clients far below (pushes, replies far larger than the client's latest):
+        disconnect this client only."""
+        if self.state.life is CLOSED or self.transport.is_closing():
+            return
+        metrics.SLOW_CLIENTS.inc()
+        proxy = self.proxy
+        now = time.monotonic()
+        proxy.overflows += 1
+        if now - proxy.overflow_logged >= 10.0:
+            log.warning("client %s disconnected: %d bytes of replies unread, over client_output_buffer "
+                        "(%d); %d such client(s) since the last line", _peer(self.peer),
+                        self.transport.get_write_buffer_size() + self.held_bytes, self.output_limit,
+                        proxy.overflows)
+            proxy.overflow_logged = now
+            proxy.overflows = 0
+        self.transport.abort()
+
+    def _release_upstreams(self) -> None:
+        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
+        for conn in waiting:
+            conn.resume_for(self)
+
+    def wait_for_upstream(self, conn) -> None:
+        """The upstream's write buffer is full: read no more of this client until it drains."""
+        conn.blocked_sessions.add(self)
+        self.pause_reading("upstream-slow")
+
+    def upstream_writable(self) -> None:
+        self.resume_reading("upstream-slow")
+
+    def pause_reading(self, reason: str) -> None:
+        if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+            self.transport.pause_reading()
+        self.reading_paused.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        if reason in self.reading_paused:
+            self.reading_paused.discard(reason)
+            if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+                self.transport.resume_reading()
+
     # -- closing ----------------------------------------------------------------------------
 
     def close_after_replies(self) -> None:
@@ -947,17 +1009,6 @@ class Session(Receiver):
         if self.transport is not None:
             self.transport.close()
 
-    def pause_reading(self, reason: str) -> None:
-        if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
-            self.transport.pause_reading()
-        self.reading_paused.add(reason)
-
-    def resume_reading(self, reason: str) -> None:
-        if reason in self.reading_paused:
-            self.reading_paused.discard(reason)
-            if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
-                self.transport.resume_reading()
-
     def drain(self) -> None:
         """Shutdown: stop taking requests; close once the replies owed are written (a command
         that waits is not waited for: gone.py)."""
@@ -971,7 +1022,7 @@ class Session(Receiver):
         """QUIT: +OK, and nothing after it is read."""
         self._end(None)
 
-    def protocol_error(self, reply: bytes) -> None:
+    def _protocol_error(self, reply: bytes) -> None:
         """The request after those read is malformed: its error, and nothing after it is read."""
         self._end(reply)
 
