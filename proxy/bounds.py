@@ -171,11 +171,11 @@ class Bounds:
         for session in to_pause:
             self.paused.add(session)
             metrics.MEMORY_PAUSES.inc()
-            session._pause_reading("memory")
+            session.pause_reading("memory")
         if resume:
             paused, self.paused = self.paused, set()
             for session in paused:
-                session._resume_reading("memory")
+                session.resume_reading("memory")
         if not over:
             self.over_since = None
             return

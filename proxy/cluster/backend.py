@@ -272,7 +272,7 @@ class ClusterBackend:
         cluster client's connection state itself, and nothing of the stream's is left to keep."""
         session.own = None
         conn.owner = None
-        session.waiting_upstreams.discard(conn)  # (paused for a slow reader: closed now)
+        session.forget_upstream(conn)  # (paused for a slow reader: closed now)
         session.state.to("drop")
         session.route = self.shared_route(session)
         session.bind()

@@ -116,12 +116,12 @@ def fanout(session, batch, index: int) -> int:
             return index + 1
     masters = session.backend.router.master_slots()
     if not masters:
-        session._local(CLUSTER_IS_DOWN)
+        session.answer_locally(CLUSTER_IS_DOWN)
         return index + 1
     backend = session.backend
     merges = backend.merges
     if full == b"config|set" and any(arg.lower() == b"requirepass" for arg in args[2::2]):
-        session._local(errors.config_set_requirepass())
+        session.answer_locally(errors.config_set_requirepass())
         return index + 1
     merge = merges.get(name, MERGES.get(name))
     if merge is None and len(args) > 1:
@@ -178,7 +178,7 @@ def _arity_refused(session, args) -> bool:
     """Redis's arity error for a CLUSTER subcommand (written: True)."""
     spec = session.backend.behaviour.table.lookup(args)
     if spec is not None and (len(args) < spec.arity if spec.arity < 0 else len(args) != spec.arity):
-        session._local(errors.resp_error(f"ERR wrong number of arguments for '{spec.name}' command"))
+        session.answer_locally(errors.resp_error(f"ERR wrong number of arguments for '{spec.name}' command"))
         session.refused_in_transaction()
         return True
     return False
@@ -188,7 +188,7 @@ def no_cluster(session, batch, index: int) -> int:
     """CLUSTER ...: answered as a server without cluster support answers it (the proxy presents
     itself as one standalone server; the nodes' addresses never reach a client)."""
     if not _arity_refused(session, batch.commands[index]):
-        session._local(NO_CLUSTER_SUPPORT)
+        session.answer_locally(NO_CLUSTER_SUPPORT)
         session.refused_in_transaction()
     return index + 1
 
@@ -231,14 +231,14 @@ def cluster_face(session, batch, index: int) -> int:
     if _arity_refused(session, args):
         return index + 1
     if session.state.in_transaction:
-        session._local(errors.CLUSTER_FACE_IN_MULTI)
+        session.answer_locally(errors.CLUSTER_FACE_IN_MULTI)
         session.refused_in_transaction()
         return index + 1
     decided = face.decide(args, face_me(session), session.protocol)
     if type(decided) is face.ToSlot:
         gather(session, [(decided.slot, hiredis.pack_command(tuple(args)))], _first)
     else:
-        session._local(decided)
+        session.answer_locally(decided)
     return index + 1
 
 
@@ -247,7 +247,7 @@ def scan(session, batch, index: int) -> int:
     masters = session.backend.router.master_slots()
     decoded = decode_cursor(args[1]) if len(args) > 1 else None
     if decoded is None or decoded[0] >= len(masters):
-        session._local(errors.resp_error("ERR invalid cursor"))
+        session.answer_locally(errors.resp_error("ERR invalid cursor"))
         return index + 1
     position, node_cursor = decoded
     data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
@@ -277,7 +277,7 @@ def client_id(session, batch, index: int) -> int:
     queued = queued_on_own(session, batch, index)
     if queued is not None:
         return queued
-    session._local(b":%d\r\n" % session.extra.id)
+    session.answer_locally(b":%d\r\n" % session.extra.id)
     return index + 1
 
 
@@ -288,7 +288,7 @@ def client_getname(session, batch, index: int) -> int:
     if queued is not None:
         return queued
     name = session.extra.name
-    session._local(b"$%d\r\n%s\r\n" % (len(name), name) if name else
+    session.answer_locally(b"$%d\r\n%s\r\n" % (len(name), name) if name else
                    (b"_\r\n" if session.protocol == 3 else b"$-1\r\n"))
     return index + 1
 
@@ -298,7 +298,8 @@ def client_setname(session, batch, index: int) -> int:
     if len(args) != 3:
         return forward_one(session, batch, index)
     if any(c <= 32 or c >= 127 for c in args[2]):
-        session._local(errors.resp_error("ERR Client names cannot contain spaces, newlines or special characters."))
+        session.answer_locally(
+            errors.resp_error("ERR Client names cannot contain spaces, newlines or special characters."))
         session.refused_in_transaction()
         return index + 1
     queued = queued_on_own(session, batch, index)
@@ -308,7 +309,7 @@ def client_setname(session, batch, index: int) -> int:
     session.extra.name = args[2] or None
     if session.own is not None:  # watching: the transaction's connection answers GETNAME in MULTI
         name_connection(session, args[2])
-    session._local(errors.OK)
+    session.answer_locally(errors.OK)
     return index + 1
 
 
@@ -324,9 +325,9 @@ def client_view(session, batch, index: int) -> int:
     if args[1].lower() == b"info":
         if len(args) != 2:
             return forward_one(session, batch, index)  # Redis's arity error
-        session._local(clientinfo.client_info(clientinfo.view_of(session, "client|info"), session.protocol))
+        session.answer_locally(clientinfo.client_info(clientinfo.view_of(session, "client|info"), session.protocol))
     else:
-        session._local(clientinfo.client_list(args, clientinfo.lines_of(session), session.protocol))
+        session.answer_locally(clientinfo.client_list(args, clientinfo.lines_of(session), session.protocol))
     return index + 1
 
 
@@ -338,10 +339,10 @@ def local_ok(session, batch, index: int) -> int:
     args = batch.commands[index]
     name = args[0].lower().decode()
     if len(args) != 1:
-        session._local(errors.resp_error(f"ERR wrong number of arguments for '{name}' command"))
+        session.answer_locally(errors.resp_error(f"ERR wrong number of arguments for '{name}' command"))
         session.refused_in_transaction()
     else:
-        session._local(errors.OK)
+        session.answer_locally(errors.OK)
     return index + 1
 
 
@@ -441,7 +442,7 @@ def reset(session, batch, index: int) -> int:
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
     session.bind()
-    session._local(errors.RESET)
+    session.answer_locally(errors.RESET)
     if unsubscribing and session.state.life is OPEN:
         return session.wait(batch, index + 1)
     return index + 1
@@ -489,7 +490,7 @@ def multi(session, batch, index: int) -> int:
     client = session.extra
     if session.state.in_transaction:
         if client.deferred is not None:
-            session._local(errors.resp_error("ERR MULTI calls can not be nested"))
+            session.answer_locally(errors.resp_error("ERR MULTI calls can not be nested"))
             return index + 1
         return forward_one(session, batch, index)
     if session.state.txn is WATCHING:
@@ -502,7 +503,7 @@ def multi(session, batch, index: int) -> int:
             # No key yet: the transaction goes where its first key will send it.
             client.deferred = []
             session.route = session.backend.deferred_route
-            session._local(errors.OK)
+            session.answer_locally(errors.OK)
         else:
             if not pin_transaction(session, slot):
                 return index + 1
@@ -517,7 +518,7 @@ def watch(session, batch, index: int) -> int:
     client = session.extra
     if session.state.in_transaction:
         if client.deferred is not None:
-            session._local(errors.resp_error("ERR WATCH inside MULTI is not allowed"))
+            session.answer_locally(errors.resp_error("ERR WATCH inside MULTI is not allowed"))
             session.refused_in_transaction()
             return index + 1
         return forward_one(session, batch, index)
@@ -525,7 +526,7 @@ def watch(session, batch, index: int) -> int:
     backend = session.backend
     routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
     if type(routed) is not int:
-        session._local(CROSSSLOT if type(routed) in (Split, Reject) else errors.resp_error(
+        session.answer_locally(CROSSSLOT if type(routed) in (Split, Reject) else errors.resp_error(
             "ERR wrong number of arguments for 'watch' command"))
         return index + 1
     if session.state.txn is NONE:
@@ -561,7 +562,7 @@ def _end(session, batch, index: int, is_exec: bool) -> int:
             session.state.to("end")
             session.route = session.backend.shared_route(session)
             session.bind()
-            session._local(errors.OK)
+            session.answer_locally(errors.OK)
             return index + 1
         if not session.backend.pin_deferred(session, None):
             return index + 1
@@ -587,14 +588,14 @@ def _target(session, batch, index: int):
     backend = session.backend
     routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
     if type(routed) is Reject:
-        session._local(routed.reply)
+        session.answer_locally(routed.reply)
         return index + 1
     if type(routed) is Split:
-        session._local(CROSSSLOT)
+        session.answer_locally(CROSSSLOT)
         return index + 1
     node = _node(session, routed)
     if node is None:
-        session._local(CLUSTERDOWN)
+        session.answer_locally(CLUSTERDOWN)
         return index + 1
     return node
 
@@ -721,7 +722,7 @@ def stream(session, batch, index: int) -> int:
         backend = session.backend
         routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
         if type(routed) in (Reject, Split):
-            session._local(CROSSSLOT)
+            session.answer_locally(CROSSSLOT)
             return index + 1
         return sides.on_stream(session, batch, index, routed)
     subscriptions = session.pubsub
@@ -798,7 +799,7 @@ def shard_aside(session, batch, index: int) -> int:
     backend = session.backend
     routed = backend.routes.decide(args, backend.router.slotmap.master_for_slot)
     if type(routed) is Reject:  # (CROSSSLOT)
-        session._local(routed.reply)
+        session.answer_locally(routed.reply)
         return index + 1
     subscriptions = session.pubsub
     if subscriptions is None:
@@ -911,7 +912,7 @@ def wait_(session, batch, index: int) -> int:
     backend = session.backend
     masters = backend.router.master_slots()
     if not masters:
-        session._local(CLUSTER_IS_DOWN)
+        session.answer_locally(CLUSTER_IS_DOWN)
         return index + 1
     if session.inflight:
         return session.wait(batch, index)
@@ -944,7 +945,7 @@ def masters_or_down(session):
     """The cluster's masters, or None once the client was told the cluster is down."""
     masters = session.backend.router.slotmap.masters()
     if not masters:
-        session._local(CLUSTER_IS_DOWN)
+        session.answer_locally(CLUSTER_IS_DOWN)
         return None
     return masters
 
@@ -1015,11 +1016,11 @@ def _kill_by_id(session, client_id: int, skipme: bool, index: int) -> int:
     kills; the caller after this reply."""
     killed = [other for other in clientinfo.same_sessions(session)
               if other.extra.id == client_id and not (skipme and other is session)]
-    session._local(b":%d\r\n" % len(killed))
+    session.answer_locally(b":%d\r\n" % len(killed))
     for other in killed:
         if other is session:
             session.input_ended = True
-            session._close()
+            session.close_after_replies()
         elif other.transport is not None:
             other.transport.abort()
     return index + 1
@@ -1063,7 +1064,7 @@ class _NodeOurs:
 
 def unknown(session, batch, index: int) -> int:
     """A command the table does not know: Redis's own error (no node can be chosen for it)."""
-    session._local(errors.unknown_command(batch.commands[index]))
+    session.answer_locally(errors.unknown_command(batch.commands[index]))
     session.refused_in_transaction()
     return index + 1
 

@@ -12,6 +12,10 @@ cdef Py_ssize_t MAX_PARTS
 cdef Py_ssize_t KEYLESS
 cdef object CLOSED
 
+@cython.locals(at=Py_ssize_t)
+cpdef Py_ssize_t _next_part(list conns, bytearray order, Py_ssize_t run_from, Py_ssize_t run_to, Py_ssize_t part,
+                            conn) except -1
+
 cdef class ClusterRoute(Route):
     cdef public object router
     cdef public object routes
@@ -23,12 +27,14 @@ cdef class ClusterRoute(Route):
     cdef public list owner_conns
     cdef public bint replica_reads
 
+    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
+    @cython.locals(conn=UpstreamConnection, entry=RoutedPending, found=Py_ssize_t)
+    cpdef bint _send_one(self, Session session, Batch batch, Py_ssize_t index) except -1
     @cython.locals(commands=list, slot_owner=bytearray, owner_conns=list, conns=list, order=bytearray, owners=bytes,
                    run_start=Py_ssize_t, index=Py_ssize_t, first=Py_ssize_t, part=Py_ssize_t, at=Py_ssize_t,
                    replica_reads=bint, slot=Py_ssize_t, run_slot=Py_ssize_t, owner=Py_ssize_t, run_owner=Py_ssize_t,
-                   remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection, entry=RoutedPending,
-                   found=Py_ssize_t)
-    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
+                   remembered=bint, conn=UpstreamConnection, run_conn=UpstreamConnection)
+    cpdef _walk(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)
     @cython.locals(found=tuple, order=bytearray, owners=bytes, counts=list, owner_conns=list, conns=list,
                    owner=Py_ssize_t, conn=UpstreamConnection, slot=Py_ssize_t)
     cpdef bint _send_by_owner(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop) except -1

@@ -124,9 +124,9 @@ class ClusterClient:
             if at == 0:
                 queue.popleft()
                 session.inflight -= 1
-                session._head_done()
+                session.head_answered()
             else:
-                session._pending_done()
+                session.entry_answered()
         return retry
 
 
@@ -212,6 +212,28 @@ def gather(session, parts, merge) -> None:
                             session.protocol, session.spread)
 
 
+def _not_by_slot(session, routed) -> None:
+    """A command the route table did not give one slot: split per slot and merged (a `Gather`),
+    or rejected (CROSSSLOT) with its reply."""
+    if type(routed) is Reject:
+        session.answer_locally(routed.reply)
+    else:
+        gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
+
+
+def _next_part(conns: list, order, run_from: int, run_to: int, part: int, conn) -> int:
+    """A stretch's run (order[run_from:run_to]) for its part `part` ends; the next goes to `conn`:
+    its part number, a new one the first time."""
+    for at in range(run_from, run_to):
+        order[at] = part
+    part = 0
+    while part < len(conns) and conns[part] is not conn:
+        part += 1
+    if part == len(conns):
+        conns.append(conn)
+    return part
+
+
 class ClusterRoute(Route):
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
@@ -230,26 +252,42 @@ class ClusterRoute(Route):
         self.owner_conns = self.slot_table.conns
 
     def forward(self, session, batch, start: int, stop: int) -> None:
+        """commands[start:stop] by hash slot, the cheapest way that fits: one command alone
+        (`_send_one`); the usual pipeline, every key at argument 1 on a live master, dealt out
+        by owner in one pass (`_send_by_owner`); anything else walked command by command
+        (`_walk`: the route table, split commands, masters not known yet, replica reads)."""
+        if not self.replica_reads:
+            if stop - start == 1:
+                if self._send_one(session, batch, start):
+                    return
+            elif self._send_by_owner(session, batch, start, stop):
+                return
+        self._walk(session, batch, start, stop)
+
+    def _send_one(self, session, batch, index: int) -> bool:
+        """One command (no pipeline), its one key at argument 1 on a master whose connection is
+        live, sent from here (else False, nothing sent)."""
+        # its slot and its connection's number, as `_walk` finds them, as one number (slot << 8 | owner)
+        found = key_owner_of(batch.commands, index, self.first_arg, self.slot_owner)  # (compiled: a C call)
+        conn = self.owner_conns[found & 0xFF]
+        if conn is None or conn.state is CLOSED:
+            return False
+        entry = RoutedPending.of_run(session, 1, conn, batch, index, found >> 8)
+        queue_append(session.queue, entry)
+        session.inflight += 1
+        conn.send(entry.sent, entry)
+        if conn.write_paused:
+            session.wait_for_upstream(conn)
+        return True
+
+    def _walk(self, session, batch, start: int, stop: int) -> None:
+        """commands[start:stop] one by one: consecutive commands for one connection are one run,
+        a stretch for several connections one Scatter (`_send_stretch`); a command the route
+        table splits or rejects ends the stretch (`_not_by_slot`)."""
         commands = batch.commands
         slot_owner = self.slot_owner
         owner_conns = self.owner_conns
         replica_reads = self.replica_reads
-        if stop - start == 1 and not replica_reads:  # one command (no pipeline): sent from this frame
-            # its slot and its connection's number, as below, as one number (slot << 8 | owner)
-            found = key_owner_of(commands, start, self.first_arg, slot_owner)  # (compiled: a C call, a C number)
-            conn = owner_conns[found & 0xFF]
-            if conn is not None and conn.state is not CLOSED:
-                entry = RoutedPending.of_run(session, 1, conn, batch, start, found >> 8)
-                queue_append(session.queue, entry)
-                session.inflight += 1
-                conn.send(entry.sent, entry)
-                if conn.write_paused:
-                    session.wait_for_upstream(conn)
-                return
-        # The usual pipeline: every command's one key at argument 1, on a master with a live
-        # connection. One C pass (compiled) deals it out by owner: one run or one Scatter.
-        if not replica_reads and self._send_by_owner(session, batch, start, stop):
-            return
         # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
         # decides), and the number of that slot's connection in owner_conns (0: none yet). One
         # C pass when compiled: a name is looked up once for a run of commands that share it.
@@ -288,10 +326,7 @@ class ClusterRoute(Route):
                         conns = order = None
                     run_conn = None
                     run_owner = 0
-                    if type(routed) is Reject:
-                        session._local(routed.reply)
-                    else:
-                        gather(session, [(sub.slot, sub.encode()) for sub in routed.subcommands], routed.merge)
+                    _not_by_slot(session, routed)
                     index += 1
                     first = run_start = index
                     continue
@@ -323,13 +358,7 @@ class ClusterRoute(Route):
                     order = zeroed_order(stop - first)  # (zeros: the commands so far are part 0's)
                     part = 1
                 else:  # to another connection: its part, a new one the first time
-                    for at in range(run_start - first, index - first):
-                        order[at] = part
-                    part = 0
-                    while part < len(conns) and conns[part] is not conn:
-                        part += 1
-                    if part == len(conns):
-                        conns.append(conn)
+                    part = _next_part(conns, order, run_start - first, index - first, part, conn)
             run_start = index
             if conn is None:  # the owner is unknown or down for now: wait for the failover
                 self._send_run(session, batch, index, index + 1, None, slot)
@@ -442,7 +471,7 @@ class TxnRoute(Route):
             elif routed is not None and (type(routed) is not int or routed != client.txn_slot):
                 if run_start < index:
                     session.send(self.conn, batch.span(run_start, index), index - run_start)
-                session._local(CROSSSLOT)
+                session.answer_locally(CROSSSLOT)
                 session.refused_in_transaction()
                 run_start = index + 1
                 continue
@@ -480,14 +509,14 @@ class DeferredRoute(Route):
                 # server's own table only: a snapshot may lack what the server has.)
                 refusal = table.refusal(args) if table.from_server else None
                 if refusal is not None:
-                    session._local(refusal)
+                    session.answer_locally(refusal)
                     session.refused_in_transaction()
                     continue
                 client.deferred.append(batch.span(index, index + 1))
-                session._local(b"+QUEUED\r\n")
+                session.answer_locally(b"+QUEUED\r\n")
                 continue
             if type(routed) is not int:
-                session._local(CROSSSLOT)
+                session.answer_locally(CROSSSLOT)
                 session.refused_in_transaction()
                 continue
             if client.deferred is not None and not self.backend.pin_deferred(session, routed):

@@ -81,9 +81,8 @@ def _live(session) -> bool:
 def _behind(session, conn) -> None:
     """The client is not reading (its transport is above the high-water mark): read no more of
     `conn` until it catches up (`Session.resume_writing` lets it go)."""
-    if session.write_paused and conn not in session.waiting_upstreams and not conn.closed:
-        session.waiting_upstreams.add(conn)
-        conn.pause_for(session)
+    if session.write_paused and not conn.closed:
+        session.hold_upstream(conn)
 
 
 def monitoring(session) -> bool:
@@ -219,7 +218,7 @@ class MonitorSide(Receiver):
     def close(self) -> None:
         self.closed = True
         conn = self.conn
-        self.sides.session.waiting_upstreams.discard(conn)
+        self.sides.session.forget_upstream(conn)
         conn.close()
 
 
@@ -388,7 +387,7 @@ class ShardSide(Receiver):
         session = self.sides.session
         if session.state.life is not CLOSED:
             session.input_ended = True
-            session._close()
+            session.close_after_replies()
 
     def _drop_places(self) -> None:
         commands, self.commands = self.commands, collections.deque()
@@ -399,7 +398,7 @@ class ShardSide(Receiver):
         self.closed = True
         self._drop_places()
         conn = self.conn
-        self.sides.session.waiting_upstreams.discard(conn)
+        self.sides.session.forget_upstream(conn)
         conn.close()
 
 
@@ -601,7 +600,7 @@ class ClusterStreamRoute(StreamRoute):
                         streamend.passes(session, args, self.neutral)
                     sides = sides_of(session, False)
                     if sides is not None and sides.subscriber and session.protocol == 2:
-                        session._local(in_pubsub_context(_full_name(session, args)))
+                        session.answer_locally(in_pubsub_context(_full_name(session, args)))
                     elif self.multi or _action(backend, args) != PASS:
                         StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
                                                                            Refused(args))

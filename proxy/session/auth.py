@@ -42,7 +42,7 @@ def login(session, batch, index: int) -> int:
                 # ... allowed"); it fails there too, so nothing changes, and no credentials go.
                 session.route.conn.send(hiredis.pack_command(tuple(without_credentials(args))), None)
                 return index + 1
-        session._local(parsed)
+        session.answer_locally(parsed)
         return index + 1
     if parsed.user is not None:
         done = session.login_result
@@ -54,7 +54,7 @@ def login(session, batch, index: int) -> int:
             if refusal == errors.WRONGPASS:
                 return brake(session, batch, index, parsed.user)
             if refusal is not None:  # AUTH <password> with none configured: no guess to slow down
-                session._local(refusal)
+                session.answer_locally(refusal)
                 return index + 1
             # Passed: the client stays on the proxy's connections, as the user they run as.
         else:
@@ -67,7 +67,7 @@ def login(session, batch, index: int) -> int:
                 if session.state.lane is STREAMING and session.backend.acl_users is not None:
                     # The stream's connection runs as the application's ACL user; logging it in
                     # again there would put AUTH's reply among the stream's, unpaired.
-                    session._local(errors.RELOGIN_ON_STREAM)
+                    session.answer_locally(errors.RELOGIN_ON_STREAM)
                     return index + 1
                 if session.inflight and session.backend.acl_users is not None:
                     # Its later commands run as another upstream user, on other connections: they
@@ -78,10 +78,11 @@ def login(session, batch, index: int) -> int:
                 session.bind()
     elif session.locked:
         version = getattr(session.proxy.command_table, "redis_version", None) or ""
-        session._local(errors.NOAUTH_HELLO_8 if version[:2] not in ("", "5.", "6.", "7.") else errors.NOAUTH_HELLO)
+        session.answer_locally(
+            errors.NOAUTH_HELLO_8 if version[:2] not in ("", "5.", "6.", "7.") else errors.NOAUTH_HELLO)
         return index + 1
     if is_auth:
-        session._local(errors.OK)
+        session.answer_locally(errors.OK)
         return index + 1
     if session.proxy.tenants is None:
         if parsed.user is None:  # no credentials: HELLO as the client's lane takes it
@@ -121,18 +122,18 @@ def brake(session, batch, index: int, user: bytes) -> int:
 def braked(session) -> None:
     session.verifying = False
     if session.state.life is WAITING:
-        session._resume()
+        session.resume_dispatch()
 
 
 def refused(session, index: int) -> int:
     """WRONGPASS; after the last failure the brake allows, the connection closes."""
     session.login_result = None
-    session._local(errors.WRONGPASS)
+    session.answer_locally(errors.WRONGPASS)
     if THROTTLE.closes(session.auth_failures):
         log.warning("client %s: %d failed AUTH attempts on one connection: closing it", session.describe(),
                     session.auth_failures)
         session.input_ended = True
-        session._close()
+        session.close_after_replies()
     return index + 1
 
 
@@ -166,4 +167,4 @@ def checked(session, args, future) -> None:
     session.login_result = (args, app.name if app is not None else None)
     session.verifying = False
     if session.state.life is WAITING:
-        session._resume()
+        session.resume_dispatch()

@@ -88,7 +88,7 @@ def login(session, batch, index: int) -> int:
     if session.state.in_transaction and with_credentials(batch.commands[index]):
         # The proxy answers AUTH when it comes: queued, it could not run at EXEC. Refused, and EXEC
         # aborts, as after a command Redis refused to queue (it was answered +OK, then EXECABORT).
-        session._local(errors.AUTH_IN_TRANSACTION)
+        session.answer_locally(errors.AUTH_IN_TRANSACTION)
         session.refused_in_transaction()
         return index + 1
     return session.login(batch, index)
@@ -131,13 +131,13 @@ def refuse_in_transaction(session, batch, index: int) -> int:
     """A command the proxy must see run, queued in MULTI where it would run unseen at EXEC
     (CLIENT KILL could reach the proxy's own connections there): refused, and EXEC aborts, as
     Redis does after a command it refused to queue."""
-    session._local(errors.not_in_transaction(batch.commands[index]))
+    session.answer_locally(errors.not_in_transaction(batch.commands[index]))
     session.refused_in_transaction()
     return index + 1
 
 
 def refuse(session, batch, index: int) -> int:
-    session._local(errors.not_supported(batch.commands[index], session.backend.kind))
+    session.answer_locally(errors.not_supported(batch.commands[index], session.backend.kind))
     return index + 1
 
 
@@ -147,7 +147,7 @@ def setinfo(session, batch, index: int) -> int:
     args = batch.commands[index]
     if not session.backend.knows("client|setinfo"):
         return forward_one(session, batch, index)
-    session._local(errors.client_setinfo(args))
+    session.answer_locally(errors.client_setinfo(args))
     return index + 1
 
 
@@ -158,7 +158,7 @@ def config_set(session, batch, index: int) -> int:
     args = batch.commands[index]
     if not any(arg.lower() == b"requirepass" for arg in args[2::2]):
         return forward_one(session, batch, index)
-    session._local(errors.config_set_requirepass())
+    session.answer_locally(errors.config_set_requirepass())
     session.refused_in_transaction()
     return index + 1
 
@@ -192,7 +192,7 @@ def client_kill(session, batch, index: int) -> int:
                            session)
         return index + 1
     if type(decision) is clientkill.Reply:
-        session._local(decision.reply)
+        session.answer_locally(decision.reply)
         return index + 1
     if type(decision) is clientkill.Forward:
         return forward_one(session, batch, index)
@@ -484,7 +484,7 @@ def reset(session, batch, index: int) -> int:
         backend.identity_changed(session)
     session.bind()
     if lane is SHARED:
-        session._local(errors.RESET)
+        session.answer_locally(errors.RESET)
         return index + 1
     if lane is STREAMING:
         session.db, session.protocol = backend.default_db, 2

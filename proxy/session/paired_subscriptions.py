@@ -145,7 +145,7 @@ class Subscriptions:
                 session.deliver(conn.pending[0], push, 0)
                 _confirmed(session, conn)
             else:
-                session._local(push)
+                session.answer_locally(push)
             session.pushing_behind(conn)
         else:
             self.saw(push)
@@ -155,7 +155,7 @@ class Subscriptions:
         session = self.session
         if conn in self.asides() and session.state.life is not CLOSED:
             session.input_ended = True
-            session._close()
+            session.close_after_replies()
 
     def close(self) -> None:
         conns = self.asides()
@@ -331,7 +331,7 @@ def refused_while_subscribed(session, batch, index: int, reply: bytes):
 
 
 def refuse(session, reply: bytes, index: int) -> int:
-    session._local(reply)
+    session.answer_locally(reply)
     session.refused_in_transaction()
     return index + 1
 

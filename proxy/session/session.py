@@ -127,6 +127,38 @@ class Route:
 
 
 class Session(Receiver):
+    """One client connection. Its surface, by caller (everything else, `_`-named, is its own):
+
+    For command handlers (`handlers.py`, `proxy/cluster/handlers.py`, auth, verdicts, streams):
+      answer_locally(reply)        a reply the proxy makes itself, in order after those owed
+      reply_later() / fill(entry, reply)   a place in the reply queue now, its reply later
+      wait(batch, index, reason)   suspend dispatch at a request (returns HELD); resume_dispatch()
+      redispatch(batch, index, action)     handle a request as another action (PASS: the route)
+      refused_in_transaction()     a refused command aborts the open transaction's EXEC
+      end_transaction, login       verdicts.end_transaction, auth.login on this session
+      use_own(conn, event), release_lease(), stream_on_own(...), end_stream()   where commands go
+      bind()                       take the dispatch table again (lane, application, policy)
+      quit(), noauth(), close_after_replies()   end the connection after the replies owed
+      answer_refused(refusal, args, reply)     a refusal remembered (verdicts.apply's, inline)
+      pushing_behind(conn), pushed(push)       a push arrived: bound it as replies are
+      hold_upstream(conn) / forget_upstream(conn)   read no more of a connection until the client
+                                   catches up / it closed (the cluster's subscription sides)
+    For backends and routes (`proxy/backends/`, `proxy/cluster/`):
+      send(conn, data, count, receiver) / send_hidden(conn, commands)   requests on a connection
+      no_connection(opener, count), upstream_unavailable(reason)        none could be had
+      wait_for_upstream(conn)      the connection's write buffer is full: stop reading the client
+      head_answered() / entry_answered()   a route completed a queue entry (at the head / behind it)
+      deliver, pending_failed      the Receiver's: replies, or their connection failed
+    For upstream connections: deliver, pending_failed, pushed, own_closed(conn),
+      upstream_writable(), stream_caught_up(), overflow() (a reply held here past the bound).
+    For the server and the transport: the asyncio Protocol's callbacks, drain() (shutdown),
+      pause_reading(reason) / resume_reading(reason) (proxy/bounds.py: memory), describe(), reads.
+    Fields read by all of them (`state`, `backend`, `route`, `own`, `queue`, `inflight`, `stream`,
+    `protocol`, `db`, `app`, `extra`, ...) are public; the flow-control fields belong to the
+    "flow control" section below: outside it only `held_bytes` is counted (against `output_limit`)
+    by what holds replies for the client too (streamorder.py, the cluster's scatter.py), inline.
+    """
+
     __slots__ = (
         "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
         "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
@@ -179,7 +211,7 @@ class Session(Receiver):
         self.stream_ends = 0  # how the stream may end: never (0), at RESET, with its subscriptions (streamend.py)
         self.pubsub = None  # a RESP3 client's subscriptions, its replies paired (paired_subscriptions.py)
         # While a read's commands are dispatched, the proxy's own replies with nothing before them
-        # are collected and written at its end in one write (`_local`), not one system call each.
+        # are collected and written at its end in one write (`answer_locally`), not one system call each.
         self.collecting = False
         self.local_out = None
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
@@ -230,9 +262,9 @@ class Session(Receiver):
         if full:  # as Redis past its maxclients: the error, then close
             metrics.REFUSED_CLIENTS.inc()
             proxy.bounds.refused(self.peer)
-            self._local(errors.MAX_CLIENTS)
+            self.answer_locally(errors.MAX_CLIENTS)
             self.input_ended = True
-            self._close()
+            self.close_after_replies()
 
     def connection_lost(self, exc) -> None:
         metrics.CLIENTS.dec()
@@ -302,47 +334,8 @@ class Session(Receiver):
         self.input_ended = True
         gone.cut_waits(self)
         if self.state.life is OPEN:
-            self._close()
+            self.close_after_replies()
         return True
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-        self._pause_reading("client-slow")
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self._resume_reading("client-slow")
-        self._release_upstreams()
-        if self.state.life is WAITING and self.waiting_for is WINDOW:
-            self.loop.call_soon(self._resume)
-
-    def _budget(self) -> int:
-        """How many units of the client's commands (`units_out` included) may be in flight now:
-        -1 (none) while its unread replies are over the window (the transport's high-water mark:
-        `pause_writing`), else what the window has left over the size a reply is expected to
-        have: the latest reply's, or the one arriving if larger already, and never less than
-        window / IN_FLIGHT. One command goes anyway when nothing is in flight (the loop's rule),
-        so that a client that stops reading costs the window plus what was in flight. A stream's
-        replies are unpaired (never all in): only the window counts there."""
-        if self.write_paused:
-            return -1
-        if self.stream is not None:
-            return UNLIMITED
-        if self.inflight == 0:
-            self.units_out = 0
-        est = self.reply_est
-        if self.reply_acc > est:
-            est = self.reply_acc
-        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
-            return IN_FLIGHT
-        left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
-        return left // est if left > 0 else 0
-
-    def _window_open(self, args) -> bool:
-        """May `args` go upstream now (`_budget`)? Always when nothing is in flight, unless the
-        client is over its window."""
-        budget = self._budget()
-        return budget >= 0 and (self.units_out == 0 or self.units_out + _units(args) <= budget)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -355,7 +348,7 @@ class Session(Receiver):
             self._handle(batch)
         if self.input_ended and self.state.life is OPEN:
             gone.cut_waits(self)  # EOF or shutdown came while dispatch waited: what it sent since
-            self._close()
+            self.close_after_replies()
 
     def _handle(self, batch) -> None:
         if batch.commands:
@@ -363,7 +356,7 @@ class Session(Receiver):
             if self.state.life is WAITING:
                 return  # a protocol error after them is answered by _resume
         if batch.error is not None and self.state.life is OPEN:
-            self.protocol_error(batch.error.reply)
+            self._protocol_error(batch.error.reply)
 
     def _run(self, batch, index: int) -> None:
         """The dispatch loop: every command of the batch from `index` on. A command passed on as
@@ -399,7 +392,7 @@ class Session(Receiver):
                     if refusal is not None:  # refused before (policy/refusals.py): verdicts.apply's, inline
                         if start < index:
                             self.route.forward(self, batch, start, index)
-                        self._refused(refusal, args, memo.reply(args[1]))
+                        self.answer_refused(refusal, args, memo.reply(args[1]))
                         names = NAMES  # (live.count_names, inline)
                         names[name] = names.get(name, 0) + 1
                         if len(names) > MAX_NAMES:
@@ -437,7 +430,7 @@ class Session(Receiver):
                 next_index = self.handlers[action](self, batch, index)
             except Exception:  # a bug in a handler must not take the proxy's other clients down
                 live.count_names(commands, index, index + 1)
-                self.handler_failed(commands[index])
+                self._handler_failed(commands[index])
                 return
             if next_index == HELD:
                 self._went_past(batch, index)
@@ -451,15 +444,6 @@ class Session(Receiver):
             state = self.policy_state
         if start < count:
             self.route.forward(self, batch, start, count)
-
-    def _window_wait(self, batch, start: int, index: int) -> None:
-        """Send commands[start:index], wait at commands[index] until the window allows more."""
-        if start < index:
-            self.route.forward(self, batch, start, index)
-        if self.state.life is OPEN:
-            self.wait(batch, index, WINDOW)
-            if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
-                self.loop.call_soon(self._resume)
 
     def _key_passes(self, key) -> bool:
         """Does `key` pass every key rule of the client's engine? Its class (policy/keyclass.py)
@@ -480,13 +464,13 @@ class Session(Receiver):
         if resume is not None and resume[0] is batch and resume[1] > index:
             live.count_names(batch.commands, index, resume[1])
 
-    def handler_failed(self, args) -> None:
+    def _handler_failed(self, args) -> None:
         log.exception("client %s: the proxy failed on %r; closing the client's connection", _peer(self.peer),
                       args[0][:64])
-        self._local(errors.resp_error("ERR the proxy failed on this command; see its log"))
+        self.answer_locally(errors.resp_error("ERR the proxy failed on this command; see its log"))
         self.input_ended = True
         if self.state.life is not CLOSED:
-            self._close()
+            self.close_after_replies()
 
     def redispatch(self, batch, index: int, action: int) -> int:
         """Handle commands[index] as `action` (a subcommand's): PASS goes on the current route."""
@@ -504,10 +488,10 @@ class Session(Receiver):
         self.resume_at = (batch, index)
         self.waiting_for = reason
         self.state.to("wait")
-        self._pause_reading("wait")
+        self.pause_reading("wait")
         return HELD
 
-    def _resume(self) -> None:
+    def resume_dispatch(self) -> None:
         """Dispatch the request we waited at again."""
         if self.state.life is not WAITING or self.verifying or (self.waiting_for is REPLIES and self.inflight):
             return
@@ -517,13 +501,13 @@ class Session(Receiver):
             return
         self.resume_at = self.waiting_for = None
         self.state.to("resume")
-        self._resume_reading("wait")
+        self.resume_reading("wait")
         self.collecting = True
         try:
             self._run(batch, index)
             if self.state.life is OPEN:
                 if batch.error is not None:
-                    self.protocol_error(batch.error.reply)
+                    self._protocol_error(batch.error.reply)
                 else:
                     self._process()
         finally:
@@ -581,7 +565,7 @@ class Session(Receiver):
         if conn is self.own and self.state.life is not CLOSED:
             # The client's connection state is gone with it; Redis clients expect a drop.
             self.input_ended = True
-            self._close()
+            self.close_after_replies()
 
     # -- forwarding -------------------------------------------------------------------------
 
@@ -605,20 +589,12 @@ class Session(Receiver):
                 request = hiredis.pack_command(tuple(cmd))
                 conn.send(request, HiddenCommand(request, conn))
 
-    def wait_for_upstream(self, conn) -> None:
-        """The upstream's write buffer is full: read no more of this client until it drains."""
-        conn.blocked_sessions.add(self)
-        self._pause_reading("upstream-slow")
-
-    def upstream_writable(self) -> None:
-        self._resume_reading("upstream-slow")
-
     def no_connection(self, opener, count: int) -> None:
         """No connection could be had for `count` requests: while the server refuses the proxy's
         start-up (NOAUTH...) that is its answer to them, as to a client of its own; while it
         cannot be reached, the client's connection closes."""
         if opener.refusal is not None:
-            self._local(opener.refusal * count)
+            self.answer_locally(opener.refusal * count)
         else:
             health.requests_failed(self.backend.label, count)
             self.upstream_unavailable(opener.failed_reason)
@@ -629,11 +605,11 @@ class Session(Receiver):
                  _peer(self.peer), self.backend.label, reason or "not connected")
         self.input_ended = True
         if self.state.life is not CLOSED:
-            self._close()
+            self.close_after_replies()
 
     # -- policy (verdicts.py) and the proxy's own AUTH (auth.py) ------------------------------
 
-    def _refused(self, refusal, args, reply: bytes) -> None:
+    def answer_refused(self, refusal, args, reply: bytes) -> None:
         """Answer `args`, refused as the engine remembered (`refusal`: policy/refusals.py), with
         `reply`; its findings are counted in bulk (verdicts.py, `PENDING`)."""
         name = args[0]
@@ -646,14 +622,14 @@ class Session(Receiver):
             seen[0] += 1
         rejected = REJECTED  # (live.rejected, inline)
         rejected[name] = rejected.get(name, 0) + 1
-        if self.collecting and not self.queue:  # (_local's usual case, inline)
+        if self.collecting and not self.queue:  # (answer_locally's usual case, inline)
             out = self.local_out
             if out is None:
                 self.local_out = [reply]
             else:
                 out.append(reply)
         else:
-            self._local(reply)
+            self.answer_locally(reply)
         if self.state.txn is not NONE and self.state.in_transaction:  # (refused_in_transaction, inline)
             self.state.to("refuse")
 
@@ -698,7 +674,7 @@ class Session(Receiver):
                     queue_popleft(queue)
                     self.inflight -= 1
                     if queue or self.state.life is not OPEN or self.waiting_upstreams or self.state.lane is LEASED:
-                        self._head_done()
+                        self.head_answered()
             if self.write_paused:
                 self._reader_behind(pending)
             return
@@ -707,65 +683,27 @@ class Session(Receiver):
         if done:
             pending.remaining -= done
             if pending.remaining == 0:
-                self._pending_done()
+                self.entry_answered()
         if self.held_bytes > self.output_limit:
             self.overflow()
         elif held > self.buffer_limit:
             self._hold_own(pending.conn)
 
-    def _reader_behind(self, pending) -> None:
-        """The client's write buffer is above its high-water mark: pause a connection of its own
-        (backpressure), never a shared one (count the bytes against its output limit)."""
-        conn = pending.conn
-        if conn is not None and conn is self.own:
-            self._hold_own(conn)
-        elif self.transport.get_write_buffer_size() + self.held_bytes > self.output_limit:
-            self.overflow()
-
-    def _hold_own(self, conn) -> None:
-        if conn is not None and conn is self.own and conn not in self.waiting_upstreams:
-            self.waiting_upstreams.add(conn)
-            conn.pause_for(self)
-
-    def overflow(self) -> None:
-        """More unread replies than `limits.client_output_buffer`, a hard safety bound the reply
-        window keeps clients far below (pushes, replies far larger than the client's latest):
-        disconnect this client only."""
-        if self.state.life is CLOSED or self.transport.is_closing():
-            return
-        metrics.SLOW_CLIENTS.inc()
-        proxy = self.proxy
-        now = time.monotonic()
-        proxy.overflows += 1
-        if now - proxy.overflow_logged >= 10.0:
-            log.warning("client %s disconnected: %d bytes of replies unread, over client_output_buffer "
-                        "(%d); %d such client(s) since the last line", _peer(self.peer),
-                        self.transport.get_write_buffer_size() + self.held_bytes, self.output_limit,
-                        proxy.overflows)
-            proxy.overflow_logged = now
-            proxy.overflows = 0
-        self.transport.abort()
-
-    def _head_done(self) -> None:
+    def head_answered(self) -> None:
         if self.inflight == 0:
             if self.state.lane is LEASED and self.state.txn is NONE:
                 self.release_lease()
             if self.state.life is WAITING and (self.waiting_for is REPLIES or self.waiting_for is WINDOW):
-                self.loop.call_soon(self._resume)
+                self.loop.call_soon(self.resume_dispatch)
         elif self.state.life is WAITING and self.waiting_for is WINDOW:  # the window may allow more now
-            self.loop.call_soon(self._resume)
+            self.loop.call_soon(self.resume_dispatch)
         self._advance()
 
-    def _release_upstreams(self) -> None:
-        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
-        for conn in waiting:
-            conn.resume_for(self)
-
-    def _pending_done(self) -> None:
+    def entry_answered(self) -> None:
         self.inflight -= 1
         if self.state.life is WAITING and (
                 (self.inflight == 0 and self.waiting_for is REPLIES) or self.waiting_for is WINDOW):
-            self.loop.call_soon(self._resume)
+            self.loop.call_soon(self.resume_dispatch)
 
     def _advance(self) -> None:
         """The head entry completed: flush the entries behind it that have replies waiting, in
@@ -815,9 +753,9 @@ class Session(Receiver):
         if partial and not queue and self.transport is not None:
             self.transport.abort()  # part of a reply is out: nothing sensible can follow it
             return
-        self._close()
+        self.close_after_replies()
 
-    def _local(self, reply: bytes) -> None:
+    def answer_locally(self, reply: bytes) -> None:
         """A reply the proxy writes itself, in order after everything before it."""
         queue = self.queue
         if not queue:
@@ -860,18 +798,8 @@ class Session(Receiver):
             if entry.conn is own and entry.remaining != 0:
                 self.deliver(entry, push, 0)
                 return
-        self._local(push)
+        self.answer_locally(push)
         self.pushing_behind(own)
-
-    def pushing_behind(self, conn) -> None:
-        """After a push from `conn` (the client's own, or its subscriptions' in front of a
-        cluster): over the output limit, disconnect; behind its reads, stop reading `conn`, so
-        that the server holds the rest (and applies its pub/sub client-output-buffer-limit)."""
-        if self.held_bytes > self.output_limit:
-            self.overflow()
-        elif (self.write_paused or self.held_bytes > self.buffer_limit) and conn not in self.waiting_upstreams:
-            self.waiting_upstreams.add(conn)
-            conn.pause_for(self)
 
     def reply_later(self) -> Pending:
         """An entry in the reply queue for a reply the proxy will make (`fill`); on a stream,
@@ -900,7 +828,7 @@ class Session(Receiver):
             self._to_client(data)
 
     def _to_client(self, data: bytes) -> None:
-        if self.local_out is not None:  # the proxy's own replies collected before it (`_local`)
+        if self.local_out is not None:  # the proxy's own replies collected before it (`answer_locally`)
             out = self.local_out
             self.local_out = None
             out.append(data)
@@ -911,9 +839,143 @@ class Session(Receiver):
         else:
             self.client_write(data)
 
+    # -- flow control ----------------------------------------------------------------------
+    # Everything that decides whether the client's requests may go and whether its connection or
+    # an upstream one is read: the reply window (`_budget`: `units_out`, `reply_est`, `reply_acc`,
+    # `small_reply` against `buffer_limit`, limits.client_write_buffer), the replies held here
+    # (`held_bytes`) against the hard bound `output_limit` (limits.client_output_buffer,
+    # `overflow`), the transport's high-water mark (`write_paused`), the reasons reading the
+    # client is paused (`reading_paused`), and the own connections paused until the client catches
+    # up (`waiting_upstreams`). Per command the loop and `deliver` read these fields inline (C
+    # fields when compiled: no call per command); the methods below run when a bound is crossed.
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self.pause_reading("client-slow")
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.resume_reading("client-slow")
+        self._release_upstreams()
+        if self.state.life is WAITING and self.waiting_for is WINDOW:
+            self.loop.call_soon(self.resume_dispatch)
+
+    def _budget(self) -> int:
+        """How many units of the client's commands (`units_out` included) may be in flight now:
+        -1 (none) while its unread replies are over the window (the transport's high-water mark:
+        `pause_writing`), else what the window has left over the size a reply is expected to
+        have: the latest reply's, or the one arriving if larger already, and never less than
+        window / IN_FLIGHT. One command goes anyway when nothing is in flight (the loop's rule),
+        so that a client that stops reading costs the window plus what was in flight. A stream's
+        replies are unpaired (never all in): only the window counts there."""
+        if self.write_paused:
+            return -1
+        if self.stream is not None:
+            return UNLIMITED
+        if self.inflight == 0:
+            self.units_out = 0
+        est = self.reply_est
+        if self.reply_acc > est:
+            est = self.reply_acc
+        if est <= self.small_reply:  # (no system call per batch: the unread replies are under the window)
+            return IN_FLIGHT
+        left = self.buffer_limit - self.held_bytes - self.transport.get_write_buffer_size()
+        return left // est if left > 0 else 0
+
+    def _window_open(self, args) -> bool:
+        """May `args` go upstream now (`_budget`)? Always when nothing is in flight, unless the
+        client is over its window."""
+        budget = self._budget()
+        return budget >= 0 and (self.units_out == 0 or self.units_out + _units(args) <= budget)
+
+    def _window_wait(self, batch, start: int, index: int) -> None:
+        """Send commands[start:index], wait at commands[index] until the window allows more."""
+        if start < index:
+            self.route.forward(self, batch, start, index)
+        if self.state.life is OPEN:
+            self.wait(batch, index, WINDOW)
+            if self.inflight == 0 and not self.write_paused:  # nothing will come back to resume it
+                self.loop.call_soon(self.resume_dispatch)
+
+    def _reader_behind(self, pending) -> None:
+        """The client's write buffer is above its high-water mark: pause a connection of its own
+        (backpressure), never a shared one (count the bytes against its output limit)."""
+        conn = pending.conn
+        if conn is not None and conn is self.own:
+            self._hold_own(conn)
+        elif self.transport.get_write_buffer_size() + self.held_bytes > self.output_limit:
+            self.overflow()
+
+    def _hold_own(self, conn) -> None:
+        if conn is not None and conn is self.own:
+            self.hold_upstream(conn)
+
+    def hold_upstream(self, conn) -> None:
+        """Read no more of `conn` (the client's own, or its subscriptions' in front of a cluster)
+        until the client catches up (`_release_upstreams`): the server holds the rest."""
+        if conn not in self.waiting_upstreams:
+            self.waiting_upstreams.add(conn)
+            conn.pause_for(self)
+
+    def forget_upstream(self, conn) -> None:
+        """`conn`, held for the client (`hold_upstream`), closes: nothing to resume there."""
+        self.waiting_upstreams.discard(conn)
+
+    def pushing_behind(self, conn) -> None:
+        """After a push from `conn` (the client's own, or its subscriptions' in front of a
+        cluster): over the output limit, disconnect; behind its reads, stop reading `conn`, so
+        that the server holds the rest (and applies its pub/sub client-output-buffer-limit)."""
+        if self.held_bytes > self.output_limit:
+            self.overflow()
+        elif self.write_paused or self.held_bytes > self.buffer_limit:
+            self.hold_upstream(conn)
+
+    def overflow(self) -> None:
+        """More unread replies than `limits.client_output_buffer`, a hard safety bound the reply
+        window keeps clients far below (pushes, replies far larger than the client's latest):
+        disconnect this client only."""
+        if self.state.life is CLOSED or self.transport.is_closing():
+            return
+        metrics.SLOW_CLIENTS.inc()
+        proxy = self.proxy
+        now = time.monotonic()
+        proxy.overflows += 1
+        if now - proxy.overflow_logged >= 10.0:
+            log.warning("client %s disconnected: %d bytes of replies unread, over client_output_buffer "
+                        "(%d); %d such client(s) since the last line", _peer(self.peer),
+                        self.transport.get_write_buffer_size() + self.held_bytes, self.output_limit,
+                        proxy.overflows)
+            proxy.overflow_logged = now
+            proxy.overflows = 0
+        self.transport.abort()
+
+    def _release_upstreams(self) -> None:
+        waiting, self.waiting_upstreams = self.waiting_upstreams, set()
+        for conn in waiting:
+            conn.resume_for(self)
+
+    def wait_for_upstream(self, conn) -> None:
+        """The upstream's write buffer is full: read no more of this client until it drains."""
+        conn.blocked_sessions.add(self)
+        self.pause_reading("upstream-slow")
+
+    def upstream_writable(self) -> None:
+        self.resume_reading("upstream-slow")
+
+    def pause_reading(self, reason: str) -> None:
+        if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+            self.transport.pause_reading()
+        self.reading_paused.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        if reason in self.reading_paused:
+            self.reading_paused.discard(reason)
+            if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
+                self.transport.resume_reading()
+
     # -- closing ----------------------------------------------------------------------------
 
-    def _close(self) -> None:
+    def close_after_replies(self) -> None:
         """Take no more requests; close once every reply owed has been written."""
         life = self.state.life
         if life is CLOSED:
@@ -921,11 +983,11 @@ class Session(Receiver):
         if life is not CLOSING:
             self.resume_at = self.waiting_for = None  # a request we waited at is not answered
             self.state.to("close")
-        self._pause_reading("closing")
+        self.pause_reading("closing")
         self._maybe_close()
 
     def _flush_local(self) -> None:
-        """The end of a read's dispatch: write the proxy's own replies collected (`_local`)."""
+        """The end of a read's dispatch: write the proxy's own replies collected (`answer_locally`)."""
         self.collecting = False
         out = self.local_out
         if out is not None:
@@ -947,31 +1009,20 @@ class Session(Receiver):
         if self.transport is not None:
             self.transport.close()
 
-    def _pause_reading(self, reason: str) -> None:
-        if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
-            self.transport.pause_reading()
-        self.reading_paused.add(reason)
-
-    def _resume_reading(self, reason: str) -> None:
-        if reason in self.reading_paused:
-            self.reading_paused.discard(reason)
-            if not self.reading_paused and self.transport is not None and self.state.life is not CLOSED:
-                self.transport.resume_reading()
-
     def drain(self) -> None:
         """Shutdown: stop taking requests; close once the replies owed are written (a command
         that waits is not waited for: gone.py)."""
         self.input_ended = True
         gone.cut_waits(self)
-        self._pause_reading("shutdown")
+        self.pause_reading("shutdown")
         if self.state.life is OPEN:
-            self._close()
+            self.close_after_replies()
 
     def quit(self) -> None:
         """QUIT: +OK, and nothing after it is read."""
         self._end(None)
 
-    def protocol_error(self, reply: bytes) -> None:
+    def _protocol_error(self, reply: bytes) -> None:
         """The request after those read is malformed: its error, and nothing after it is read."""
         self._end(reply)
 
@@ -991,12 +1042,12 @@ class Session(Receiver):
             else:
                 self.send(own, MALFORMED, 1, ReplacingSink(self, error))
         else:
-            self._local(errors.OK if error is None else error)
+            self.answer_locally(errors.OK if error is None else error)
         self.input_ended = True
-        self._close()
+        self.close_after_replies()
 
     def noauth(self) -> None:
-        self._local(errors.NOAUTH)
+        self.answer_locally(errors.NOAUTH)
 
     def describe(self) -> str:
         return f"{_peer(self.peer)} {self.state.lane}{' ' + self.app if self.app else ''}"

@@ -130,7 +130,7 @@ class SubscriptionWatch:
         session = self.session
         if subscriptions_left(shown) == 0 and session.stream_ends == UNSUBSCRIBED:
             _end(session)
-        session.loop.call_soon(session._resume)  # (as after replies: not from inside the read)
+        session.loop.call_soon(session.resume_dispatch)  # (as after replies: not from inside the read)
 
 
 class ResetWatch:
@@ -159,7 +159,7 @@ class AfterReset:
         session = self.watch.session
         if self.watch.reset and session.stream_ends != NEVER:
             _end(session)
-        session.loop.call_soon(session._resume)
+        session.loop.call_soon(session.resume_dispatch)
 
 
 def ends_with_subscriptions(session, args) -> bool:

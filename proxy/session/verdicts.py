@@ -75,7 +75,7 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
     if type(verdict) is Refusal:  # remembered (policy/refusals.py): answered and counted in bulk
         if start < index:
             session.route.forward(session, batch, start, index)
-        session._refused(verdict, args, verdict.reply(args[1]))
+        session.answer_refused(verdict, args, verdict.reply(args[1]))
         return index + 1
     if (action != PASS and verdict.reject is None and verdict.commands is not None and len(verdict.commands) == 1
             and _same_script(verdict.commands[0][0], args[0]) and _redispatches(session, action)):
@@ -93,14 +93,14 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
         route.forward(session, batch, start, index)
     if verdict.reject is not None:
         live.rejected(args[0])
-        session._local(errors.policy_violation(verdict.reject))
+        session.answer_locally(errors.policy_violation(verdict.reject))
         session.refused_in_transaction()
         return index + 1
     first, *extra = verdict.commands
     if extra and session.state.lane is STREAMING:
         # A stream's replies are not paired: the extra commands' replies would reach the client,
         # and the proxy cannot know whether a MULTI there is open (they would join it).
-        session._local(errors.needs_paired_replies(args, verdict.rewritten_by))
+        session.answer_locally(errors.needs_paired_replies(args, verdict.rewritten_by))
         session.refused_in_transaction()
         return index + 1
     if action != PASS and not extra and (first[0] == args[0] or _same_script(first[0], args[0])):
@@ -116,7 +116,7 @@ def apply(session, verdict, batch, start: int, index: int, action: int = PASS):
 
 
 def pend(session, pending: tuple, args) -> None:
-    """The first refusal of its (Refusal, name, application) since the last count (`Session._refused`)."""
+    """The first refusal of its (Refusal, name, application) since the last count (`Session.answer_refused`)."""
     loop = session.loop
     if not PENDING or ARMED[0] is not loop:
         ARMED[0] = loop  # (a loop of its own: a flush armed on another, stopped loop would not run)

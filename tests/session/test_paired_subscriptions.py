@@ -67,7 +67,7 @@ class Client(Receiver):
         self.out.append(data)
         self.how.append(("pushed", None))
 
-    def _local(self, data):
+    def answer_locally(self, data):
         self.out.append(data)
         self.how.append(("local", None))
 
@@ -128,7 +128,7 @@ def test_a_pipeline_on_the_clients_own_connection(case, cuts):
 @pytest.mark.parametrize("cuts", CUTS, ids=list(CUTS))
 def test_pushes_on_a_connection_aside(cuts):
     """In front of a cluster: a confirmation goes with its subscription command; a message
-    after the replies the client awaits (its `_local`)."""
+    after the replies the client awaits (its `answer_locally`)."""
     client = Client()
     conn, subscriptions = connection(client, aside=True)
     first = entry(conn, SubscriptionReplies(client, [b"SUBSCRIBE", b"a"]))
