@@ -111,7 +111,7 @@ def fanout(session, batch, index: int) -> int:
         if not presented.presents(name, full):
             return forward_one(session, batch, index)
         if session.state.in_transaction:
-            session._local(errors.presented_in_multi(args))
+            session.answer_locally(errors.presented_in_multi(args))
             session.refused_in_transaction()
             return index + 1
     masters = session.backend.router.master_slots()
@@ -319,7 +319,7 @@ def client_view(session, batch, index: int) -> int:
     what the transaction's node says of its own connection: its address)."""
     args = batch.commands[index]
     if session.state.in_transaction:  # (the transaction's node would describe its own connection)
-        session._local(errors.presented_in_multi(args))
+        session.answer_locally(errors.presented_in_multi(args))
         session.refused_in_transaction()
         return index + 1
     if args[1].lower() == b"info":
