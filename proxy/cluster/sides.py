@@ -584,6 +584,7 @@ class ClusterStreamRoute(StreamRoute):
         commands = batch.commands
         main = self.conn.address
         run = start
+        checking = None  # commands of the stream's own master's keys from `run` on: (args, slot, kind)
         for index in range(start, stop):
             args = commands[index]
             name = args[0].lower()
@@ -594,6 +595,18 @@ class ClusterStreamRoute(StreamRoute):
             routed = decide(args, master_for_slot)
             if type(routed) is int:
                 owner = master_for_slot(routed)
+                if owner is not None and owner == main:
+                    if checking is None:
+                        if run < index:
+                            StreamRoute.forward(self, session, batch, run, index)
+                        run = index
+                        checking = []
+                    checking.append((args, routed, self._kind(session, args)))
+                    continue
+                if checking is not None:
+                    self._checked(session, batch, run, index, checking)
+                    checking = None
+                    run = index
                 if owner is not None and owner != main:
                     if run < index:
                         StreamRoute.forward(self, session, batch, run, index)
@@ -608,8 +621,55 @@ class ClusterStreamRoute(StreamRoute):
                     else:
                         elsewhere(session, batch, index, routed)
                     run = index + 1
-        if run < stop:
+            elif checking is not None:
+                self._checked(session, batch, run, index, checking)
+                checking = None
+                run = index
+        if checking is not None:
+            self._checked(session, batch, run, stop, checking)
+        elif run < stop:
             StreamRoute.forward(self, session, batch, run, stop)
+
+    def _kind(self, session, args) -> int:
+        """What a -MOVED/-ASK of the stream's master to `args` becomes (`Checked`)."""
+        sides = sides_of(session, False)
+        if sides is not None and sides.monitoring:
+            return AS_MONITOR
+        if sides is not None and sides.subscriber and session.protocol == 2:
+            return AS_SUBSCRIBER
+        if self.multi:
+            return QUEUED
+        if _action(session.backend, args) != PASS:
+            return REFUSE
+        return FOLLOW
+
+    def _checked(self, session, batch, start: int, stop: int, checking: list) -> None:
+        """Commands start..stop, each of a key the map gives the stream's own master. The slot may
+        be migrating away (or have moved, the map not knowing yet): the master then answers
+        -MOVED/-ASK and runs nothing. Where the server answers every command they go between two
+        barriers, one pair for the run, and a redirection among their replies is followed or
+        replaced (`Checked`); after CLIENT REPLY OFF/SKIP an ordinary one goes to its owner on the
+        shared connections, its reply in its place if the server would write one."""
+        if session.replies_unsure:
+            for offset, (args, slot, kind) in enumerate(checking):
+                if session.stream_ends:
+                    streamend.passes(session, args, self.neutral)
+                if kind == FOLLOW:
+                    elsewhere(session, batch, start + offset, slot)
+                else:
+                    self.conn.send(batch.span(start + offset, start + offset + 1), None)
+            return
+        for args, _slot, _kind in checking:
+            streamend.passes(session, args, self.neutral)
+        order = StreamOrder.of(session, session.stream)
+        if checking[0][2] == AS_SUBSCRIBER:  # (messages come among the replies: one a stretch, its name known)
+            for offset, command in enumerate(checking):
+                resolver = Checked(session, [command], [batch.span(start + offset, start + offset + 1)])
+                resolver.entry = order.resolved(resolver.data[0], resolver)
+            return
+        data = [batch.span(index, index + 1) for index in range(start, stop)]
+        resolver = Checked(session, checking, data)
+        resolver.entry = order.resolved(batch.span(start, stop), resolver)
 
 
 def _action(backend, args) -> int:
@@ -701,6 +761,84 @@ class Elsewhere(Resolve):
         for item in items(shown):
             if self.reply is not None and _redirection(item):
                 item, self.reply = self.reply, None
+            out.append(item)
+        return b"".join(out)
+
+
+FOLLOW, REFUSE, QUEUED, AS_MONITOR, AS_SUBSCRIBER = 0, 1, 2, 3, 4  # what a redirection of a command becomes (`Checked`)
+
+
+class Checked(Resolve):
+    """A run of commands of keys the map gives the stream's own master, between two barriers:
+    when the stretch holds a -MOVED or -ASK (the slot migrates away, or moved before the map
+    learnt it; nothing ran), each is paired with its command by place (the stretch's replies,
+    pushes apart, one a command) and becomes what one node would have answered: the owner's
+    reply, read on the shared connections (which send ASKING first after an ASK; a MOVED teaches
+    the map first), for an ordinary command; a monitor's or a RESP2 subscriber's refusal; a
+    retryable error for one that cannot leave the stream (in MULTI on the stream, where the node
+    flagged the transaction: EXEC answers EXECABORT; one that blocks or holds state)."""
+
+    __slots__ = ("session", "commands", "data", "entry", "replacing")
+
+    def __init__(self, session, commands: list, data: list):
+        super().__init__()
+        self.session = session
+        self.commands = commands  # (args, slot, kind) each
+        self.data = data  # each command's bytes
+        self.entry = None
+        self.replacing = {}  # the place of a redirection among the stretch's replies -> what is shown
+
+    def answered(self, stretch: bytes) -> None:
+        session = self.session
+        if b"-MOVED " not in stretch and b"-ASK " not in stretch:
+            session.loop.call_soon(_fill, session, self.entry, b"")
+            return
+        replies = [item for item in items(stretch) if item[:1] != b">"]
+        paired = len(replies) == len(self.commands)
+        router = session.backend.router_of(session)
+        main = session.stream.conn.address
+        follows = []
+        for place, reply in enumerate(replies):
+            if not _redirection(reply):
+                continue
+            args, slot, kind = self.commands[place] if paired else (None, None, REFUSE)
+            redirect = parse_redirect(reply)
+            if redirect is not None and not redirect.ask:
+                router.moved(redirect.slot, redirect.address(main))
+            if kind == FOLLOW:
+                follows.append((place, slot, self.data[place]))
+            elif kind == AS_MONITOR:
+                self.replacing[place] = REPLICA
+            elif kind == AS_SUBSCRIBER:
+                self.replacing[place] = in_pubsub_context(_full_name(session, args))
+            else:
+                self.replacing[place] = errors.slot_moving(args, errors.SLOT_MOVING_QUEUED if kind == QUEUED
+                                                           else errors.SLOT_MOVING_STREAM)
+        if not follows:
+            session.loop.call_soon(_fill, session, self.entry, b"")
+            return
+
+        def merge(got) -> bytes:
+            for (place, _slot, _data), reply in zip(follows, got):
+                self.replacing[place] = (errors.slot_moving(self.commands[place][0], errors.SLOT_MOVING_RETRY)
+                                         if _redirection(reply) else reply)
+            return b""
+        collected = Gather(session, self.entry, len(follows), merge)
+        for part, (_place, slot, data) in enumerate(follows):
+            router.send(RoutedPending(PartSink(collected, part), 1, None, data, 0, slot), session.protocol,
+                        session.spread)
+
+    def rewrite(self, shown: bytes) -> bytes:
+        replacing = self.replacing
+        if not replacing:
+            return shown
+        out = []
+        place = 0
+        for item in items(shown):
+            if item[:1] != b">":
+                if place in replacing and _redirection(item):
+                    item = replacing[place]
+                place += 1
             out.append(item)
         return b"".join(out)
 
