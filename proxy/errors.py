@@ -306,7 +306,7 @@ def slot_moving(args, where: str) -> bytes:
 
 
 SLOT_MOVING_QUEUED = "The transaction is discarded (EXEC answers EXECABORT): retry it"
-SLOT_MOVING_WATCH = "Nothing is watched by it: send UNWATCH (or DISCARD) and retry the transaction"
+SLOT_MOVING_WATCH = "Nothing is watched any more (as after UNWATCH): retry the transaction"
 SLOT_MOVING_EXEC = "The transaction was discarded: retry it"
 SLOT_MOVING_STREAM = "Retry it (or send it on a connection that does not stream)"
 SLOT_MOVING_RETRY = "Retry it"

@@ -8,9 +8,9 @@ to the new owner: what the transaction watched and queued is on the old owner's 
 `TxnReplies` stands between the connection and the session for each run the route sends there:
 a whole reply that is a redirection becomes a `-TRYAGAIN` error that names no node and says
 what to do (`errors.slot_moving`), the map learns a MOVED at once (the retry goes to the new
-owner), every other byte passes as it came. The replies are cut with a `ReplySplitter` of its own
-(exact across reads: a `-` inside a value is none); an error reply is held until whole (one
-line), nothing else is.
+owner; a refused WATCH leaves nothing watched), every other byte passes as it came. The
+replies are cut with a `ReplySplitter` of its own (exact across reads: a `-` inside a value is
+none); an error reply is held until whole (one line), nothing else is.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .. import errors
 from ..pending import Receiver
 from ..resp.replies import ReplySplitter, ReplyStreamError
 from ..routing.redirect import parse_redirect
+from ..session.states import WATCHING
 
 __all__ = ["TxnReplies", "redirection"]
 
@@ -83,11 +84,24 @@ class TxnReplies(Receiver):
             where = errors.SLOT_MOVING_EXEC
         elif name == b"watch":
             where = errors.SLOT_MOVING_WATCH
+            self._unwatch(conn)
         elif self.queued:
             where = errors.SLOT_MOVING_QUEUED
         else:
             where = errors.SLOT_MOVING_RETRY
         return errors.slot_moving(args, where)
+
+    def _unwatch(self, conn) -> None:
+        """WATCH refused: nothing stays watched (the client sees an error, as if it had not run;
+        what an earlier WATCH of the same slot watched is doomed: the slot's keys are leaving). As
+        the client's UNWATCH would, the connection goes back once everything sent there answered
+        (before this reply is delivered: the session's drain sees the transaction over)."""
+        session = self.session
+        if session.state.txn is WATCHING and conn is not None and session.own is conn:
+            session.send_hidden(conn, [("UNWATCH",)])
+            session.state.to("unwatch")
+            session.extra.txn_slot = None
+            session.bind()
 
     def pending_failed(self, entry, error: bytes, partial: bool) -> None:
         self.held = None

@@ -1,5 +1,5 @@
-"""The other masters' part of a cluster client's stream: MONITOR on every master, and a RESP2
-subscriber's shard channels on their own masters.
+"""The other masters' part of a cluster client's stream: MONITOR on every master, a RESP2
+subscriber's shard channels on their own masters, and the redirections of the stream's own.
 
 A cluster client's stream (MONITOR, a RESP2 subscriber, CLIENT REPLY OFF...) lives on a connection
 of its own on one master, the stream's (`handlers.stream`). Two kinds of stream concern other
@@ -10,6 +10,9 @@ streaming client that has any, closed with the stream, at RESET and with the cli
   on a connection aside (its +OK not shown), and follows the topology: a master that appears (one
   added, a replica promoted) gets one when the proxy's map learns of it, one that is no longer a
   master loses it. A connection aside that fails is opened again at the next topology change.
+* A key of the stream's own master whose slot migrates away (-ASK) or moved before the proxy's
+  map learnt it (-MOVED): its command is followed to the owner, or gets the refusal one node
+  would give there, or a retryable error where it cannot leave the stream (`Checked`).
 * A RESP2 subscriber's shard channel lives on its own master (one node would have them all): a
   SSUBSCRIBE or SUNSUBSCRIBE naming a channel of another master goes to a connection aside on that
   master, and a -MOVED (the slot moved, the map did not know yet) sends it to the new owner, never
@@ -569,7 +572,10 @@ class ClusterStreamRoute(StreamRoute):
     server might not answer, it goes to its owner at once, its reply in its place if any. One
     that cannot run apart from the stream (inside MULTI on the stream, where the master's -MOVED
     aborts EXEC as one node's refusal would; one that blocks or holds state: WATCH, BLPOP, EVAL)
-    gets a clear error in the -MOVED's place (`Refused`)."""
+    gets a clear error in the -MOVED's place (`Refused`). A key the map gives the stream's own
+    master may still be answered -MOVED/-ASK there (its slot migrating away, or moved before the
+    map learnt it): such commands go between two barriers, one pair for a run of them, and a
+    redirection among their replies is followed or replaced (`Checked`)."""
 
     __slots__ = ("multi",)
 
@@ -794,19 +800,21 @@ class Checked(Resolve):
             session.loop.call_soon(_fill, session, self.entry, b"")
             return
         replies = [item for item in items(stretch) if item[:1] != b">"]
-        paired = len(replies) == len(self.commands)
+        # (one command: every redirection is its own, messages of a RESP2 subscriber among them or not)
+        alone = len(self.commands) == 1
+        paired = alone or len(replies) == len(self.commands)
         router = session.backend.router_of(session)
         main = session.stream.conn.address
         follows = []
         for place, reply in enumerate(replies):
             if not _redirection(reply):
                 continue
-            args, slot, kind = self.commands[place] if paired else (None, None, REFUSE)
+            args, slot, kind = self.commands[0 if alone else place] if paired else (None, None, REFUSE)
             redirect = parse_redirect(reply)
             if redirect is not None and not redirect.ask:
                 router.moved(redirect.slot, redirect.address(main))
             if kind == FOLLOW:
-                follows.append((place, slot, self.data[place]))
+                follows.append((place, slot, self.data[0 if alone else place]))
             elif kind == AS_MONITOR:
                 self.replacing[place] = REPLICA
             elif kind == AS_SUBSCRIBER:
@@ -820,7 +828,8 @@ class Checked(Resolve):
 
         def merge(got) -> bytes:
             for (place, _slot, _data), reply in zip(follows, got):
-                self.replacing[place] = (errors.slot_moving(self.commands[place][0], errors.SLOT_MOVING_RETRY)
+                args = self.commands[0 if alone else place][0]
+                self.replacing[place] = (errors.slot_moving(args, errors.SLOT_MOVING_RETRY)
                                          if _redirection(reply) else reply)
             return b""
         collected = Gather(session, self.entry, len(follows), merge)
