@@ -575,7 +575,8 @@ class ClusterStreamRoute(StreamRoute):
     gets a clear error in the -MOVED's place (`Refused`). A key the map gives the stream's own
     master may still be answered -MOVED/-ASK there (its slot migrating away, or moved before the
     map learnt it): such commands go between two barriers, one pair for a run of them, and a
-    redirection among their replies is followed or replaced (`Checked`)."""
+    redirection among their replies is followed or replaced (`Checked`); inside MULTI on the
+    stream they go as they are."""
 
     __slots__ = ("multi",)
 
@@ -601,7 +602,8 @@ class ClusterStreamRoute(StreamRoute):
             routed = decide(args, master_for_slot)
             if type(routed) is int:
                 owner = master_for_slot(routed)
-                if owner is not None and owner == main:
+                # (not inside MULTI on the stream: a barrier there, an unknown command, would abort EXEC)
+                if owner is not None and owner == main and not self.multi:
                     if checking is None:
                         if run < index:
                             StreamRoute.forward(self, session, batch, run, index)
@@ -643,8 +645,6 @@ class ClusterStreamRoute(StreamRoute):
             return AS_MONITOR
         if sides is not None and sides.subscriber and session.protocol == 2:
             return AS_SUBSCRIBER
-        if self.multi:
-            return QUEUED
         if _action(session.backend, args) != PASS:
             return REFUSE
         return FOLLOW
@@ -771,7 +771,7 @@ class Elsewhere(Resolve):
         return b"".join(out)
 
 
-FOLLOW, REFUSE, QUEUED, AS_MONITOR, AS_SUBSCRIBER = 0, 1, 2, 3, 4  # what a redirection of a command becomes (`Checked`)
+FOLLOW, REFUSE, AS_MONITOR, AS_SUBSCRIBER = 0, 1, 2, 3  # what a redirection of a command becomes (`Checked`)
 
 
 class Checked(Resolve):
@@ -781,8 +781,8 @@ class Checked(Resolve):
     pushes apart, one a command) and becomes what one node would have answered: the owner's
     reply, read on the shared connections (which send ASKING first after an ASK; a MOVED teaches
     the map first), for an ordinary command; a monitor's or a RESP2 subscriber's refusal; a
-    retryable error for one that cannot leave the stream (in MULTI on the stream, where the node
-    flagged the transaction: EXEC answers EXECABORT; one that blocks or holds state)."""
+    retryable error for one that cannot leave the stream (one that blocks or holds state).
+    Not inside MULTI on the stream: there a barrier (an unknown command) would abort EXEC."""
 
     __slots__ = ("session", "commands", "data", "entry", "replacing")
 
@@ -820,8 +820,7 @@ class Checked(Resolve):
             elif kind == AS_SUBSCRIBER:
                 self.replacing[place] = in_pubsub_context(_full_name(session, args))
             else:
-                self.replacing[place] = errors.slot_moving(args, errors.SLOT_MOVING_QUEUED if kind == QUEUED
-                                                           else errors.SLOT_MOVING_STREAM)
+                self.replacing[place] = errors.slot_moving(args, errors.SLOT_MOVING_STREAM)
         if not follows:
             session.loop.call_soon(_fill, session, self.entry, b"")
             return
