@@ -797,7 +797,7 @@ class Checked(Resolve):
     def answered(self, stretch: bytes) -> None:
         session = self.session
         if b"-MOVED " not in stretch and b"-ASK " not in stretch:
-            session.loop.call_soon(_fill, session, self.entry, b"")
+            self.known(self.entry, b"")  # (the usual case: shown as it is, without a turn of the loop)
             return
         replies = [item for item in items(stretch) if item[:1] != b">"]
         # (one command: every redirection is its own, messages of a RESP2 subscriber among them or not)
@@ -822,7 +822,7 @@ class Checked(Resolve):
             else:
                 self.replacing[place] = errors.slot_moving(args, errors.SLOT_MOVING_STREAM)
         if not follows:
-            session.loop.call_soon(_fill, session, self.entry, b"")
+            self.known(self.entry, b"")
             return
 
         def merge(got) -> bytes:
