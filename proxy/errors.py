@@ -307,3 +307,20 @@ def presented_in_multi(args) -> bytes:
 CLUSTER_FACE_IN_MULTI = resp_error(
     "ERR CLUSTER commands are answered by redis-guard's one-node cluster face (face: cluster), "
     "not inside MULTI: send them outside the transaction")
+
+
+def slot_moving(args, where: str) -> bytes:
+    """In front of a cluster: a node answered MOVED/ASK (the key's slot is migrating, or moved before
+    the proxy's map learnt it) where the proxy cannot send the command to the new owner without
+    breaking what the client asked for (`where`: a transaction pinned to the old owner, a command
+    that blocks or holds state on a connection that streams). Retryable: nothing ran."""
+    name = args[0].decode("utf-8", "replace").upper() if args else "COMMAND"
+    return resp_error(f"TRYAGAIN {name}: its key's slot is moving between the masters of the Redis Cluster "
+                      f"behind Redis Guard; nothing ran. {where}")
+
+
+SLOT_MOVING_QUEUED = "The transaction is discarded (EXEC answers EXECABORT): retry it"
+SLOT_MOVING_WATCH = "Nothing is watched any more (as after UNWATCH): retry the transaction"
+SLOT_MOVING_EXEC = "The transaction was discarded: retry it"
+SLOT_MOVING_STREAM = "Retry it (or send it on a connection that does not stream)"
+SLOT_MOVING_RETRY = "Retry it"

@@ -34,6 +34,7 @@ from ..session.session import Route
 from ..upstream.connection import CLOSED
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
+from .redirected import TxnReplies
 from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
@@ -470,7 +471,7 @@ class TxnRoute(Route):
                 client.txn_slot = routed
             elif routed is not None and (type(routed) is not int or routed != client.txn_slot):
                 if run_start < index:
-                    session.send(self.conn, batch.span(run_start, index), index - run_start)
+                    self._send(session, batch, run_start, index)
                 session.answer_locally(CROSSSLOT)
                 session.refused_in_transaction()
                 run_start = index + 1
@@ -478,7 +479,13 @@ class TxnRoute(Route):
             if not self.safe.get(args[0].lower(), False):
                 client.tainted = True
         if run_start < stop:
-            session.send(self.conn, batch.span(run_start, stop), stop - run_start)
+            self._send(session, batch, run_start, stop)
+
+    def _send(self, session, batch, start: int, stop: int) -> None:
+        # A -MOVED/-ASK of the old owner (the slot migrates, the map did not know yet) becomes a
+        # retryable error (redirected.py): the transaction cannot follow it elsewhere.
+        session.send(self.conn, batch.span(start, stop), stop - start,
+                     TxnReplies(session, self.router, batch.commands[start:stop], session.state.in_transaction))
 
     def send(self, session, args, data: bytes, count: int, receiver) -> None:
         session.send(self.conn, data, count, receiver)

@@ -1,5 +1,5 @@
-"""The other masters' part of a cluster client's stream: MONITOR on every master, and a RESP2
-subscriber's shard channels on their own masters.
+"""The other masters' part of a cluster client's stream: MONITOR on every master, a RESP2
+subscriber's shard channels on their own masters, and the redirections of the stream's own.
 
 A cluster client's stream (MONITOR, a RESP2 subscriber, CLIENT REPLY OFF...) lives on a connection
 of its own on one master, the stream's (`handlers.stream`). Two kinds of stream concern other
@@ -10,6 +10,9 @@ streaming client that has any, closed with the stream, at RESET and with the cli
   on a connection aside (its +OK not shown), and follows the topology: a master that appears (one
   added, a replica promoted) gets one when the proxy's map learns of it, one that is no longer a
   master loses it. A connection aside that fails is opened again at the next topology change.
+* A key of the stream's own master whose slot migrates away (-ASK) or moved before the proxy's
+  map learnt it (-MOVED): its command is followed to the owner, or gets the refusal one node
+  would give there, or a retryable error where it cannot leave the stream (`Checked`).
 * A RESP2 subscriber's shard channel lives on its own master (one node would have them all): a
   SSUBSCRIBE or SUNSUBSCRIBE naming a channel of another master goes to a connection aside on that
   master, and a -MOVED (the slot moved, the map did not know yet) sends it to the new owner, never
@@ -568,7 +571,11 @@ class ClusterStreamRoute(StreamRoute):
     server might not answer, it goes to its owner at once, its reply in its place if any. One
     that cannot run apart from the stream (inside MULTI on the stream, where the master's -MOVED
     aborts EXEC as one node's refusal would; one that blocks or holds state: WATCH, BLPOP, EVAL)
-    gets a clear error in the -MOVED's place (`Refused`)."""
+    gets a clear error in the -MOVED's place (`Refused`). A key the map gives the stream's own
+    master may still be answered -MOVED/-ASK there (its slot migrating away, or moved before the
+    map learnt it): such commands go between two barriers, one pair for a run of them, and a
+    redirection among their replies is followed or replaced (`Checked`); inside MULTI on the
+    stream they go as they are."""
 
     __slots__ = ("multi",)
 
@@ -583,6 +590,7 @@ class ClusterStreamRoute(StreamRoute):
         commands = batch.commands
         main = self.conn.address
         run = start
+        checking = None  # commands of the stream's own master's keys from `run` on: (args, slot, kind)
         for index in range(start, stop):
             args = commands[index]
             name = args[0].lower()
@@ -593,6 +601,19 @@ class ClusterStreamRoute(StreamRoute):
             routed = decide(args, master_for_slot)
             if type(routed) is int:
                 owner = master_for_slot(routed)
+                # (not inside MULTI on the stream: a barrier there, an unknown command, would abort EXEC)
+                if owner is not None and owner == main and not self.multi:
+                    if checking is None:
+                        if run < index:
+                            StreamRoute.forward(self, session, batch, run, index)
+                        run = index
+                        checking = []
+                    checking.append((args, routed, self._kind(session, args)))
+                    continue
+                if checking is not None:
+                    self._checked(session, batch, run, index, checking)
+                    checking = None
+                    run = index
                 if owner is not None and owner != main:
                     if run < index:
                         StreamRoute.forward(self, session, batch, run, index)
@@ -607,8 +628,53 @@ class ClusterStreamRoute(StreamRoute):
                     else:
                         elsewhere(session, batch, index, routed)
                     run = index + 1
-        if run < stop:
+            elif checking is not None:
+                self._checked(session, batch, run, index, checking)
+                checking = None
+                run = index
+        if checking is not None:
+            self._checked(session, batch, run, stop, checking)
+        elif run < stop:
             StreamRoute.forward(self, session, batch, run, stop)
+
+    def _kind(self, session, args) -> int:
+        """What a -MOVED/-ASK of the stream's master to `args` becomes (`Checked`)."""
+        sides = sides_of(session, False)
+        if sides is not None and sides.monitoring:
+            return AS_MONITOR
+        if sides is not None and sides.subscriber and session.protocol == 2:
+            return AS_SUBSCRIBER
+        if _action(session.backend, args) != PASS:
+            return REFUSE
+        return FOLLOW
+
+    def _checked(self, session, batch, start: int, stop: int, checking: list) -> None:
+        """Commands start..stop, each of a key the map gives the stream's own master. The slot may
+        be migrating away (or have moved, the map not knowing yet): the master then answers
+        -MOVED/-ASK and runs nothing. Where the server answers every command they go between two
+        barriers, one pair for the run, and a redirection among their replies is followed or
+        replaced (`Checked`); after CLIENT REPLY OFF/SKIP an ordinary one goes to its owner on the
+        shared connections, its reply in its place if the server would write one."""
+        if session.replies_unsure:
+            for offset, (args, slot, kind) in enumerate(checking):
+                if session.stream_ends:
+                    streamend.passes(session, args, self.neutral)
+                if kind == FOLLOW:
+                    elsewhere(session, batch, start + offset, slot)
+                else:
+                    self.conn.send(batch.span(start + offset, start + offset + 1), None)
+            return
+        for args, _slot, _kind in checking:
+            streamend.passes(session, args, self.neutral)
+        order = StreamOrder.of(session, session.stream)
+        if checking[0][2] == AS_SUBSCRIBER:  # (messages come among the replies: one a stretch, its name known)
+            for offset, command in enumerate(checking):
+                resolver = Checked(session, [command], [batch.span(start + offset, start + offset + 1)])
+                resolver.entry = order.resolved(resolver.data[0], resolver)
+            return
+        data = [batch.span(index, index + 1) for index in range(start, stop)]
+        resolver = Checked(session, checking, data)
+        resolver.entry = order.resolved(batch.span(start, stop), resolver)
 
 
 def _action(backend, args) -> int:
@@ -700,6 +766,86 @@ class Elsewhere(Resolve):
         for item in items(shown):
             if self.reply is not None and _redirection(item):
                 item, self.reply = self.reply, None
+            out.append(item)
+        return b"".join(out)
+
+
+FOLLOW, REFUSE, AS_MONITOR, AS_SUBSCRIBER = 0, 1, 2, 3  # what a redirection of a command becomes (`Checked`)
+
+
+class Checked(Resolve):
+    """A run of commands of keys the map gives the stream's own master, between two barriers:
+    when the stretch holds a -MOVED or -ASK (the slot migrates away, or moved before the map
+    learnt it; nothing ran), each is paired with its command by place (the stretch's replies,
+    pushes apart, one a command) and becomes what one node would have answered: the owner's
+    reply, read on the shared connections (which send ASKING first after an ASK; a MOVED teaches
+    the map first), for an ordinary command; a monitor's or a RESP2 subscriber's refusal; a
+    retryable error for one that cannot leave the stream (one that blocks or holds state).
+    Not inside MULTI on the stream: there a barrier (an unknown command) would abort EXEC."""
+
+    __slots__ = ("session", "commands", "data", "entry", "replacing")
+
+    def __init__(self, session, commands: list, data: list):
+        super().__init__()
+        self.session = session
+        self.commands = commands  # (args, slot, kind) each
+        self.data = data  # each command's bytes
+        self.entry = None
+        self.replacing = {}  # the place of a redirection among the stretch's replies -> what is shown
+
+    def answered(self, stretch: bytes) -> None:
+        session = self.session
+        if b"-MOVED " not in stretch and b"-ASK " not in stretch:
+            self.known(self.entry, b"")  # (the usual case: shown as it is, without a turn of the loop)
+            return
+        replies = [item for item in items(stretch) if item[:1] != b">"]
+        # (one command: every redirection is its own, messages of a RESP2 subscriber among them or not)
+        alone = len(self.commands) == 1
+        paired = alone or len(replies) == len(self.commands)
+        router = session.backend.router_of(session)
+        main = session.stream.conn.address
+        follows = []
+        for place, reply in enumerate(replies):
+            if not _redirection(reply):
+                continue
+            args, slot, kind = self.commands[0 if alone else place] if paired else (None, None, REFUSE)
+            redirect = parse_redirect(reply)
+            if redirect is not None and not redirect.ask:
+                router.moved(redirect.slot, redirect.address(main))
+            if kind == FOLLOW:
+                follows.append((place, slot, self.data[0 if alone else place]))
+            elif kind == AS_MONITOR:
+                self.replacing[place] = REPLICA
+            elif kind == AS_SUBSCRIBER:
+                self.replacing[place] = in_pubsub_context(_full_name(session, args))
+            else:
+                self.replacing[place] = errors.slot_moving(args, errors.SLOT_MOVING_STREAM)
+        if not follows:
+            self.known(self.entry, b"")
+            return
+
+        def merge(got) -> bytes:
+            for (place, _slot, _data), reply in zip(follows, got):
+                args = self.commands[0 if alone else place][0]
+                self.replacing[place] = (errors.slot_moving(args, errors.SLOT_MOVING_RETRY)
+                                         if _redirection(reply) else reply)
+            return b""
+        collected = Gather(session, self.entry, len(follows), merge)
+        for part, (_place, slot, data) in enumerate(follows):
+            router.send(RoutedPending(PartSink(collected, part), 1, None, data, 0, slot), session.protocol,
+                        session.spread)
+
+    def rewrite(self, shown: bytes) -> bytes:
+        replacing = self.replacing
+        if not replacing:
+            return shown
+        out = []
+        place = 0
+        for item in items(shown):
+            if item[:1] != b">":
+                if place in replacing and _redirection(item):
+                    item = replacing[place]
+                place += 1
             out.append(item)
         return b"".join(out)
 

@@ -63,7 +63,8 @@ class Rewrite:
 class Resolve(Rewrite):
     """A `Rewrite` closing a stretch whose reply is known only once the server has answered the
     stretch's command (`StreamBarriers.resolve`): `answered` gets what the stretch holds then,
-    once, and the reply is filled later (never from inside `answered`: `BarrierEntry`)."""
+    once, and the reply is filled later (never from inside `answered`: `BarrierEntry`), or
+    given at once from inside it (`known`)."""
 
     __slots__ = ("asked",)
 
@@ -72,6 +73,12 @@ class Resolve(Rewrite):
 
     def answered(self, stretch: bytes) -> None:
         pass
+
+    @staticmethod
+    def known(entry: BarrierEntry, reply: bytes) -> None:
+        """From inside `answered`: the reply is `reply`, now (not filled later)."""
+        entry.barrier[1] = reply
+        entry.remaining = 0
 
 
 def turns_replies_off(args) -> bool:
@@ -217,6 +224,8 @@ class StreamBarriers:
                     pos = start
                     mark.asked = True
                     mark.answered(b"".join(self.rewriting))
+                    if waiting[0][1] is not None:  # known at once (`Resolve.answered`): its place now
+                        continue
                 return self._hold(out, data, pos, start)
             self._drop()
             self._show(out, data[pos:start])
