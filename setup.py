@@ -27,7 +27,8 @@ PYX = {
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
-        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
+        "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
+        "proxy.session.guard",
         "proxy.monitor.keys")
 
 

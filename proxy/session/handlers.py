@@ -6,7 +6,7 @@ returns where the dispatch loop goes on: `index + 1` when the command was sent o
 `HELD` when the session waits (`Session.wait`: the client's replies in flight finish before it
 moves to another connection, so its commands run in the order it sent them). `COMMON` are the
 handlers every backend shares; `STANDALONE` adds those of a single server (also behind Redis
-Sentinel); a cluster's column is in `proxy/cluster/handlers.py`. Which action a command has is
+Sentinel); a cluster's column is in `proxy/backends/cluster/handlers.py`. Which action a command has is
 `behaviour.py`'s business; what each lane means is `states.py`'s.
 """
 

@@ -3,7 +3,7 @@ shared connection unless the proxy knows it is safe there (`proxy/session/behavi
 
 import pytest
 
-from proxy.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
+from proxy.backends.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, load_policy_text
 from proxy.session import behaviour

@@ -18,10 +18,8 @@ import itertools
 import logging
 import time
 
-from ..backends.base import OwnRoute, StreamRoute, relogin, restore_after_reset
-from ..config import Upstream
-from ..routing.multikey import Planner
-from ..session.behaviour import (
+from ...config import Upstream
+from ...session.behaviour import (
     CLIENT_GETNAME,
     CLIENT_ID,
     CLIENT_KILL,
@@ -52,18 +50,20 @@ from ..session.behaviour import (
     check_columns,
     stream_table_extra,
 )
-from ..session.clientkill import Ours
-from ..session.pause import Pauses, paused_table
-from ..session.states import NONE, SHARED, STREAMING
-from ..session.streamend import stream_neutral
-from ..upstream.connection import CLOSED
-from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
+from ...session.clientkill import Ours
+from ...session.pause import Pauses, paused_table
+from ...session.states import NONE, SHARED, STREAMING
+from ...session.streamend import stream_neutral
+from ...upstream.connection import CLOSED
+from ...upstream.pools import ControlConnection, Opener, SparePool, refills_now
+from ..base import OwnRoute, StreamRoute, relogin, restore_after_reset
 from .handlers import CLUSTER as HANDLERS
 from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import every_node, fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
+from .routing.multikey import Planner
 from .sides import ClusterStreamRoute, close_sides
 
 log = logging.getLogger("redis_guard.cluster")

@@ -27,14 +27,11 @@ import logging
 
 import hiredis
 
-from .. import errors
-from ..pending import Pending, Receiver, hidden
-from ..policy.engine import SessionState
-from ..routing.multikey import Reject, Split
-from ..routing.redirect import CROSSSLOT, parse_redirect
-from ..routing.slots import hash_slot
-from ..session import clientkill, paired_subscriptions, streamend, tracking
-from ..session.behaviour import (
+from ... import errors
+from ...pending import Pending, Receiver, hidden
+from ...policy.engine import SessionState
+from ...session import clientkill, paired_subscriptions, streamend, tracking
+from ...session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
     CLIENT_ID,
@@ -60,14 +57,17 @@ from ..session.behaviour import (
     authenticates,
     strict_int,
 )
-from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from ..session.pause import PauseWatch, watches
-from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ...session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
+from ...session.pause import PauseWatch, watches
+from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from . import clientinfo, face, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
+from .routing.multikey import Reject, Split
+from .routing.redirect import CROSSSLOT, parse_redirect
+from .routing.slots import hash_slot
 
 log = logging.getLogger("redis_guard.cluster")
 

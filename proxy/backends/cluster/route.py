@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import hiredis
 
-from .. import errors
-from ..pending import UNSEEN, Pending, Receiver, hidden, queue_append
-from ..resp.order import zeroed_order
-from ..resp.reader import key_owner_of
-from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
-from ..routing.redirect import CROSSSLOT
-from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
-from ..session.behaviour import both_cases
-from ..session.session import Route
-from ..upstream.connection import CLOSED
+from ... import errors
+from ...pending import UNSEEN, Pending, Receiver, hidden, queue_append
+from ...resp.order import zeroed_order
+from ...resp.reader import key_owner_of
+from ...session.behaviour import both_cases
+from ...session.session import Route
+from ...upstream.connection import CLOSED
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
+from .routing.multikey import SPLIT_COMMANDS, Forward, Reject
+from .routing.redirect import CROSSSLOT
+from .routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
