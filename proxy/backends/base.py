@@ -4,7 +4,7 @@ In the spirit of Envoy's router / connection-pool split, a backend owns every up
 connection and says where a session's commands go; the session never knows whether it talks to
 one server, a Redis Cluster or a Sentinel-managed master. A backend gives:
 
-* routes (`Route`, defined beside the compiled session that calls it): the shared route for
+* routes (`Route`, route.py: the interface both sides import): the shared route for
   the session's database, protocol and identity, and the routes of a connection of the client's
   own (paired, or streaming);
 * connections of the client's own (`lease`: a warm spare, given back when clean) and a control
@@ -24,9 +24,9 @@ import hiredis
 from ..pending import ScriptVerdictSink
 from ..session import streamend
 from ..session.behaviour import LEASE, PASS
-from ..session.session import Route
 from ..session.streamorder import StreamOrder, turns_replies_off
 from ..upstream.connection import startup_commands
+from .route import Route
 
 
 class Backend(Protocol):

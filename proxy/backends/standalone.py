@@ -19,12 +19,12 @@ from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
-from ..session.session import Route
 from ..session.states import SHARED
 from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
+from .route import Route
 
 log = logging.getLogger("redis_guard.server")
 

@@ -1,5 +1,6 @@
 cimport cython
-from proxy.session.session cimport Session, Route
+from proxy.session.session cimport Session
+from proxy.backends.route cimport Route
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.backends.cluster.connection cimport RoutedPending

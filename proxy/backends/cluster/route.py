@@ -27,8 +27,8 @@ from ...pending import UNSEEN, Pending, Receiver, hidden, queue_append
 from ...resp.order import zeroed_order
 from ...resp.reader import key_owner_of
 from ...session.behaviour import both_cases
-from ...session.session import Route
 from ...upstream.connection import CLOSED
+from ..route import Route
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
 from .routing.multikey import SPLIT_COMMANDS, Forward, Reject
