@@ -15,7 +15,6 @@ import logging
 
 from ..config import Upstream
 from ..pending import Pending, queue_append
-from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
@@ -23,6 +22,7 @@ from ..session.states import SHARED
 from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
+from . import handlers
 from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
 from .route import Route
 

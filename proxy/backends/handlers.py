@@ -21,9 +21,9 @@ from .. import errors
 from ..login import parse_hello
 from ..pending import Receiver
 from ..policy.engine import SessionState
-from . import clientkill, paired_subscriptions, streamend
-from . import tracking as tracking_ids
-from .behaviour import (
+from ..session import clientkill, paired_subscriptions, streamend
+from ..session import tracking as tracking_ids
+from ..session.behaviour import (
     AUTH,
     CLIENT_ID,
     CLIENT_KILL,
@@ -55,8 +55,8 @@ from .behaviour import (
     authenticates,
     strict_int,
 )
-from .pause import PauseWatch, watches
-from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ..session.pause import PauseWatch, watches
+from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 
 log = logging.getLogger("redis_guard.server")
 
