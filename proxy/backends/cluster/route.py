@@ -28,6 +28,7 @@ from ...resp.order import zeroed_order
 from ...resp.reader import key_owner_of
 from ...session.behaviour import both_cases
 from ...upstream.connection import CLOSED
+from ..base import OwnRoute
 from ..route import Route
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
@@ -418,10 +419,11 @@ class ClusterRoute(Route):
                              self.protocol, self.index)
 
 
-class TxnRoute(Route):
-    """A transaction's connection of the client's own: every key in the transaction's slot."""
+class TxnRoute(OwnRoute):
+    """A transaction's connection of the client's own: every key in the transaction's slot (what
+    the proxy sends itself goes there as on any connection of the client's own: `OwnRoute`)."""
 
-    __slots__ = ("conn", "routes", "router", "safe")
+    __slots__ = ("routes", "router", "safe")
 
     def __init__(self, conn, routes: RouteTable, router, safe):
         self.conn = conn
@@ -450,12 +452,6 @@ class TxnRoute(Route):
                 client.tainted = True
         if run_start < stop:
             session.send(self.conn, batch.span(run_start, stop), stop - run_start)
-
-    def send(self, session, args, data: bytes, count: int, receiver) -> None:
-        session.send(self.conn, data, count, receiver)
-
-    def hidden(self, session, args, commands) -> None:
-        session.send_hidden(self.conn, commands)
 
 
 class DeferredRoute(Route):
