@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 import typing
 from pathlib import Path
 
@@ -42,6 +41,16 @@ def declared(protocol) -> set[str]:
     return names
 
 
+def class_source(klass) -> ast.ClassDef:
+    """The class's definition, read from its module's `.py` file (a compiled module's too: there
+    `inspect.getsource` finds no source)."""
+    path = PACKAGE.parent / (klass.__module__.replace(".", "/") + ".py")
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == klass.__name__:
+            return node
+    raise LookupError(f"{klass.__qualname__} not found in {path}")
+
+
 def provided(cls) -> set[str]:
     """What a backend class has: attributes along its MRO, slots, and what its methods assign to self."""
     names = set()
@@ -49,8 +58,7 @@ def provided(cls) -> set[str]:
         if klass is object:
             continue
         names |= set(vars(klass)) | set(getattr(klass, "__slots__", ()))
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        names |= {node.attr for node in ast.walk(tree)
+        names |= {node.attr for node in ast.walk(class_source(klass))
                   if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
                   and isinstance(node.value, ast.Name) and node.value.id == "self"}
     return names
@@ -136,3 +144,19 @@ def test_the_scan_would_catch_an_undeclared_member(tmp_path):
     caller = tmp_path / "caller.py"
     caller.write_text("def f(session):\n    return session.backend.no_such_member(session)\n")
     assert asked(caller) - declared(Backend) == {"no_such_member"}
+
+
+
+class _Bare:
+    """Not a backend: a class with one member of the protocol, for the check below."""
+
+    label = "bare"
+
+    def shared_route(self, session):
+        return None
+
+
+def test_the_member_check_would_catch_a_missing_member():
+    missing = declared(Backend) - provided(_Bare)
+    assert "label" not in missing and "shared_route" not in missing
+    assert {"own_route", "stream_route", "handlers", "pauses"} <= missing
