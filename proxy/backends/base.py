@@ -9,7 +9,8 @@ one server, a Redis Cluster or a Sentinel-managed master. A backend gives:
   own (paired, or streaming);
 * connections of the client's own (`lease`: a warm spare, given back when clean) and a control
   connection that never carries client traffic;
-* its column of the behaviour table and its handler table (`behaviour.py`, `handlers.py`).
+* its column of the behaviour table (`session/behaviour.py`) and its handler table (`handlers.py`,
+  `cluster/handlers.py`).
 
 `OwnRoute`, `StreamRoute` and `relogin` are the same for every backend and live here.
 """

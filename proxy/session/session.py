@@ -4,7 +4,7 @@ Theory of operation: a session reads batches of complete requests and walks them
 one dispatch loop: a command's action comes from one lookup in the session's dispatch table (a
 `Guard` first when the policy checks the command), ordinary commands (PASS) accumulate into a
 stretch, and anything else is handled by the backend's handler for its action
-(`handlers.py`; a cluster's own column in `proxy/backends/cluster/handlers.py`). A stretch leaves through
+(`proxy/backends/handlers.py`; a cluster's own in `proxy/backends/cluster/handlers.py`). A stretch leaves through
 the session's current `route` (the backend's shared route, or a connection of the client's own),
 which is the per-command routing hook: standalone it is one slice of the client's bytes on one
 connection, in a cluster one request per master. Each run sent upstream is a `Pending` in the
