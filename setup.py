@@ -26,8 +26,9 @@ PYX = {
     "proxy.monitor._compiled_counts": "proxy/monitor/_compiled_counts.pyx",
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
-        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
-        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
+        "proxy.session.states", "proxy.session.session", "proxy.backends.route", "proxy.backends.standalone",
+        "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
+        "proxy.session.guard",
         "proxy.monitor.keys")
 
 

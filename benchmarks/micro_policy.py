@@ -22,6 +22,7 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from proxy.backends.route import Route  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
 from proxy.policy.engine import passthrough_engine  # noqa: E402
@@ -37,7 +38,7 @@ from proxy.session.behaviour import (  # noqa: E402
     dispatch_table,
     lane_tables,
 )
-from proxy.session.session import Route, Session, one_unit_names  # noqa: E402
+from proxy.session.session import Session, one_unit_names  # noqa: E402
 from proxy.session.states import SHARED, ConnState  # noqa: E402
 
 PIPELINE = 16

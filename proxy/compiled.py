@@ -36,8 +36,9 @@ PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
        "proxy._compiled_queues", "proxy.monitor._compiled_counts")
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
-        "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
-        "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
+        "proxy.session.states", "proxy.session.session", "proxy.backends.route", "proxy.backends.standalone",
+        "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
+        "proxy.session.guard",
         "proxy.monitor.keys")
 
 

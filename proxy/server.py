@@ -44,7 +44,7 @@ class TLSSession(Session):
 
 def make_backend(loop, config, command_table, databases: int):
     if config.upstream_cluster:
-        from .cluster.backend import ClusterBackend
+        from .backends.cluster.backend import ClusterBackend
 
         return ClusterBackend(loop, config, command_table)
     if config.upstream_sentinel is not None:

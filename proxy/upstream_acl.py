@@ -167,7 +167,7 @@ async def default_needs_no_password(node, timeout: float = 5.0) -> bool:
 async def cluster_nodes(seed, timeout: float = 5.0) -> list:
     """Every node of the cluster (masters and replicas) as an Upstream with the seed's
     credentials, from CLUSTER SHARDS (CLUSTER SLOTS on servers without it)."""
-    from .routing.slotmap import SlotMap
+    from .backends.cluster.routing.slotmap import SlotMap
 
     (reply,) = await ask(seed, [("CLUSTER", "SHARDS")], timeout)
     if isinstance(reply, hiredis.ReplyError):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import hiredis
 
-from ..routing.slotmap import SlotMap
+from ..backends.cluster.routing.slotmap import SlotMap
 from ..tls import upstream_context
 from ..upstream.probe import ask
 from .facts import FactsQuery

@@ -1,6 +1,7 @@
 cimport cython
 from proxy.pending cimport Pending
-from proxy.session.session cimport Session, Route
+from proxy.session.session cimport Session
+from proxy.backends.route cimport Route
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.resp.reader cimport Batch
 from proxy._compiled_queues cimport queue_append

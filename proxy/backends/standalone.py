@@ -15,16 +15,16 @@ import logging
 
 from ..config import Upstream
 from ..pending import Pending, queue_append
-from ..session import handlers
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
 from ..session.clientkill import Ours
 from ..session.pause import Pauses, paused_table
-from ..session.session import Route
 from ..session.states import SHARED
 from ..session.streamend import stream_neutral
 from ..upstream.connection import CLOSED
 from ..upstream.pools import ControlConnection, Opener, SharedPool, SparePool, refills_now
-from .base import OwnRoute, StreamRoute, relogin, restore_after_reset
+from . import handlers
+from .base import BackendBase, OwnRoute, StreamRoute, relogin, restore_after_reset
+from .route import Route
 
 log = logging.getLogger("redis_guard.server")
 
@@ -77,7 +77,7 @@ class SharedRoute(Route):
         session.send_hidden(self.connection(), commands)
 
 
-class StandaloneBackend:
+class StandaloneBackend(BackendBase):
     kind = "server"
     column = STANDALONE
 
@@ -119,14 +119,6 @@ class StandaloneBackend:
     @property
     def default_identity(self) -> tuple:
         return (self.upstream.username, self.upstream.password)
-
-    def identity(self, session) -> tuple:
-        """The upstream user and password the session's connections run as: its application's
-        ACL user when the policy's users are applied upstream (`policy/acl.py`)."""
-        users = self.acl_users
-        if users is None:
-            return self.default_identity
-        return users.credentials_for(session.app)
 
     def upstream_as(self, identity) -> Upstream:
         return Upstream(self.address, identity[0], identity[1], self.default_db)
@@ -236,9 +228,6 @@ class StandaloneBackend:
 
     def lane_action(self, session, action: int) -> int:
         return own_action(action, session.state.lane)
-
-    def knows(self, name: str) -> bool:
-        return name in self.names
 
     def session_extra(self, session):
         return None

@@ -76,7 +76,7 @@ _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of i
 def setup(table) -> None:
     """Learn the command table's names and the slot classes (imported here, not at module
     import: the connection modules import this one)."""
-    from ..cluster.connection import Part, RoutedPending
+    from ..backends.cluster.connection import Part, RoutedPending
     from ..pending import Pending
 
     for spec in table:

@@ -29,7 +29,7 @@ import re
 import hiredis
 
 from .. import compiled
-from ..routing.slots import SLOT_COUNT, hash_slot
+from ..backends.cluster.routing.slots import SLOT_COUNT, hash_slot
 from .exact import ParseLimits, ProtocolError, Unfinished, parse_more, parse_request
 from .order import runs
 

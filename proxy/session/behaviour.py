@@ -41,7 +41,7 @@ lookup.
 
 from __future__ import annotations
 
-from ..cluster.keyspace import fans_out
+from ..backends.cluster.keyspace import fans_out
 from ..monitor import live
 from ..resp.reader import command_name
 from .guard import Guard

@@ -8,7 +8,9 @@ from proxy.upstream._compiled_write cimport DirectWriter
 from proxy._compiled_queues cimport queue_head, queue_popleft
 from proxy.resp._compiled_requests cimport key_class, same_class
 
-cdef class Route
+# Declared ahead of the cimport below, whose .pxd cimports it back (a route's forward takes a Session).
+cdef class Session(Receiver)
+from proxy.backends.route cimport Route
 
 cdef class Session(Receiver):
     cdef public object proxy
@@ -89,6 +91,3 @@ cdef class Session(Receiver):
     cpdef _write(self, data)
     cpdef _to_client(self, data)
     cpdef _flush_local(self)
-
-cdef class Route:
-    cpdef forward(self, Session session, Batch batch, Py_ssize_t start, Py_ssize_t stop)

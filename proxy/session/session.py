@@ -4,7 +4,7 @@ Theory of operation: a session reads batches of complete requests and walks them
 one dispatch loop: a command's action comes from one lookup in the session's dispatch table (a
 `Guard` first when the policy checks the command), ordinary commands (PASS) accumulate into a
 stretch, and anything else is handled by the backend's handler for its action
-(`handlers.py`; a cluster's own column in `proxy/cluster/handlers.py`). A stretch leaves through
+(`proxy/backends/handlers.py`; a cluster's own in `proxy/backends/cluster/handlers.py`). A stretch leaves through
 the session's current `route` (the backend's shared route, or a connection of the client's own),
 which is the per-command routing hook: standalone it is one slice of the client's bytes on one
 connection, in a cluster one request per master. Each run sent upstream is a `Pending` in the
@@ -106,30 +106,10 @@ def _units(args) -> int:
     return units if units > 0 else 1
 
 
-class Route:
-    """Where ordinary commands go: the per-command routing hook of the dispatch loop (a
-    backend's shared route, a connection of the client's own...). Every route subclasses it, so
-    that the compiled session calls a compiled route's `forward` without a Python call."""
-
-    __slots__ = ()
-
-    def forward(self, session, batch, start: int, stop: int) -> None:
-        """commands[start:stop] of `batch`, ordinary ones; their replies to the session in order."""
-        raise NotImplementedError
-
-    def send(self, session, args, data: bytes, count: int, receiver) -> None:
-        """One request the proxy built for `args` (a policy rewrite, a DISCARD), `count` replies."""
-        raise NotImplementedError
-
-    def hidden(self, session, args, commands) -> None:
-        """Commands the policy adds after `args`, their replies seen by nobody."""
-        raise NotImplementedError
-
-
 class Session(Receiver):
     """One client connection. Its surface, by caller (everything else, `_`-named, is its own):
 
-    For command handlers (`handlers.py`, `proxy/cluster/handlers.py`, auth, verdicts, streams):
+    For command handlers (`handlers.py`, `proxy/backends/cluster/handlers.py`, auth, verdicts, streams):
       answer_locally(reply)        a reply the proxy makes itself, in order after those owed
       reply_later() / fill(entry, reply)   a place in the reply queue now, its reply later
       wait(batch, index, reason)   suspend dispatch at a request (returns HELD); resume_dispatch()
@@ -143,7 +123,7 @@ class Session(Receiver):
       pushing_behind(conn), pushed(push)       a push arrived: bound it as replies are
       hold_upstream(conn) / forget_upstream(conn)   read no more of a connection until the client
                                    catches up / it closed (the cluster's subscription sides)
-    For backends and routes (`proxy/backends/`, `proxy/cluster/`):
+    For backends and routes (`proxy/backends/`, `proxy/backends/cluster/`):
       send(conn, data, count, receiver) / send_hidden(conn, commands)   requests on a connection
       no_connection(opener, count), upstream_unavailable(reason)        none could be had
       wait_for_upstream(conn)      the connection's write buffer is full: stop reading the client

@@ -177,7 +177,7 @@ def _redispatches(session, action: int) -> bool:
     """Does the action's handler move the client to a connection of its own and dispatch its
     command again (a standalone backend's lease), rather than send the command itself (a
     cluster's, which takes the rewritten one: `handled_as`)?"""
-    from .handlers import lease
+    from ..backends.handlers import lease
 
     return session.handlers[action] is lease and session.state.lane is SHARED
 

@@ -6,7 +6,7 @@ import re
 import pytest
 import redis
 
-from proxy.cluster.clientinfo import View, client_list, line
+from proxy.backends.cluster.clientinfo import View, client_list, line
 from tests.servers import exchange, exchange_batches
 
 LINE = re.compile(rb"id=(\d+) addr=127\.0\.0\.1:(\d+) laddr=127\.0\.0\.1:(\d+) fd=\d+ name=(\S*) age=\d+ idle=0 "

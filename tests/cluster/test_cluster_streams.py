@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from proxy.cluster.sides import items
+from proxy.backends.cluster.sides import items
 from tests.cluster.start import proxy_for
 from tests.cluster.test_isolation_findings import keys_on_every_master
 from tests.servers import exchange, exchange_batches, parse_all, read_until_quiet, wait_for

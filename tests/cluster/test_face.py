@@ -10,7 +10,7 @@ import time
 import hiredis
 import pytest
 
-from proxy.cluster import face
+from proxy.backends.cluster import face
 from tests.cluster.start import proxy_for
 from tests.servers import ProxyProcess, exchange_batches, free_port
 

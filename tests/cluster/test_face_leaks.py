@@ -7,7 +7,7 @@ both protocols, and agree with the face: the proxy's port, a master without repl
 import hiredis
 import pytest
 
-from proxy.cluster import face
+from proxy.backends.cluster import face
 from tests.cluster.start import proxy_for
 from tests.cluster.test_face import ask
 from tests.servers import ProxyProcess

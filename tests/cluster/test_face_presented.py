@@ -1,10 +1,10 @@
-"""What the nodes say about themselves, presented as the proxy's one server (proxy/cluster/presented.py),
+"""What the nodes say about themselves, presented as the proxy's one server (proxy/backends/cluster/presented.py),
 sans I/O: INFO's text, ROLE, CONFIG GET, HELLO's id; the announced address of `face: cluster`
 (`cluster_face`, face.announced) and its setting."""
 
 import pytest
 
-from proxy.cluster import face, presented
+from proxy.backends.cluster import face, presented
 from proxy.config import (
     Address,
     ClusterFace,

@@ -1,4 +1,4 @@
-"""The one-node cluster face (`face: cluster`, proxy/cluster/face.py), sans I/O: each reply byte
+"""The one-node cluster face (`face: cluster`, proxy/backends/cluster/face.py), sans I/O: each reply byte
 for byte in RESP2 and RESP3 (the forms Redis 7.0 writes for a node that owns every slot, checked
 against a real one in tests/cluster/test_face.py), what a CLUSTER subcommand becomes, the node's
 address and id; INFO's cluster_enabled per face; the setting."""
@@ -7,8 +7,8 @@ import hashlib
 
 import pytest
 
-from proxy.cluster import face
-from proxy.cluster.keyspace import merge_info, merge_info_cluster
+from proxy.backends.cluster import face
+from proxy.backends.cluster.keyspace import merge_info, merge_info_cluster
 from proxy.config import Address, Config, ConfigError, Upstream, check_face, parse_face
 
 ID = b"0123456789abcdef0123456789abcdef01234567"

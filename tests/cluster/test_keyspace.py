@@ -2,7 +2,7 @@
 
 import pytest
 
-from proxy.cluster.keyspace import (
+from proxy.backends.cluster.keyspace import (
     decode_cursor,
     encode_cursor,
     merge_concat,
@@ -71,7 +71,7 @@ def test_random_key_only_from_masters_that_have_one():
 
 # -- keyless commands to every node: the merges the COMMAND INFO tips choose --------------------
 
-from proxy.cluster.keyspace import (  # noqa: E402
+from proxy.backends.cluster.keyspace import (  # noqa: E402
     merge_first,
     merge_for,
     merge_info,

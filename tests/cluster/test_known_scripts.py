@@ -5,9 +5,9 @@ import hashlib
 
 import hiredis
 
-from proxy.cluster import scripts
-from proxy.cluster.keyspace import every_node
-from proxy.cluster.scripts import Known
+from proxy.backends.cluster import scripts
+from proxy.backends.cluster.keyspace import every_node
+from proxy.backends.cluster.scripts import Known
 
 BODY = b"return 1"
 SHA = hashlib.sha1(BODY).hexdigest().encode()

@@ -1,5 +1,5 @@
 """Pipelines whose commands go to several masters, through the proxy: each stretch leaves as one
-request per master and its replies come back in the client's order (proxy/cluster/scatter.py).
+request per master and its replies come back in the client's order (proxy/backends/cluster/scatter.py).
 Driven by redis-py pipelines (transaction=False) in plain mode; every reply is checked in its
 position and every key on the node that owns it, including while a slot migrates (MOVED/ASK
 inside a stretch) and when a master dies with part of a stretch in flight."""

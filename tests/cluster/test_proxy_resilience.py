@@ -14,7 +14,7 @@ redis = pytest.importorskip("redis")
 from redis.backoff import NoBackoff  # noqa: E402
 from redis.retry import Retry  # noqa: E402
 
-from proxy.routing.slots import hash_slot  # noqa: E402
+from proxy.backends.cluster.routing.slots import hash_slot  # noqa: E402
 from tests.cluster.start import proxy_for  # noqa: E402
 from tests.servers import read_until_quiet  # noqa: E402
 

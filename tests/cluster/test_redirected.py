@@ -3,7 +3,7 @@ a TRYAGAIN error naming no node, cut exactly across reads; a `-MOVED` inside a v
 
 from types import SimpleNamespace
 
-from proxy.cluster.redirected import TxnReplies
+from proxy.backends.cluster.redirected import TxnReplies
 from proxy.config import Address
 from proxy.session.states import NONE
 

@@ -10,16 +10,16 @@ import itertools
 import hiredis
 import pytest
 
-from proxy.cluster import route as route_module
-from proxy.cluster.connection import KEYLESS, ClusterConnection, Part, RoutedPending
-from proxy.cluster.scatter import FLUSH_BYTES, Scatter
+from proxy.backends.cluster import route as route_module
+from proxy.backends.cluster.connection import KEYLESS, ClusterConnection, Part, RoutedPending
+from proxy.backends.cluster.routing.slotmap import SlotMap
+from proxy.backends.cluster.routing.slots import hash_slot
+from proxy.backends.cluster.scatter import FLUSH_BYTES, Scatter
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Upstream
 from proxy.monitor import live
 from proxy.pending import HIDDEN
 from proxy.resp.reader import Batch
-from proxy.routing.slotmap import SlotMap
-from proxy.routing.slots import hash_slot
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.upstream.connection import READY

@@ -1,8 +1,8 @@
 """SlotConnections, the routes' table of a connection per hash slot: one byte per slot, the
 number of its connection in a short list (no server needed)."""
 
-from proxy.cluster.router import SlotConnections
-from proxy.routing.slots import SLOT_COUNT
+from proxy.backends.cluster.router import SlotConnections
+from proxy.backends.cluster.routing.slots import SLOT_COUNT
 
 
 class Conn:

@@ -8,8 +8,8 @@ import collections
 import hiredis
 import pytest
 
-from proxy.cluster.connection import Part
-from proxy.cluster.connection import RoutedPending as RoutedSlot
+from proxy.backends.cluster.connection import Part
+from proxy.backends.cluster.connection import RoutedPending as RoutedSlot
 from proxy.commands.table import CommandTable
 from proxy.monitor import keys, live, snapshot
 from proxy.pending import Pending

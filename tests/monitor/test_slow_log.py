@@ -5,7 +5,7 @@ reads as if every run had been parsed when it was recorded."""
 import hiredis
 import pytest
 
-from proxy.cluster.connection import RoutedPending as RoutedSlot
+from proxy.backends.cluster.connection import RoutedPending as RoutedSlot
 from proxy.monitor import keys, live, snapshot
 from tests.monitor.test_live import Conn, batch_of, fresh, slot_for  # noqa: F401 (fresh: the same autouse fixture)
 

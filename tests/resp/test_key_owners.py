@@ -11,9 +11,9 @@ from binascii import crc_hqx
 import hiredis
 import pytest
 
+from proxy.backends.cluster.routing.slots import SLOT_COUNT, hash_slot
 from proxy.resp import reader
 from proxy.resp.reader import NO_SLOT, RequestReader
-from proxy.routing.slots import SLOT_COUNT, hash_slot
 
 NAMES = frozenset({b"GET", b"SET", b"MGET"})
 # A slot table as a route keeps one: a connection's number for each slot (0: none yet).

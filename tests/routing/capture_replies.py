@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 
-from proxy.routing.slots import hash_slot
+from proxy.backends.cluster.routing.slots import hash_slot
 from tests.cluster.nodes import RedisCluster
 from tests.servers import missing_cluster_tools, wait_for
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 import hiredis
 import pytest
 
-from proxy.config import Address
-from proxy.routing.multikey import Forward, Planner, Reject
-from proxy.routing.redirect import (
+from proxy.backends.cluster.routing.multikey import Forward, Planner, Reject
+from proxy.backends.cluster.routing.redirect import (
     ASKING,
     CLUSTERDOWN_SLOT_NOT_SERVED,
     ClusterError,
     classify_error,
     parse_redirect,
 )
-from proxy.routing.slotmap import SlotMap
-from proxy.routing.slots import SLOT_COUNT, hash_slot
+from proxy.backends.cluster.routing.slotmap import SlotMap
+from proxy.backends.cluster.routing.slots import SLOT_COUNT, hash_slot
+from proxy.config import Address
 from tests.cluster.start import start_cluster
 from tests.servers import wait_for
 

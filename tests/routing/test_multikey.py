@@ -9,8 +9,7 @@ import shlex
 import hiredis
 import pytest
 
-from proxy.config import Address
-from proxy.routing.multikey import (
+from proxy.backends.cluster.routing.multikey import (
     SPLIT_COMMANDS,
     Forward,
     Planner,
@@ -22,9 +21,10 @@ from proxy.routing.multikey import (
     merge_values,
     split_array,
 )
-from proxy.routing.redirect import CLUSTERDOWN_SLOT_NOT_SERVED, CROSSSLOT, ClusterError, classify_error
-from proxy.routing.slotmap import SlotMap
-from proxy.routing.slots import hash_slot
+from proxy.backends.cluster.routing.redirect import CLUSTERDOWN_SLOT_NOT_SERVED, CROSSSLOT, ClusterError, classify_error
+from proxy.backends.cluster.routing.slotmap import SlotMap
+from proxy.backends.cluster.routing.slots import hash_slot
+from proxy.config import Address
 
 from .raw_client import Conn, call
 

@@ -8,8 +8,7 @@ import socket
 import hiredis
 import pytest
 
-from proxy.config import Address
-from proxy.routing.redirect import (
+from proxy.backends.cluster.routing.redirect import (
     ASKING,
     CLUSTERDOWN_SLOT_NOT_SERVED,
     CROSSSLOT,
@@ -18,8 +17,9 @@ from proxy.routing.redirect import (
     classify_error,
     parse_redirect,
 )
-from proxy.routing.slotmap import SlotMap
-from proxy.routing.slots import hash_slot
+from proxy.backends.cluster.routing.slotmap import SlotMap
+from proxy.backends.cluster.routing.slots import hash_slot
+from proxy.config import Address
 from tests.cluster.start import start_cluster
 from tests.servers import wait_for
 

@@ -8,9 +8,9 @@ import random
 import hiredis
 import pytest
 
+from proxy.backends.cluster.routing.slotmap import Node, SlotMap, SlotRange, TopologyError
+from proxy.backends.cluster.routing.slots import SLOT_COUNT, hash_slot
 from proxy.config import Address
-from proxy.routing.slotmap import Node, SlotMap, SlotRange, TopologyError
-from proxy.routing.slots import SLOT_COUNT, hash_slot
 
 from .captured import REPLICA_OF, REPLIES
 from .raw_client import Conn, call
@@ -285,7 +285,7 @@ def test_live_every_node_agrees(cluster) -> None:
 def test_live_routing_matches_the_cluster(cluster) -> None:
     """For random keys: the master we pick runs the command, every other master redirects
     there with MOVED, and our replica answers a READONLY read without redirecting."""
-    from proxy.routing.redirect import parse_redirect
+    from proxy.backends.cluster.routing.redirect import parse_redirect
 
     first = cluster.addresses[0]
     slotmap = SlotMap.from_cluster_shards(call(first, "CLUSTER", "SHARDS"), first)

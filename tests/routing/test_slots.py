@@ -7,7 +7,7 @@ from binascii import crc_hqx
 
 import pytest
 
-from proxy.routing.slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag, pattern_slot
+from proxy.backends.cluster.routing.slots import SLOT_COUNT, common_slot, hash_slot, key_hash_tag, pattern_slot
 
 from .raw_client import Conn
 

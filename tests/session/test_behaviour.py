@@ -3,7 +3,8 @@ shared connection unless the proxy knows it is safe there (`proxy/session/behavi
 
 import pytest
 
-from proxy.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
+from proxy.backends.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
+from proxy.backends.handlers import STANDALONE as STANDALONE_HANDLERS
 from proxy.commands.table import CommandTable
 from proxy.policy import Engine, load_policy_text
 from proxy.session import behaviour
@@ -35,7 +36,6 @@ from proxy.session.behaviour import (
     lane_tables,
     own_action,
 )
-from proxy.session.handlers import STANDALONE as STANDALONE_HANDLERS
 from proxy.session.pause import paused_table
 from proxy.session.states import LEASED, PINNED, SHARED, STREAMING
 

@@ -15,11 +15,11 @@ none); an error reply is held until whole (one line), nothing else is.
 
 from __future__ import annotations
 
-from .. import errors
-from ..pending import Receiver
-from ..resp.replies import ReplySplitter, ReplyStreamError
-from ..routing.redirect import parse_redirect
-from ..session.states import WATCHING
+from ... import errors
+from ...pending import Receiver
+from ...resp.replies import ReplySplitter, ReplyStreamError
+from .routing.redirect import parse_redirect
+from ...session.states import WATCHING
 
 __all__ = ["TxnReplies", "redirection"]
 

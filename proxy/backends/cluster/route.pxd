@@ -1,11 +1,12 @@
 cimport cython
-from proxy.session.session cimport Session, Route
+from proxy.session.session cimport Session
+from proxy.backends.route cimport Route
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
-from proxy.cluster.connection cimport RoutedPending
+from proxy.backends.cluster.connection cimport RoutedPending
 from proxy._compiled_queues cimport queue_append
 from proxy.resp._compiled_requests cimport zeroed_order, key_owner as key_owner_of
-from proxy.cluster.scatter cimport scatter_stretch
+from proxy.backends.cluster.scatter cimport scatter_stretch
 
 cdef Py_ssize_t LAST_SLOT
 cdef Py_ssize_t MAX_PARTS

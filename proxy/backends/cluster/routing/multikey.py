@@ -71,9 +71,9 @@ from typing import Generic, TypeVar
 
 import hiredis
 
-from ..commands.keyspecs import find_keys
-from ..commands.table import CommandTable
-from ..resp.replies import ReplySplitter
+from ....commands.keyspecs import find_keys
+from ....commands.table import CommandTable
+from ....resp.replies import ReplySplitter
 from .redirect import CLUSTERDOWN_SLOT_NOT_SERVED, CROSSSLOT
 from .slots import hash_slot
 

@@ -6,7 +6,7 @@ returns where the dispatch loop goes on: `index + 1` when the command was sent o
 `HELD` when the session waits (`Session.wait`: the client's replies in flight finish before it
 moves to another connection, so its commands run in the order it sent them). `COMMON` are the
 handlers every backend shares; `STANDALONE` adds those of a single server (also behind Redis
-Sentinel); a cluster's column is in `proxy/cluster/handlers.py`. Which action a command has is
+Sentinel); a cluster's column is in `proxy/backends/cluster/handlers.py`. Which action a command has is
 `behaviour.py`'s business; what each lane means is `states.py`'s.
 """
 
@@ -21,9 +21,9 @@ from .. import errors
 from ..login import parse_hello
 from ..pending import Receiver
 from ..policy.engine import SessionState
-from . import clientkill, paired_subscriptions, streamend
-from . import tracking as tracking_ids
-from .behaviour import (
+from ..session import clientkill, paired_subscriptions, streamend
+from ..session import tracking as tracking_ids
+from ..session.behaviour import (
     AUTH,
     CLIENT_ID,
     CLIENT_KILL,
@@ -55,8 +55,8 @@ from .behaviour import (
     authenticates,
     strict_int,
 )
-from .pause import PauseWatch, watches
-from .states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ..session.pause import PauseWatch, watches
+from ..session.states import HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 
 log = logging.getLogger("redis_guard.server")
 

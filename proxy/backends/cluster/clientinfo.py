@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
-from ..session.behaviour import strict_int
-from ..session.states import CLOSED
-from ..session.tracking import same_client
+from ...session.behaviour import strict_int
+from ...session.states import CLOSED
+from ...session.tracking import same_client
 from .sides import monitoring
 
 __all__ = ["View", "line", "client_info", "client_list", "view_of", "same_sessions", "lines_of"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 
-from ..routing.multikey import split_array
+from .routing.multikey import split_array
 
 NODE_BITS = 10  # up to 1024 masters
 NODE_MASK = (1 << NODE_BITS) - 1

@@ -18,10 +18,8 @@ import itertools
 import logging
 import time
 
-from ..backends.base import OwnRoute, StreamRoute, relogin, restore_after_reset
-from ..config import Upstream
-from ..routing.multikey import Planner
-from ..session.behaviour import (
+from ...config import Upstream
+from ...session.behaviour import (
     CLIENT_GETNAME,
     CLIENT_ID,
     CLIENT_INFO,
@@ -53,18 +51,20 @@ from ..session.behaviour import (
     check_columns,
     stream_table_extra,
 )
-from ..session.clientkill import Ours
-from ..session.pause import Pauses, paused_table
-from ..session.states import NONE, SHARED, STREAMING
-from ..session.streamend import stream_neutral
-from ..upstream.connection import CLOSED
-from ..upstream.pools import ControlConnection, Opener, SparePool, refills_now
+from ...session.clientkill import Ours
+from ...session.pause import Pauses, paused_table
+from ...session.states import NONE, SHARED, STREAMING
+from ...session.streamend import stream_neutral
+from ...upstream.connection import CLOSED
+from ...upstream.pools import ControlConnection, Opener, SparePool, refills_now
+from ..base import BackendBase, OwnRoute, StreamRoute, relogin, restore_after_reset
 from .handlers import CLUSTER as HANDLERS
 from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import every_node, fans_out, merge_for, merge_info_cluster
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
+from .routing.multikey import Planner
 from .sides import ClusterStreamRoute, close_sides
 
 log = logging.getLogger("redis_guard.cluster")
@@ -90,7 +90,7 @@ class Client(ClusterClient):
         self.born = time.monotonic()
 
 
-class ClusterBackend:
+class ClusterBackend(BackendBase):
     kind = "Cluster"
     column = CLUSTER
     default_db = 0
@@ -194,20 +194,11 @@ class ClusterBackend:
             return action if action in _STREAM_KEPT else PASS
         return DRAIN
 
-    def knows(self, name: str) -> bool:
-        return name in self.names
-
     # -- identities: the upstream user a client's commands run as --------------------------------
 
     @property
     def default_identity(self) -> tuple:
         return (self.router.username, self.router.password)
-
-    def identity(self, session) -> tuple:
-        """Its application's ACL user when the policy's users are applied on the nodes, else the
-        seed URL's user."""
-        users = self.acl_users
-        return self.default_identity if users is None else users.credentials_for(session.app)
 
     def router_for(self, identity) -> ClusterRouter:
         """The router whose connections run as `identity`: the proxy's own, or a follower of it

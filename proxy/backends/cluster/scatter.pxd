@@ -1,6 +1,6 @@
 cimport cython
 from proxy.pending cimport Pending
-from proxy.cluster.connection cimport Part, RoutedPending
+from proxy.backends.cluster.connection cimport Part, RoutedPending
 from proxy.session.session cimport Session
 from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection

@@ -22,19 +22,20 @@ from __future__ import annotations
 
 import hiredis
 
-from .. import errors
-from ..pending import UNSEEN, Pending, Receiver, hidden, queue_append
-from ..resp.order import zeroed_order
-from ..resp.reader import key_owner_of
-from ..routing.multikey import SPLIT_COMMANDS, Forward, Reject
-from ..routing.redirect import CROSSSLOT
-from ..routing.slots import SLOT_COUNT, hash_slot, pattern_slot
-from ..session.behaviour import both_cases
-from ..session.session import Route
-from ..upstream.connection import CLOSED
+from ... import errors
+from ...pending import UNSEEN, Pending, Receiver, hidden, queue_append
+from ...resp.order import zeroed_order
+from ...resp.reader import key_owner_of
+from ...session.behaviour import both_cases
+from ...upstream.connection import CLOSED
+from ..base import OwnRoute
+from ..route import Route
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
 from .redirected import TxnReplies
+from .routing.multikey import SPLIT_COMMANDS, Forward, Reject
+from .routing.redirect import CROSSSLOT
+from .routing.slots import SLOT_COUNT, hash_slot, pattern_slot
 from .scatter import scatter_stretch
 
 MULTI = hiredis.pack_command(("MULTI",))
@@ -448,10 +449,11 @@ class ClusterRoute(Route):
                              self.protocol, self.index)
 
 
-class TxnRoute(Route):
-    """A transaction's connection of the client's own: every key in the transaction's slot."""
+class TxnRoute(OwnRoute):
+    """A transaction's connection of the client's own: every key in the transaction's slot (what
+    the proxy sends itself goes there as on any connection of the client's own: `OwnRoute`)."""
 
-    __slots__ = ("conn", "routes", "router", "safe")
+    __slots__ = ("routes", "router", "safe")
 
     def __init__(self, conn, routes: RouteTable, router, safe):
         self.conn = conn
@@ -486,12 +488,6 @@ class TxnRoute(Route):
         # retryable error (redirected.py): the transaction cannot follow it elsewhere.
         session.send(self.conn, batch.span(start, stop), stop - start,
                      TxnReplies(session, self.router, batch.commands[start:stop], session.state.in_transaction))
-
-    def send(self, session, args, data: bytes, count: int, receiver) -> None:
-        session.send(self.conn, data, count, receiver)
-
-    def hidden(self, session, args, commands) -> None:
-        session.send_hidden(self.conn, commands)
 
 
 class DeferredRoute(Route):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..config import Address
+from ....config import Address
 from .slots import SLOT_COUNT
 
 __all__ = [

@@ -1,7 +1,7 @@
 """What a session does for each action that is not PASS in front of a Redis Cluster: the cluster
 column of the handlers.
 
-Theory of operation: as standalone (`proxy/session/handlers.py`), with what a cluster changes.
+Theory of operation: as standalone (`proxy/backends/handlers.py`), with what a cluster changes.
 There is no connection of the client's own for good: connection state a single server would
 hold is kept by the proxy (`ClusterClient`: CLIENT SETNAME/GETNAME/ID, READONLY, ASKING; CLIENT
 INFO/LIST and CLIENT KILL ID in the proxy's ids, `clientinfo.py`) or refused with a clear error;
@@ -27,14 +27,11 @@ import logging
 
 import hiredis
 
-from .. import errors
-from ..pending import Pending, Receiver, hidden
-from ..policy.engine import SessionState
-from ..routing.multikey import Reject, Split
-from ..routing.redirect import CROSSSLOT, parse_redirect
-from ..routing.slots import hash_slot
-from ..session import clientkill, paired_subscriptions, streamend, tracking
-from ..session.behaviour import (
+from ... import errors
+from ...pending import Pending, Receiver, hidden
+from ...policy.engine import SessionState
+from ...session import clientkill, paired_subscriptions, streamend, tracking
+from ...session.behaviour import (
     AUTH,
     CLIENT_GETNAME,
     CLIENT_ID,
@@ -60,14 +57,17 @@ from ..session.behaviour import (
     authenticates,
     strict_int,
 )
-from ..session.handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from ..session.pause import PauseWatch, watches
-from ..session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ...session.pause import PauseWatch, watches
+from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from . import clientinfo, face, presented, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
 from .route import Gather, PartSink, TransformSink, TxnRoute, gather, replay
+from .routing.multikey import Reject, Split
+from .routing.redirect import CROSSSLOT, parse_redirect
+from .routing.slots import hash_slot
 
 log = logging.getLogger("redis_guard.cluster")
 

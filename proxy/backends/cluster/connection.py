@@ -14,11 +14,11 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
-from ..pending import Pending, queue_popleft
-from ..resp.replies import ReplySplitter, ReplyStreamError, error_among, line_dash
-from ..routing.redirect import ClusterError, classify_error
-from ..upstream.connection import CLOSED, UpstreamConnection
-from ..upstream.pools import Opener, SharedPool
+from ...pending import Pending, queue_popleft
+from ...resp.replies import ReplySplitter, ReplyStreamError, error_among, line_dash
+from ...upstream.connection import CLOSED, UpstreamConnection
+from ...upstream.pools import Opener, SharedPool
+from .routing.redirect import ClusterError, classify_error
 
 NOSCRIPT = b"-NOSCRIPT"  # (scripts.NOSCRIPT, scripts.NO_FUNCTION: the router loads it and sends again)
 NO_FUNCTION = b"-ERR Function not found"

@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from .. import errors
-from ..routing.slots import hash_slot
+from ... import errors
+from .routing.slots import hash_slot
 
 SLOTS = 16384
 

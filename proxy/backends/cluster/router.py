@@ -31,15 +31,15 @@ import time
 
 import hiredis
 
-from .. import errors
-from ..config import Upstream
-from ..pending import hidden
-from ..routing.redirect import ClusterError, classify_error, parse_redirect
-from ..routing.slotmap import SlotMap, TopologyError
-from ..routing.slots import SLOT_COUNT
-from ..tls import upstream_context
-from ..upstream.probe import ask
+from ... import errors
+from ...config import Upstream
+from ...pending import hidden
+from ...tls import upstream_context
+from ...upstream.probe import ask
 from .connection import NodePool, RoutedPending
+from .routing.redirect import ClusterError, classify_error, parse_redirect
+from .routing.slotmap import SlotMap, TopologyError
+from .routing.slots import SLOT_COUNT
 from .scripts import Known
 
 log = logging.getLogger("redis_guard.cluster")

@@ -39,17 +39,17 @@ from __future__ import annotations
 import collections
 import logging
 
-from .. import errors
-from ..backends.base import StreamRoute
-from ..pending import Pending, Receiver
-from ..resp.replies import ReplySplitter, ReplyStreamError
-from ..routing.redirect import parse_redirect
-from ..session import streamend
-from ..session.behaviour import PASS, SUBCOMMAND
-from ..session.states import CLOSED, OPEN, STREAMING, WAITING
-from ..session.streamorder import BarrierEntry, Resolve, Rewrite, StreamOrder
+from ... import errors
+from ...pending import Pending, Receiver
+from ...resp.replies import ReplySplitter, ReplyStreamError
+from ...session import streamend
+from ...session.behaviour import PASS, SUBCOMMAND
+from ...session.states import CLOSED, OPEN, STREAMING, WAITING
+from ...session.streamorder import BarrierEntry, Resolve, Rewrite, StreamOrder
+from ..base import StreamRoute
 from .connection import RoutedPending
 from .route import Gather, PartSink
+from .routing.redirect import parse_redirect
 
 log = logging.getLogger("redis_guard.cluster")
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import logging
 
-from ..pending import Pending, keep, queue_append
-from ..resp.order import runs as stretch_runs
-from ..resp.reader import requests_again
-from ..resp.replies import ReplySplitter, interleave
-from ..session.states import CLOSED
+from ...pending import Pending, keep, queue_append
+from ...resp.order import runs as stretch_runs
+from ...resp.reader import requests_again
+from ...resp.replies import ReplySplitter, interleave
+from ...session.states import CLOSED
 from .connection import Part, RoutedPending, cut_run
 
 FLUSH_BYTES = 65536  # ready reply bytes passed on before the stretch is complete

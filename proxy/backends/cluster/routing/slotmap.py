@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Address
+from ....config import Address
 from .slots import SLOT_COUNT, hash_slot
 
 __all__ = ["Node", "SlotMap", "SlotRange", "TopologyError", "UNROUTABLE_HEALTH"]
