@@ -11,8 +11,8 @@ import time
 import pytest
 import redis
 
-from proxy.backends.cluster.sides import items
 from proxy.backends.cluster.routing.slots import hash_slot
+from proxy.backends.cluster.sides import items
 from tests.cluster.start import proxy_for
 from tests.servers import parse_all
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from ... import errors
 from ...pending import Receiver
 from ...resp.replies import ReplySplitter, ReplyStreamError
-from .routing.redirect import parse_redirect
 from ...session.states import WATCHING
+from .routing.redirect import parse_redirect
 
 __all__ = ["TxnReplies", "redirection"]
 
