@@ -177,7 +177,11 @@ class Target:
         self.kind = kind
         self.logfile = os.path.join(workdir, f"redis-{kind}-{time.monotonic_ns()}.log")
         self.server = RedisServer(None, *SERVER_FLAGS, "--logfile", self.logfile)
-        self.proxy = ProxyProcess(self.server.url, PASSTHROUGH) if kind == "proxy" else None
+        try:
+            self.proxy = ProxyProcess(self.server.url, PASSTHROUGH) if kind == "proxy" else None
+        except BaseException:
+            self.server.close()
+            raise
 
     @property
     def port(self) -> int:
@@ -207,7 +211,12 @@ def run_unit(source: str, unit: str, kind: str, workdir: str, hang_timeout: int,
     start = time.monotonic()
     while run.attempts < ATTEMPTS:
         run.attempts += 1
-        target = Target(kind, workdir)
+        try:
+            target = Target(kind, workdir)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            # Its tests then show as missing: a difference, never a lost run.
+            run.notes.append(f"attempt {run.attempts}: the target did not start: {str(exc).splitlines()[-1:]}")
+            break
         try:
             lines, stopped = _tclsh(source, unit, target.port, hang_timeout, baseport, skipped, tags)
             culprit = target.last_started_test()

@@ -51,6 +51,21 @@ def test_a_test_outside_the_table_is_unexpected_and_listed():
 
 
 def test_an_entry_of_a_unit_run_that_did_not_differ_is_reported_not_seen():
-    assert not_seen([KNOWN_UNIT], {KNOWN_UNIT: {}}) == [(KNOWN_UNIT, KNOWN_NAME)]
-    assert not_seen(["unit/other"], {"unit/other": {}}) == []
+    assert not_seen([KNOWN_UNIT], {KNOWN_UNIT: {}}) == [key for key in EXPECTED if key[0] == KNOWN_UNIT]
+    assert (KNOWN_UNIT, KNOWN_NAME) not in not_seen([KNOWN_UNIT], {KNOWN_UNIT: {(KNOWN_NAME, 1): ("ok", "err")}})
+    assert not_seen(["unit/type/incr"], {"unit/type/incr": {}}) == []
     assert "expected but not seen" in report(result({KNOWN_UNIT: {}}))
+
+
+def test_a_target_that_does_not_start_is_a_note_and_missing_tests_not_a_lost_run(monkeypatch, tmp_path):
+    def no_start(kind, workdir):
+        raise RuntimeError("proxy did not become ready:\nValueError: binary incompatibility")
+
+    monkeypatch.setattr(redis_suite, "Target", no_start)
+    run = redis_suite.run_unit(str(tmp_path), "unit/type/incr", "proxy", str(tmp_path), 60, 21111)
+    assert run.outcomes == {} and run.attempts == 1
+    assert "did not start" in run.notes[0] and "binary incompatibility" in run.notes[0]
+    direct = UnitRun("unit/type/incr", "direct", {("INCR", 1): "ok"})
+    found = redis_suite.differences(direct, run)
+    assert found == {("INCR", 1): ("ok", "missing")}
+    assert unexpected(result({"unit/type/incr": found})) == {"unit/type/incr": found}
