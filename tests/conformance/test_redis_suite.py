@@ -50,6 +50,15 @@ def test_a_test_outside_the_table_is_unexpected_and_listed():
     assert to_json(r)["unexpected"] == [["unit/other", "PING forwarded", 2, "ok", "err"]]
 
 
+def test_a_later_namesake_of_a_test_that_raised_may_be_missing_the_first_may_not():
+    unit, name = "unit/scripting", "Script ACL check"
+    assert EXPECTED[(unit, name)].proxy == "error"
+    later = {(name, 1): ("ok", "error"), (name, 2): ("ok", "missing")}
+    assert classify(unit, later) == (later, {})
+    alone = {(name, 1): ("ok", "missing")}  # the unit did not run through the proxy at all
+    assert classify(unit, alone) == ({}, alone)
+
+
 def test_an_entry_of_a_unit_run_that_did_not_differ_is_reported_not_seen():
     assert not_seen([KNOWN_UNIT], {KNOWN_UNIT: {}}) == [key for key in EXPECTED if key[0] == KNOWN_UNIT]
     assert (KNOWN_UNIT, KNOWN_NAME) not in not_seen([KNOWN_UNIT], {KNOWN_UNIT: {(KNOWN_NAME, 1): ("ok", "err")}})
