@@ -22,6 +22,11 @@ servers with the hung tests skipped (`--skiptest`), keeping the results already 
 exception does the same with `error`. Outcomes: ok, err, error, hung, skip, ignore, missing.
 Units with differences run again on both targets (`--confirm`, default 1 time): a difference
 that does not come back is reported as flaky.
+
+The differences a pooling proxy is expected to show are in `redis_suite_expected.EXPECTED` (test
+name -> reason); the report sorts what it finds into those and the rest, and the exit status is 1
+when anything outside the table differs (0 when all that differs is expected, 2 when the source
+cannot be had).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
+from tests.conformance.redis_suite_expected import EXPECTED, classify, not_seen
 from tests.servers import PASSTHROUGH, ProxyProcess, RedisServer
 
 CACHE = os.environ.get("REDIS_GUARD_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "redis-guard")
@@ -89,6 +95,29 @@ def ensure_source(version: str, source: str | None = None, cache: str = CACHE) -
         shutil.rmtree(target, ignore_errors=True)
         os.replace(unpacked, target)
     return target
+
+
+# The suite runs the tools of a build tree (tests/support/cli.tcl: `src/redis-cli`); the installed
+# ones of the same version stand in for them (integration/redis-cli cannot run otherwise).
+TOOLS = ("redis-cli", "redis-benchmark")
+
+
+def link_tools(source: str, version: str) -> list[str]:
+    """Link the installed TOOLS of `version` into `source`/src where it has none; the ones missing."""
+    missing = []
+    for tool in TOOLS:
+        target = os.path.join(source, "src", tool)
+        if os.path.exists(target):
+            continue
+        found = shutil.which(tool)
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, check=False).stdout \
+            if found else ""
+        if not found or version not in out.split():
+            missing.append(tool)
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(found, target)
+    return missing
 
 
 def _is_git(path: str) -> bool:
@@ -148,7 +177,11 @@ class Target:
         self.kind = kind
         self.logfile = os.path.join(workdir, f"redis-{kind}-{time.monotonic_ns()}.log")
         self.server = RedisServer(None, *SERVER_FLAGS, "--logfile", self.logfile)
-        self.proxy = ProxyProcess(self.server.url, PASSTHROUGH) if kind == "proxy" else None
+        try:
+            self.proxy = ProxyProcess(self.server.url, PASSTHROUGH) if kind == "proxy" else None
+        except BaseException:
+            self.server.close()
+            raise
 
     @property
     def port(self) -> int:
@@ -178,7 +211,12 @@ def run_unit(source: str, unit: str, kind: str, workdir: str, hang_timeout: int,
     start = time.monotonic()
     while run.attempts < ATTEMPTS:
         run.attempts += 1
-        target = Target(kind, workdir)
+        try:
+            target = Target(kind, workdir)
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            # Its tests then show as missing: a difference, never a lost run.
+            run.notes.append(f"attempt {run.attempts}: the target did not start: {str(exc).splitlines()[-1:]}")
+            break
         try:
             lines, stopped = _tclsh(source, unit, target.port, hang_timeout, baseport, skipped, tags)
             culprit = target.last_started_test()
@@ -323,6 +361,8 @@ def compare(units: list[str] | None = None, *, source: str | None = None, workdi
             hang_timeout: int = 60, confirm: int = 1, tags: str | None = None, progress=print) -> dict:
     version = server_version()
     source = ensure_source(version, source)
+    for tool in link_tools(source, version):
+        progress(f"no {tool} {version} installed: the units that run it fail on both targets")
     units = units or units_of(source)
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="rg-redis-suite-"))
     os.makedirs(workdir, exist_ok=True)
@@ -347,6 +387,11 @@ def compare(units: list[str] | None = None, *, source: str | None = None, workdi
             "seconds": time.monotonic() - started, "workdir": workdir}
 
 
+def unexpected(result: dict) -> dict[str, dict]:
+    """{unit: {(name, occurrence): (direct, proxy)}} of the differences outside EXPECTED."""
+    return {unit: classify(unit, found)[1] for unit, found in result["differences"].items()}
+
+
 def report(result: dict) -> str:
     out = []
     direct, proxy = result["results"]["direct"], result["results"]["proxy"]
@@ -355,12 +400,24 @@ def report(result: dict) -> str:
     out.append(f"Redis {result['version']} test suite, {len(result['units'])} units, {result['seconds']:.0f}s")
     out.append(f"  direct: {sum(total.values())} tests {dict(total)}")
     out.append(f"  proxy:  {sum(through.values())} tests {dict(through)}")
-    count = sum(len(d) for d in result["differences"].values())
-    out.append(f"{count} differences (direct -> proxy):")
-    for unit, found in result["differences"].items():
-        for (name, occurrence), (was, now) in found.items():
-            suffix = f" #{occurrence}" if occurrence > 1 else ""
-            out.append(f"  {unit}: {name}{suffix}: {was} -> {now}")
+
+    def line(unit, name, occurrence, was, now):
+        suffix = f" #{occurrence}" if occurrence > 1 else ""
+        return f"  {unit}: {name}{suffix}: {was} -> {now}"
+
+    split = {unit: classify(unit, found) for unit, found in result["differences"].items()}
+    known = [(unit, k, v) for unit, (exp, _) in split.items() for k, v in exp.items()]
+    other = [(unit, k, v) for unit, (_, unexp) in split.items() for k, v in unexp.items()]
+    out.append(f"{len(other)} unexpected differences (direct -> proxy):")
+    out += [line(unit, name, occurrence, was, now) for unit, (name, occurrence), (was, now) in other]
+    out.append(f"{len(known)} expected differences (redis_suite_expected.py):")
+    for unit, (name, occurrence), (was, now) in known:
+        out.append(line(unit, name, occurrence, was, now))
+        out.append(f"      why: {EXPECTED[(unit, name)].reason}")
+    missed = not_seen(result["units"], result["differences"])
+    if missed:
+        out.append("expected but not seen (fixed, renamed or flaky: check the table):")
+        out += [f"  {unit}: {name}" for unit, name in missed]
     if result["flaky"]:
         out.append("not seen again when rerun (flaky):")
         for unit, found in result["flaky"].items():
@@ -370,6 +427,8 @@ def report(result: dict) -> str:
     if notes:
         out.append("notes:")
         out += [f"  {target} {unit}: {note}" for unit, target, note in notes]
+    out.append("RESULT: " + ("only the expected differences" if not other else
+                             f"{len(other)} differences outside redis_suite_expected.py"))
     return "\n".join(out)
 
 
@@ -387,6 +446,8 @@ def to_json(result: dict) -> dict:
                         for (name, occurrence), (was, now) in found.items()],
         "flaky": [[unit, name, occurrence, was, now] for unit, found in result["flaky"].items()
                   for (name, occurrence), (was, now) in found.items()],
+        "unexpected": [[unit, name, occurrence, was, now] for unit, found in unexpected(result).items()
+                       for (name, occurrence), (was, now) in found.items()],
     }
 
 
@@ -411,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(to_json(result), f, indent=1)
-    return 1 if any(result["differences"].values()) else 0
+    return 1 if any(unexpected(result).values()) else 0
 
 
 if __name__ == "__main__":
