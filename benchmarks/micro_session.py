@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO))
 
 import hiredis  # noqa: E402
 
-from proxy.cli import build_engine, settle_collector  # noqa: E402
+from proxy.policy.building import build_engine  # noqa: E402
+from proxy.serve.loop import settle_collector  # noqa: E402
 from proxy.cluster.connection import ClusterConnection  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402

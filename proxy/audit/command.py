@@ -19,6 +19,7 @@ import os
 import sys
 
 from ..config import ConfigError, load_config, parse_upstream
+from ..serve.loop import new_loop
 from .classify import DEFAULT_ELEMENTS, DEFAULT_STRING_BYTES, Auditor, Thresholds
 from .report import Report
 from .scanner import Audit, ScanOptions, cluster_masters
@@ -69,13 +70,11 @@ def _fail(message: str) -> int:
 def scan_all(scanning, upstream, seeds) -> str | None:
     """`scanning.run` (an Audit, an Inference) over the upstream's server, or every master of the
     cluster its `seeds` name, on a loop of its own: what stopped it, or None."""
-    from ..cli import _new_loop
-
     async def main() -> None:
         addresses = await cluster_masters(seeds) if seeds is not None else [upstream.address]
         await scanning.run(upstream, addresses)
 
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
+    with asyncio.Runner(loop_factory=new_loop) as runner:
         try:
             runner.run(main())
         except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:

@@ -20,6 +20,7 @@ import sys
 from ..audit.command import _positive, _show, scan_all
 from ..audit.progress import Progress
 from ..audit.scanner import Scanning, ScanOptions
+from ..serve.upstream import find_sentinel_master
 from .draft import MIN_KEYS, build, fixtures, render, report
 from .model import NODES_MAX, KeyspaceModel
 
@@ -112,11 +113,9 @@ def _target(args):
             raise ConfigError("--upstream-cluster needs at least one HOST:PORT")
         return config, seeds[0], seeds, ",".join(str(seed.address) for seed in seeds) + " (cluster)"
     if args.upstream_sentinel or (not args.upstream and config.upstream_sentinel is not None):
-        from ..cli import _find_sentinel_master
-
         if args.upstream_sentinel:
             config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"))
-        config = _find_sentinel_master(config)
+        config = find_sentinel_master(config)
         return config, config.upstream, None, f"{config.upstream.url()} (master {config.upstream_sentinel.master})"
     upstream = parse_upstream(args.upstream) if args.upstream else config.upstream
     if upstream is None:

@@ -1,4 +1,4 @@
-"""How `redis-guard serve` turns monitoring on: the calls `cli.py` makes, in their order.
+"""How `redis-guard serve` turns monitoring on: the calls `serve/command.py` makes, in their order.
 
 Before forking: `prepare` (the command table's names, the policy loaded) and `bind` (the HTTP
 address, so that a busy port fails the start with its address; with workers, the directory of
@@ -68,8 +68,8 @@ def readiness(config, upstreams, acl_users, table=None) -> Readiness:
         """The users of the policy file as it is now, when the workers run it (a reload)."""
         if table is None:
             return None
-        from ..cli import build_engine
         from ..policy.acl import compile_users
+        from ..policy.building import build_engine
 
         try:
             engine = build_engine(config.policy, table)

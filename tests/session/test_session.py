@@ -8,7 +8,7 @@ import asyncio
 import hiredis
 import pytest
 
-from proxy.cli import build_engine
+from proxy.policy.building import build_engine
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Limits, Upstream
 from proxy.monitor import live
