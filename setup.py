@@ -29,6 +29,7 @@ CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstr
         "proxy.session.states", "proxy.session.session", "proxy.backends.standalone",
         "proxy.cluster.connection", "proxy.cluster.scatter", "proxy.cluster.route", "proxy.session.guard",
         "proxy.monitor.keys")
+CORE += ("proxy.policy.memo",)  # (a plan's Memo, read by the session's loop: session/guard.py)
 
 
 def extensions():

@@ -7,8 +7,6 @@ advice texts of `redis-guard audit`'s findings that no policy rule words itself.
 
 from __future__ import annotations
 
-import re
-
 
 def resp_error(text: str) -> bytes:
     """A RESP error line; CR/LF inside the text would end the line early, so they become spaces."""
@@ -138,20 +136,6 @@ def violation_text(finding) -> str:
     return f"NOPERM {finding.subject} breaks rule {finding.rule} ({finding.title}): {finding.advice}"
 
 
-_VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
-
-
-def parse_violation(reply: bytes):
-    """The Finding behind a NOPERM reply a policy script sent, or None."""
-    from .policy.base import Finding
-
-    match = _VIOLATION.match(reply)
-    if match is None:
-        return None
-    subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
-    return Finding(rule, title, subject, advice)
-
-
 def policy_violation(finding) -> bytes:
     return resp_error(violation_text(finding))
 
@@ -227,11 +211,9 @@ def audit_big_collection(kind: str, count: int, limit: int) -> str:
     return f"a {kind} of {count} elements: keep it at most {limit} elements (shard it by a key segment)"
 
 
-def audit_ttl_above(seconds: float, limit: float) -> str:
-    from .policy.rules._durations import approximately
-
-    return (f"a TTL of {approximately(seconds)} left, above the policy's max_ttl of {approximately(limit)}: "
-            "set a shorter one with EXPIRE")
+def audit_ttl_above(left: str, limit: str) -> str:
+    """`left` and `limit` in words (`approximately`, policy/rules/_durations.py)."""
+    return f"a TTL of {left} left, above the policy's max_ttl of {limit}: set a shorter one with EXPIRE"
 
 
 def audit_schema_unmatched() -> str:

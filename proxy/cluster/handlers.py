@@ -29,7 +29,7 @@ import hiredis
 
 from .. import errors
 from ..pending import Pending, Receiver, hidden
-from ..policy.engine import SessionState
+from ..policy.decision import SessionState
 from ..routing.multikey import Reject, Split
 from ..routing.redirect import CROSSSLOT, parse_redirect
 from ..routing.slots import hash_slot

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..cluster.connection import Part, RoutedPending
 from ..config import NO_POLICY
 from . import live, liveness, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
@@ -21,7 +22,7 @@ __all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"
 
 
 def prepare(table, policy_path, engine) -> None:
-    live.setup(table)
+    live.setup(table, (RoutedPending, Part))
     snapshot.policy_loaded(policy_path, engine)
 
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..yamlcheck import did_you_mean
+
 ENFORCE, AUDIT, OFF = "enforce", "audit", "off"
 MODES = (ENFORCE, AUDIT, OFF)
 
@@ -57,6 +59,19 @@ class Finding:
     subject: str
     advice: str
     mode: str = ENFORCE
+
+
+_VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
+
+
+def parse_violation(reply: bytes) -> Finding | None:
+    """The Finding behind a NOPERM reply a policy script sent (as `errors.violation_text` words
+    it), or None."""
+    match = _VIOLATION.match(reply)
+    if match is None:
+        return None
+    subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
+    return Finding(rule, title, subject, advice)
 
 
 class Settings:
@@ -106,8 +121,6 @@ class Settings:
             if not isinstance(value, kinds):
                 raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
         if choices is not None and value not in choices:
-            from .problems import did_you_mean
-
             hint = did_you_mean(value, map(str, choices)) if isinstance(value, str) else ""
             raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}{hint}")
         if minimum is not None and value < minimum:
@@ -129,8 +142,6 @@ class Settings:
         return dict(value)
 
     def check_unused(self) -> None:
-        from .problems import did_you_mean
-
         unknown = sorted(set(self.values) - self.used)
         if unknown:
             hint = did_you_mean(unknown[0], self.used) if len(unknown) == 1 else ""
@@ -316,22 +327,3 @@ def register(cls: type[Rule]) -> type[Rule]:
 
 # The items of a setting naming commands (`FLUSHALL`, `CONFIG|SET`) and ACL categories (`@admin`).
 COMMAND_LIST = {"items": {"type": "string", "pattern": "^(@[a-z]+|[A-Za-z][A-Za-z0-9_|-]*)$"}}
-
-
-def category_set(settings: Settings, key: str, default=()) -> tuple[frozenset[str], frozenset[str]]:
-    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous` (`default`
-    when the setting is absent). A name the command table does not know is a mistake."""
-    from .problems import unknown_command
-
-    names, categories = set(), set()
-    for item in settings.strings(key, default, schema=COMMAND_LIST):
-        if item.startswith("@"):
-            categories.add(item[1:].lower())
-        elif re.fullmatch(r"[A-Za-z][\w|-]*", item):
-            wrong = unknown_command(item, settings.table)
-            if wrong:
-                settings.problem(key, f"'{key}': {wrong}")
-            names.add(item.lower())
-        else:
-            settings.problem(key, f"'{item}' is neither a command name nor an @category")
-    return frozenset(names), frozenset(categories)

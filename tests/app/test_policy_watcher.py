@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from proxy.policy.watcher import PolicyWatcher
 from proxy.commands.table import CommandTable
+from proxy.policy.watcher import PolicyWatcher
 
 TABLE = CommandTable.from_snapshot()
 POLICY = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n"
