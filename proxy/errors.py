@@ -7,6 +7,9 @@ advice texts of `redis-guard audit`'s findings that no policy rule words itself.
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple
+
 
 def resp_error(text: str) -> bytes:
     """A RESP error line; CR/LF inside the text would end the line early, so they become spaces."""
@@ -134,6 +137,29 @@ def violation_text(finding) -> str:
     """The text of a policy rejection, without the leading '-': NOPERM is what clients already
     map to a permission error."""
     return f"NOPERM {finding.subject} breaks rule {finding.rule} ({finding.title}): {finding.advice}"
+
+
+_VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
+
+
+class Violation(NamedTuple):
+    """A policy rejection read back from its text: the fields of the policy's Finding
+    (policy/base.py) that `violation_text` wrote."""
+
+    rule: str
+    title: str
+    subject: str
+    advice: str
+    mode: str = "enforce"
+
+
+def parse_violation(reply: bytes) -> Violation | None:
+    """The rejection behind a NOPERM reply a policy script sent, or None."""
+    match = _VIOLATION.match(reply)
+    if match is None:
+        return None
+    subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
+    return Violation(rule, title, subject, advice)
 
 
 def policy_violation(finding) -> bytes:

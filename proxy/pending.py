@@ -17,8 +17,7 @@ import time
 
 import hiredis
 
-from . import metrics
-from .policy.base import parse_violation
+from . import errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
@@ -156,7 +155,7 @@ class ScriptVerdictSink(Receiver):
             return  # not RESP as the server writes it: nothing to count
 
     def _record(self, reply: bytes) -> None:
-        finding = parse_violation(reply)
+        finding = errors.parse_violation(reply)
         if finding is not None:
             session = self.session
             metrics.record(finding, "rejected", self.args, session.peer, session.engine.policy.name, app=session.app)

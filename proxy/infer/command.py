@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import tls
 from ..audit.command import _positive, _show, scan_all
 from ..audit.progress import Progress
 from ..audit.scanner import Scanning, ScanOptions
+from ..config import ConfigError, load_config, parse_sentinel, parse_upstream
 from ..serve.upstream import find_sentinel_master
 from .draft import MIN_KEYS, build, fixtures, render, report
 from .model import NODES_MAX, KeyspaceModel
+from .traffic import TrafficError, load
 
 
 def add_parser(policy_commands) -> None:
@@ -103,8 +106,6 @@ class Inference(Scanning):
 
 def _target(args):
     """(upstream, cluster seeds or None, text) from the flags; raises ConfigError."""
-    from ..config import ConfigError, load_config, parse_sentinel, parse_upstream
-
     config = load_config(args.config)
     seeds = None
     if args.upstream_cluster:
@@ -134,9 +135,6 @@ def _fixtures_path(args) -> str | None:
 
 
 def run(args) -> int:
-    from .. import tls
-    from ..config import ConfigError
-
     try:
         config, upstream, seeds, target = _target(args)
         tls.configure_upstream(config.upstream_tls, upstream.tls)
@@ -146,8 +144,6 @@ def run(args) -> int:
         return _fail("--rate must be positive")
     learned = None
     if args.from_traffic:
-        from .traffic import TrafficError, load
-
         try:
             learned = load(args.from_traffic)
         except TrafficError as exc:

@@ -10,10 +10,15 @@ On SIGTERM: `draining` (/ready answers 503 from then on, before the listener clo
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
+from .. import upstream_acl
+from ..backends.sentinel import find_master
 from ..cluster.connection import Part, RoutedPending
 from ..config import NO_POLICY
+from ..policy.acl import compile_users
+from ..policy.building import build_engine
 from . import live, liveness, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
 from .ready import Readiness
@@ -47,12 +52,10 @@ def bind(config, acl_users=None, table=None) -> tuple[MonitorServer | None, str 
 
 
 def readiness(config, upstreams, acl_users, table=None) -> Readiness:
-    import asyncio  # (the HTTP server's thread: a loop of its own for each call)
-
+    """What /ready asks (monitor/ready.py); its calls run on the HTTP server's thread, each on a
+    loop of its own (asyncio.run)."""
     locate = None
     if config.upstream_sentinel is not None:
-        from ..backends.sentinel import find_master
-
         def locate() -> list:
             """The master the sentinels name now (ConnectionError when none is confirmed)."""
             address = asyncio.run(find_master(config.upstream_sentinel))
@@ -60,7 +63,6 @@ def readiness(config, upstreams, acl_users, table=None) -> Readiness:
 
     if acl_users is None:
         return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers, locate=locate)
-    from .. import upstream_acl
 
     def reapply(users, upstream) -> None:
         asyncio.run(upstream_acl.apply_for(config.replace(upstream=upstream), users))
@@ -69,9 +71,6 @@ def readiness(config, upstreams, acl_users, table=None) -> Readiness:
         """The users of the policy file as it is now, when the workers run it (a reload)."""
         if table is None:
             return None
-        from ..policy.acl import compile_users
-        from ..policy.building import build_engine
-
         try:
             engine = build_engine(config.policy, table)
         except Exception:  # noqa: BLE001 - a file the workers refused too: not probed

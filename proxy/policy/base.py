@@ -11,7 +11,6 @@ per command and must be cheap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -59,19 +58,6 @@ class Finding:
     subject: str
     advice: str
     mode: str = ENFORCE
-
-
-_VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
-
-
-def parse_violation(reply: bytes) -> Finding | None:
-    """The Finding behind a NOPERM reply a policy script sent (as `errors.violation_text` words
-    it), or None."""
-    match = _VIOLATION.match(reply)
-    if match is None:
-        return None
-    subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
-    return Finding(rule, title, subject, advice)
 
 
 class Settings:

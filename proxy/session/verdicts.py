@@ -29,6 +29,7 @@ from ..policy.engine import Verdict
 from ..policy.refusals import Refusal
 from ..resp.reader import Batch
 from .behaviour import PASS
+from .handlers import lease
 from .queued import ExecWatch, is_hello
 from .states import DOOMED, HELD, OPEN, SHARED, STREAMING
 
@@ -177,8 +178,6 @@ def _redispatches(session, action: int) -> bool:
     """Does the action's handler move the client to a connection of its own and dispatch its
     command again (a standalone backend's lease), rather than send the command itself (a
     cluster's, which takes the rewritten one: `handled_as`)?"""
-    from .handlers import lease
-
     return session.handlers[action] is lease and session.state.lane is SHARED
 
 
