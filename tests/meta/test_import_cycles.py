@@ -51,20 +51,20 @@ def _imports(tree: ast.AST):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _dynamic_imports(tree: ast.AST, name: str, modules) -> list[str]:
+def _dynamic_imports(tree: ast.AST, name: str, modules) -> list[tuple[str, int]]:
     """`importlib.import_module("proxy.x")`: that module; a package that imports its modules by
     `pkgutil.iter_modules` (policy/rules/__init__.py): every module of the package."""
-    found, walks = [], False
+    found, walks = [], None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr == "iter_modules":
-                walks = True
+                walks = node.lineno
             elif node.func.attr == "import_module" and node.args:
                 first = node.args[0]
                 if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value in modules:
-                    found.append(first.value)
-    if walks:
-        found += [module for module in modules if module.rpartition(".")[0] == name]
+                    found.append((first.value, node.lineno))
+    if walks is not None:
+        found += [(module, walks) for module in modules if module.rpartition(".")[0] == name]
     return found
 
 
@@ -79,8 +79,8 @@ def import_graph(root: Path) -> dict[str, dict[str, int]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for submodule in _dynamic_imports(tree, name, modules):
-            graph[name].setdefault(submodule, 1)
+        for submodule, line in _dynamic_imports(tree, name, modules):
+            graph[name].setdefault(submodule, line)
         for node in _imports(tree):
             targets = []
             if isinstance(node, ast.Import):
