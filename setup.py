@@ -30,6 +30,7 @@ CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstr
         "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
         "proxy.session.guard",
         "proxy.monitor.keys")
+CORE += ("proxy.policy.memo",)  # (a plan's Memo, read by the session's loop: session/guard.py)
 
 
 def extensions():

@@ -41,10 +41,11 @@ import hiredis  # noqa: E402
 from proxy.backends.cluster.connection import ClusterConnection  # noqa: E402
 from proxy.backends.cluster.routing.slotmap import SlotMap  # noqa: E402
 from proxy.backends.cluster.routing.slots import hash_slot  # noqa: E402
-from proxy.cli import build_engine, settle_collector  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
 from proxy.config import NO_POLICY, Address, Config, Upstream  # noqa: E402
 from proxy.monitor import live  # noqa: E402
+from proxy.policy.building import build_engine  # noqa: E402
+from proxy.serve.loop import settle_collector  # noqa: E402
 from proxy.server import Proxy  # noqa: E402
 from proxy.session.session import Session  # noqa: E402
 from proxy.upstream.connection import READY  # noqa: E402

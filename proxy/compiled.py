@@ -4,7 +4,7 @@
 package installs pure Python and runs the same code paths more slowly. Two kinds:
 
 * `PYX`: the `.pyx` modules, loaded by name (`load`) by the modules that use them: the RESP
-  scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `session/classes.py`), and
+  scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `policy/classes.py`), and
   the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
   the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods) and the
   monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`); the
@@ -40,6 +40,7 @@ CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstr
         "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
         "proxy.session.guard",
         "proxy.monitor.keys")
+CORE += ("proxy.policy.memo",)
 
 
 def load(name: str):

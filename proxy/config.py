@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from . import tls
 from .yamlcheck import compose, did_you_mean, line, yaml_problem
 
 
@@ -274,7 +275,6 @@ def known_settings() -> dict[tuple[str, ...], frozenset[str]]:
     known = {path: frozenset(keys) for path, keys in asked.items()}
     known[("limits",)] = known.get(("limits",), frozenset()) | {f.name for f in dataclasses.fields(Limits)}
     known[("upstream_sentinel",)] = frozenset(f.name for f in dataclasses.fields(Sentinel))
-    from . import tls
 
     known[("tls",)], known[("upstream_tls",)] = tls.SERVER_SETTINGS, tls.UPSTREAM_SETTINGS
     return known
@@ -475,8 +475,6 @@ def _build(data: dict, path: str) -> Config:
 
 def _tls_settings(data: dict, path: str) -> dict:
     """`tls`, `tls_listen`, `upstream_tls` (proxy/tls.py); their files relative to the config file."""
-    from . import tls
-
     base = os.path.dirname(os.path.abspath(path))
     try:
         return {

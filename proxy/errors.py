@@ -8,6 +8,7 @@ advice texts of `redis-guard audit`'s findings that no policy rule words itself.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 
 def resp_error(text: str) -> bytes:
@@ -146,15 +147,24 @@ def violation_text(finding) -> str:
 _VIOLATION = re.compile(rb"-NOPERM (.*) breaks rule (\w+) \((.*?)\): (.*)\r\n", re.S)
 
 
-def parse_violation(reply: bytes):
-    """The Finding behind a NOPERM reply a policy script sent, or None."""
-    from .policy.base import Finding
+class Violation(NamedTuple):
+    """A policy rejection read back from its text: the fields of the policy's Finding
+    (policy/base.py) that `violation_text` wrote."""
 
+    rule: str
+    title: str
+    subject: str
+    advice: str
+    mode: str = "enforce"
+
+
+def parse_violation(reply: bytes) -> Violation | None:
+    """The rejection behind a NOPERM reply a policy script sent, or None."""
     match = _VIOLATION.match(reply)
     if match is None:
         return None
     subject, rule, title, advice = (part.decode("utf-8", "replace") for part in match.groups())
-    return Finding(rule, title, subject, advice)
+    return Violation(rule, title, subject, advice)
 
 
 def policy_violation(finding) -> bytes:
@@ -232,11 +242,9 @@ def audit_big_collection(kind: str, count: int, limit: int) -> str:
     return f"a {kind} of {count} elements: keep it at most {limit} elements (shard it by a key segment)"
 
 
-def audit_ttl_above(seconds: float, limit: float) -> str:
-    from .policy.rules._durations import approximately
-
-    return (f"a TTL of {approximately(seconds)} left, above the policy's max_ttl of {approximately(limit)}: "
-            "set a shorter one with EXPIRE")
+def audit_ttl_above(left: str, limit: str) -> str:
+    """`left` and `limit` in words (`approximately`, policy/rules/_durations.py)."""
+    return f"a TTL of {left} left, above the policy's max_ttl of {limit}: set a shorter one with EXPIRE"
 
 
 def audit_schema_unmatched() -> str:

@@ -14,12 +14,18 @@ import asyncio
 import logging
 import socket
 
+from .backends.cluster.backend import ClusterBackend
+from .backends.sentinel import SentinelBackend
+from .backends.standalone import StandaloneBackend
 from .bounds import Bounds
 from .resp.reader import ParseLimits
 from .session import session as session_module
 from .session.behaviour import LOCKED, NO_NAMES, counted, counted_unknown, dispatch_table, locked, with_login
 from .session.session import Session, one_unit_names
+from .tls import ServerContexts, peer_name
 from .upstream.connection import loop_settings
+from .upstream_acl import Keeper
+from .upstream_scripts import load_for
 
 log = logging.getLogger("redis_guard.server")
 
@@ -33,8 +39,6 @@ class TLSSession(Session):
         Session.connection_made(self, transport)
         proxy = self.proxy
         if proxy.config.tls.auth_clients_user and proxy.tenants is not None:
-            from .tls import peer_name
-
             name = peer_name(transport)
             if name is not None and proxy.tenants.engine(name) is not None:
                 self.app = name
@@ -44,14 +48,9 @@ class TLSSession(Session):
 
 def make_backend(loop, config, command_table, databases: int):
     if config.upstream_cluster:
-        from .backends.cluster.backend import ClusterBackend
-
         return ClusterBackend(loop, config, command_table)
     if config.upstream_sentinel is not None:
-        from .backends.sentinel import SentinelBackend
-
         return SentinelBackend(loop, config, command_table, databases)
-    from .backends.standalone import StandaloneBackend
 
     return StandaloneBackend(loop, config, command_table, databases)
 
@@ -98,8 +97,6 @@ class Proxy:
 
     @acl_users.setter
     def acl_users(self, users) -> None:
-        from .upstream_acl import Keeper
-
         self.backend.acl_users = users
         # A server restarted without persistence refuses them (WRONGPASS): the keeper applies them again
         # (and the approved function libraries, which have no EVAL to fall back on, are loaded again)
@@ -111,8 +108,6 @@ class Proxy:
             self.backend.identity_changed(session)
 
     async def _load_approved(self, config) -> None:
-        from .upstream_scripts import load_for
-
         await load_for(config, self.engine)
 
     @property
@@ -181,8 +176,6 @@ class Proxy:
     async def start(self, sock: socket.socket | None = None, reuse_port: bool = False):
         config = self.config
         if config.tls is not None and self.tls is None:
-            from .tls import ServerContexts
-
             self.tls = ServerContexts(config.tls)  # before the backend: a bad file stops here
         await self.backend.start()
         self.bounds.start(self.loop)

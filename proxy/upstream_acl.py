@@ -47,6 +47,7 @@ import time
 
 import hiredis
 
+from .backends.cluster.routing.slotmap import SlotMap
 from .policy.acl import USER_PREFIX, password_for
 from .tls import upstream_context
 from .upstream.connection import SHARED, SPARE
@@ -167,8 +168,6 @@ async def default_needs_no_password(node, timeout: float = 5.0) -> bool:
 async def cluster_nodes(seed, timeout: float = 5.0) -> list:
     """Every node of the cluster (masters and replicas) as an Upstream with the seed's
     credentials, from CLUSTER SHARDS (CLUSTER SLOTS on servers without it)."""
-    from .backends.cluster.routing.slotmap import SlotMap
-
     (reply,) = await ask(seed, [("CLUSTER", "SHARDS")], timeout)
     if isinstance(reply, hiredis.ReplyError):
         (reply,) = await ask(seed, [("CLUSTER", "SLOTS")], timeout)

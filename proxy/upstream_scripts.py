@@ -18,6 +18,7 @@ import logging
 import hiredis
 
 from .upstream.probe import ask
+from .upstream_acl import cluster_nodes
 
 log = logging.getLogger("redis_guard.scripts")
 
@@ -65,7 +66,6 @@ async def load_for(config, engine) -> str:
     scripts, libraries = approved(engine)
     if not scripts and not libraries:
         return ""
-    from .upstream_acl import cluster_nodes
 
     try:
         nodes = await cluster_nodes(config.upstream_cluster[0]) if config.upstream_cluster else [config.upstream]

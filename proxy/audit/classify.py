@@ -160,7 +160,8 @@ class Auditor:
         elif self.t3 is not None and ttl_ms > self.t3.max_ttl * 1000:
             t3 = self.t3
             if t3.exempt is None or not t3.exempt(key):
-                found.append(t3.finding(f"key '{text(key)}'", errors.audit_ttl_above(ttl_ms / 1000, t3.max_ttl)))
+                advice = errors.audit_ttl_above(approximately(ttl_ms / 1000), approximately(t3.max_ttl))
+                found.append(t3.finding(f"key '{text(key)}'", advice))
         length = facts.length
         if length is not None:
             if kind == "string":

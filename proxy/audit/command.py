@@ -18,8 +18,15 @@ import json
 import os
 import sys
 
+from .. import tls
+from ..commands.table import CommandTable
 from ..config import ConfigError, load_config, parse_upstream
+from ..policy import Engine, PolicyError, load_policy
+from ..serve.loop import new_loop
 from .classify import DEFAULT_ELEMENTS, DEFAULT_STRING_BYTES, Auditor, Thresholds
+from .compare import CompareError, compare, load_previous
+from .render_html import render as render_html
+from .render_text import render
 from .report import Report
 from .scanner import Audit, ScanOptions, cluster_masters
 
@@ -69,13 +76,11 @@ def _fail(message: str) -> int:
 def scan_all(scanning, upstream, seeds) -> str | None:
     """`scanning.run` (an Audit, an Inference) over the upstream's server, or every master of the
     cluster its `seeds` name, on a loop of its own: what stopped it, or None."""
-    from ..cli import _new_loop
-
     async def main() -> None:
         addresses = await cluster_masters(seeds) if seeds is not None else [upstream.address]
         await scanning.run(upstream, addresses)
 
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
+    with asyncio.Runner(loop_factory=new_loop) as runner:
         try:
             runner.run(main())
         except (TimeoutError, OSError, ConnectionError, PermissionError) as exc:
@@ -92,9 +97,6 @@ def _show(line: str, final: bool, tty: bool) -> None:
 
 
 def run(args) -> int:
-    from ..commands.table import CommandTable
-    from ..policy import Engine, PolicyError, load_policy
-
     try:
         config = load_config(args.config)
         seeds = ([parse_upstream(seed) for seed in args.upstream_cluster.split(",") if seed.strip()]
@@ -109,7 +111,6 @@ def run(args) -> int:
     if upstream is None:
         return _fail("no server to scan: give --upstream URL, --upstream-cluster HOST:PORT,... "
                      "or a --config with an upstream")
-    from .. import tls
 
     try:  # rediss://: the configuration's upstream_tls, as the proxy uses it
         tls.configure_upstream(config.upstream_tls, upstream.tls)
@@ -119,8 +120,6 @@ def run(args) -> int:
         return _fail("--memory-samples must be 0 or more and --rate positive")
     previous = None
     if args.compare:
-        from .compare import CompareError, load_previous
-
         try:
             previous = load_previous(args.compare)
         except CompareError as exc:
@@ -163,22 +162,16 @@ def run(args) -> int:
     if failure is not None:
         data["errors"].append(failure)
     if previous is not None:
-        from .compare import compare
-
         data["comparison"] = compare(previous, data)
     if args.json == "-":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        from .render_text import render
-
         sys.stdout.write(render(data, args.top))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as handle:
                 json.dump(data, handle, indent=1)
     if args.html:
-        from .render_html import render as render_html
-
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(render_html(data, args.top))
     sys.stdout.flush()

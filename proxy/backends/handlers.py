@@ -20,7 +20,7 @@ import hiredis
 from .. import errors
 from ..login import parse_hello
 from ..pending import Receiver
-from ..policy.engine import SessionState
+from ..policy.decision import SessionState
 from ..session import clientkill, paired_subscriptions, streamend
 from ..session import tracking as tracking_ids
 from ..session.behaviour import (

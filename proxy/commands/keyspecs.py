@@ -49,14 +49,67 @@ was not given) are not returned by anything here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .table import CommandSpec, KeySpec
+    from .table import CommandSpec
 
-__all__ = ["GETKEYS_PROCS", "find_keys", "parse_numkeys", "resolves_all_keys"]
+__all__ = ["GETKEYS_PROCS", "BeginSearch", "FindKeys", "KeySpec", "find_keys", "parse_numkeys", "resolves_all_keys"]
+
+
+# A command's key specs, as COMMAND INFO gives them (table.py reads them into these).
+@dataclass(frozen=True, slots=True)
+class BeginSearch:
+    """Where the search for the first key starts.
+
+    kind 'index':   the first key is at argument ``pos``.
+    kind 'keyword': the first key follows ``keyword`` (matched case-insensitively),
+                    searched forward from ``startfrom`` when it is positive, backward
+                    from ``argc + startfrom`` when it is negative.
+    kind 'unknown': Redis cannot tell (e.g. SORT's BY/GET/STORE).
+    """
+
+    kind: str
+    pos: int = 0
+    keyword: str = ""
+    startfrom: int = 0
+    keyword_lower: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keyword_lower", self.keyword.lower().encode())
+
+
+@dataclass(frozen=True, slots=True)
+class FindKeys:
+    """Which arguments, from the first key on, are keys.
+
+    kind 'range':   ``lastkey`` >= 0 is the last key relative to the first; -1 is the
+                    last argument, -2 the one before, ...; with ``limit`` > 1 (and
+                    lastkey -1) only the first 1/limit of the remaining arguments.
+    kind 'keynum':  argument ``first + keynumidx`` holds the number of keys, which
+                    start at ``first + firstkey``.
+    kind 'unknown': Redis cannot tell.
+    Both known kinds step by ``keystep``.
+    """
+
+    kind: str
+    lastkey: int = 0
+    keystep: int = 1
+    limit: int = 0
+    keynumidx: int = 0
+    firstkey: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    begin_search: BeginSearch
+    find_keys: FindKeys
+    flags: frozenset[str]  # upper case: RW RO OW RM ACCESS UPDATE INSERT DELETE NOT_KEY INCOMPLETE VARIABLE_FLAGS
+    notes: str = field(default="", compare=False)
+
+
 
 KeyPositions = list[tuple[int, "KeySpec"]]
 
@@ -236,8 +289,6 @@ def _pick(spec: CommandSpec, flags: frozenset[str], begin: str) -> KeySpec:
 
 @cache
 def _synthetic(flags: frozenset[str]) -> KeySpec:
-    from .table import BeginSearch, FindKeys, KeySpec
-
     return KeySpec(BeginSearch("unknown"), FindKeys("unknown"), flags, "from a getkeys proc")
 
 

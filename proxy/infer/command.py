@@ -17,11 +17,15 @@ from __future__ import annotations
 import os
 import sys
 
+from .. import tls
 from ..audit.command import _positive, _show, scan_all
 from ..audit.progress import Progress
 from ..audit.scanner import Scanning, ScanOptions
+from ..config import ConfigError, load_config, parse_sentinel, parse_upstream
+from ..serve.upstream import find_sentinel_master
 from .draft import MIN_KEYS, build, fixtures, render, report
 from .model import NODES_MAX, KeyspaceModel
+from .traffic import TrafficError, load
 
 
 def add_parser(policy_commands) -> None:
@@ -102,8 +106,6 @@ class Inference(Scanning):
 
 def _target(args):
     """(upstream, cluster seeds or None, text) from the flags; raises ConfigError."""
-    from ..config import ConfigError, load_config, parse_sentinel, parse_upstream
-
     config = load_config(args.config)
     seeds = None
     if args.upstream_cluster:
@@ -112,11 +114,9 @@ def _target(args):
             raise ConfigError("--upstream-cluster needs at least one HOST:PORT")
         return config, seeds[0], seeds, ",".join(str(seed.address) for seed in seeds) + " (cluster)"
     if args.upstream_sentinel or (not args.upstream and config.upstream_sentinel is not None):
-        from ..cli import _find_sentinel_master
-
         if args.upstream_sentinel:
             config = config.replace(upstream_sentinel=parse_sentinel(args.upstream_sentinel, "--upstream-sentinel"))
-        config = _find_sentinel_master(config)
+        config = find_sentinel_master(config)
         return config, config.upstream, None, f"{config.upstream.url()} (master {config.upstream_sentinel.master})"
     upstream = parse_upstream(args.upstream) if args.upstream else config.upstream
     if upstream is None:
@@ -135,9 +135,6 @@ def _fixtures_path(args) -> str | None:
 
 
 def run(args) -> int:
-    from .. import tls
-    from ..config import ConfigError
-
     try:
         config, upstream, seeds, target = _target(args)
         tls.configure_upstream(config.upstream_tls, upstream.tls)
@@ -147,8 +144,6 @@ def run(args) -> int:
         return _fail("--rate must be positive")
     learned = None
     if args.from_traffic:
-        from .traffic import TrafficError, load
-
         try:
             learned = load(args.from_traffic)
         except TrafficError as exc:

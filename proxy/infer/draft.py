@@ -30,6 +30,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..policy.loader import load_policy_text
 from ..policy.rules._durations import approximately, duration
 from ..policy.rules._keyshape import FORBIDDEN_BYTES, byte
 from .model import Node, Values
@@ -470,8 +471,6 @@ def with_traffic(draft: Draft, learned) -> None:
     """Each key shape the traffic used, to the draft's pattern its example key matches: the TTLs
     writes set there (a better maximum than the TTLs left on the keys scanned); shapes no
     pattern matches are listed for review (K10 would reject them)."""
-    from ..policy.loader import load_policy_text
-
     schema = load_policy_text(render(draft)).schema if draft.rules else None
     by_text = {p.text: p for p in draft.rules}
     for shape, example, count, ttl_writes, low, high, plain in learned.shapes():

@@ -32,12 +32,14 @@ shapes that no pattern of the draft covers), and for the TTLs set per key patter
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import os
 import time
 
+from ..commands.table import CommandTable
 from ..policy.rules._ttl import TTL_TABLE, ttl_args
 from .segments import CLASSES, Classifier
 
@@ -335,8 +337,6 @@ class LearnWriter:
         self.task = loop.create_task(self._run())
 
     async def _run(self) -> None:
-        import asyncio
-
         while True:
             await asyncio.sleep(self.interval)
             self.write()
@@ -354,8 +354,6 @@ class Learned:
     """A record read back, merged over clients, with what the draft asks of it."""
 
     def __init__(self, data: dict, table=None):
-        from ..commands.table import CommandTable
-
         self.data = data
         self.table = table or CommandTable.from_snapshot()
         self.clients = data.get("clients", {})

@@ -15,6 +15,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.samples import Sample
 
+from .. import __version__
 from . import live
 
 RESULTS = ("ok", "error", "rejected")
@@ -140,8 +141,6 @@ def _upstreams(merged: dict):
 
 
 def _policy(merged: dict):
-    from .. import __version__
-
     info = GaugeMetricFamily("redis_guard_policy_info", "The policy loaded (1), by name, mode and the "
                              "SHA-256 of its file (first 12 hex digits)", labels=["policy", "mode", "sha"])
     reloaded = GaugeMetricFamily("redis_guard_policy_last_reload_timestamp_seconds",

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import time
 
+from .. import metrics
+
 log = logging.getLogger("redis_guard.upstream")
 
 
@@ -94,8 +96,6 @@ def hung(label: str) -> bool:
 def timed_out(label: str, reason: str) -> None:
     """A connection of the upstream had no reply within request_timeout (it is closed next,
     `lost` makes the upstream down and logs it once)."""
-    from .. import metrics
-
     metrics.UPSTREAM_TIMEOUTS.inc()
     of(label).hung = True
 

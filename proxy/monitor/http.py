@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from . import snapshot
+from . import snapshot, workers
 from .exporter import Collector
 
 log = logging.getLogger("redis_guard.monitor")
@@ -124,6 +124,4 @@ def local_source() -> dict:
 
 def workers_source(directory: str):
     """Every worker's snapshot merged, counters kept across worker deaths (`workers.Counts`)."""
-    from . import workers
-
     return workers.Counts(directory)

@@ -38,7 +38,7 @@ import time
 from itertools import islice
 from time import perf_counter as stamp_clock  # (compiled: the C clock, `_compiled_write.stamp_clock`)
 
-from ..pending import queue_head, queue_popleft
+from ..pending import Pending, queue_head, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError, may_hold_error
 from . import keys
 from .counts import BOUND_ARRAY, BOUNDS, add, counters, empty_histogram, time_run  # noqa: F401 (live.BOUNDS)
@@ -73,19 +73,19 @@ _known: set[bytes] = set()  # every command name, lower and upper case
 _namers: dict[type, object] = {}  # slot class -> function(slot, k) -> args of its k-th command
 
 
-def setup(table) -> None:
-    """Learn the command table's names and the slot classes (imported here, not at module
-    import: the connection modules import this one)."""
-    from ..backends.cluster.connection import Part, RoutedPending
-    from ..pending import Pending
-
+def setup(table, cluster_slots=()) -> None:
+    """Learn the command table's names and the slot classes whose commands are named: the
+    standalone `Pending`, and `cluster_slots`, the cluster's (RoutedPending, Part) given by the
+    caller (monitor/service.py): the cluster's connection module imports this one."""
     for spec in table:
         if "|" not in spec.name:
             _known.add(spec.name.encode())
             _known.add(spec.name.upper().encode())
     _namers[Pending] = _sent_command
-    _namers[RoutedPending] = _routed_command
-    _namers[Part] = _sent_command  # (a part's request: its commands of the stretch, in order)
+    if cluster_slots:
+        routed, part = cluster_slots
+        _namers[routed] = _routed_command
+        _namers[part] = _sent_command  # (a part's request: its commands of the stretch, in order)
     keys.setup(table)
 
 

@@ -4,7 +4,7 @@ A thread that serves HTTP (or a worker's count socket) stays responsive while th
 stuck in a callback, so answering from it proves nothing about the loop. `turns` schedules a
 no-op on the loop with `call_soon_threadsafe` (one write to the loop's wake-up pipe) and waits
 for it to run, at most `timeout` seconds. Nothing is scheduled on the loop until someone asks:
-a heartbeat timer would be pending on every epoll wait of the hot loop (see cli.PolicyWatcher).
+a heartbeat timer would be pending on every epoll wait of the hot loop (see policy/watcher.py).
 """
 
 from __future__ import annotations

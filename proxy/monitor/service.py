@@ -1,4 +1,4 @@
-"""How `redis-guard serve` turns monitoring on: the calls `cli.py` makes, in their order.
+"""How `redis-guard serve` turns monitoring on: the calls `serve/command.py` makes, in their order.
 
 Before forking: `prepare` (the command table's names, the policy loaded) and `bind` (the HTTP
 address, so that a busy port fails the start with its address; with workers, the directory of
@@ -10,9 +10,15 @@ On SIGTERM: `draining` (/ready answers 503 from then on, before the listener clo
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
+from .. import upstream_acl
+from ..backends.cluster.connection import Part, RoutedPending
+from ..backends.sentinel import find_master
 from ..config import NO_POLICY
+from ..policy.acl import compile_users
+from ..policy.building import build_engine
 from . import live, liveness, snapshot, workers
 from .http import BindError, MonitorServer, local_source, workers_source
 from .ready import Readiness
@@ -21,7 +27,7 @@ __all__ = ["BindError", "bind", "draining", "prepare", "release", "worker_ready"
 
 
 def prepare(table, policy_path, engine) -> None:
-    live.setup(table)
+    live.setup(table, (RoutedPending, Part))
     snapshot.policy_loaded(policy_path, engine)
 
 
@@ -46,12 +52,10 @@ def bind(config, acl_users=None, table=None) -> tuple[MonitorServer | None, str 
 
 
 def readiness(config, upstreams, acl_users, table=None) -> Readiness:
-    import asyncio  # (the HTTP server's thread: a loop of its own for each call)
-
+    """What /ready asks (monitor/ready.py); its calls run on the HTTP server's thread, each on a
+    loop of its own (asyncio.run)."""
     locate = None
     if config.upstream_sentinel is not None:
-        from ..backends.sentinel import find_master
-
         def locate() -> list:
             """The master the sentinels name now (ConnectionError when none is confirmed)."""
             address = asyncio.run(find_master(config.upstream_sentinel))
@@ -59,7 +63,6 @@ def readiness(config, upstreams, acl_users, table=None) -> Readiness:
 
     if acl_users is None:
         return Readiness(upstreams, config.policy != NO_POLICY, workers=config.workers, locate=locate)
-    from .. import upstream_acl
 
     def reapply(users, upstream) -> None:
         asyncio.run(upstream_acl.apply_for(config.replace(upstream=upstream), users))
@@ -68,9 +71,6 @@ def readiness(config, upstreams, acl_users, table=None) -> Readiness:
         """The users of the policy file as it is now, when the workers run it (a reload)."""
         if table is None:
             return None
-        from ..cli import build_engine
-        from ..policy.acl import compile_users
-
         try:
             engine = build_engine(config.policy, table)
         except Exception:  # noqa: BLE001 - a file the workers refused too: not probed

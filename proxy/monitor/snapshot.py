@@ -17,6 +17,8 @@ import os
 import time
 
 from .. import __version__
+from ..metrics import REGISTRY
+from ..session.verdicts import flush_refusals
 from . import counts, health, keys, live
 
 _attached = {"proxy": None, "draining": False}
@@ -113,9 +115,6 @@ def _connections(proxy) -> dict[str, int]:
 
 
 def _registry() -> list:
-    from ..metrics import REGISTRY
-    from ..session.verdicts import flush_refusals
-
     flush_refusals()  # the refusals counted in bulk this turn of the loop, counted now
     families = []
     for family in REGISTRY.collect():

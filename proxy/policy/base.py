@@ -11,9 +11,10 @@ per command and must be cheap.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar
+
+from ..yamlcheck import did_you_mean
 
 ENFORCE, AUDIT, OFF = "enforce", "audit", "off"
 MODES = (ENFORCE, AUDIT, OFF)
@@ -106,8 +107,6 @@ class Settings:
             if not isinstance(value, kinds):
                 raise self.error(key, f"'{key}' must be {_kind_names(kinds)}, got {value!r}")
         if choices is not None and value not in choices:
-            from .problems import did_you_mean
-
             hint = did_you_mean(value, map(str, choices)) if isinstance(value, str) else ""
             raise self.error(key, f"'{key}' must be one of {', '.join(map(str, choices))}, got {value!r}{hint}")
         if minimum is not None and value < minimum:
@@ -129,8 +128,6 @@ class Settings:
         return dict(value)
 
     def check_unused(self) -> None:
-        from .problems import did_you_mean
-
         unknown = sorted(set(self.values) - self.used)
         if unknown:
             hint = did_you_mean(unknown[0], self.used) if len(unknown) == 1 else ""
@@ -316,22 +313,3 @@ def register(cls: type[Rule]) -> type[Rule]:
 
 # The items of a setting naming commands (`FLUSHALL`, `CONFIG|SET`) and ACL categories (`@admin`).
 COMMAND_LIST = {"items": {"type": "string", "pattern": "^(@[a-z]+|[A-Za-z][A-Za-z0-9_|-]*)$"}}
-
-
-def category_set(settings: Settings, key: str, default=()) -> tuple[frozenset[str], frozenset[str]]:
-    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous` (`default`
-    when the setting is absent). A name the command table does not know is a mistake."""
-    from .problems import unknown_command
-
-    names, categories = set(), set()
-    for item in settings.strings(key, default, schema=COMMAND_LIST):
-        if item.startswith("@"):
-            categories.add(item[1:].lower())
-        elif re.fullmatch(r"[A-Za-z][\w|-]*", item):
-            wrong = unknown_command(item, settings.table)
-            if wrong:
-                settings.problem(key, f"'{key}': {wrong}")
-            names.add(item.lower())
-        else:
-            settings.problem(key, f"'{item}' is neither a command name nor an @category")
-    return frozenset(names), frozenset(categories)

@@ -38,8 +38,10 @@ from dataclasses import dataclass
 import yaml
 
 from .base import ENFORCE, PolicyError
+from .engine import Engine
+from .loader import load_policy
 from .offline import ALLOW, REJECT, REWRITE, command_args, decide, shown, unknown
-from .problems import did_you_mean
+from .problems import did_you_mean, snapshot_table
 
 FILE_KEYS = ("policy", "app", "description", "cases")
 CASE_KEYS = ("command", "expect", "then", "app", "name")
@@ -252,17 +254,12 @@ class Runner:
     """Runs fixture files and writes a test runner's report to `out`."""
 
     def __init__(self, out, table=None):
-        from .problems import snapshot_table
-
         self.out = out
         self.table = table if table is not None else snapshot_table()
         self.engines: dict[str, object] = {}
         self.passed = self.failed = self.broken = 0
 
     def engine(self, path: str, app: str | None):
-        from .engine import Engine
-        from .loader import load_policy
-
         engine = self.engines.get(path)
         if engine is None:
             engine = self.engines[path] = Engine(load_policy(path, self.table), self.table)

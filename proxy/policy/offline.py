@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..errors import violation_text
 from ..resp.exact import sdssplitargs
 from .base import AUDIT, Finding
-from .engine import SessionState
+from .decision import SessionState
 from .problems import did_you_mean
 
 ALLOW, REJECT, REWRITE = "allow", "reject", "rewrite"

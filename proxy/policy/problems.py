@@ -14,6 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from functools import lru_cache
 
+from ..commands.table import CommandTable
 from ..yamlcheck import YAML_ADVICE, did_you_mean, yaml_problem  # noqa: F401  (shared with config.py)
 from .base import MODES, PolicyError
 
@@ -51,8 +52,6 @@ class Problems:
 
 @lru_cache(maxsize=1)
 def snapshot_table():
-    from ..commands.table import CommandTable
-
     return CommandTable.from_snapshot()
 
 

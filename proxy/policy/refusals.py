@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from .. import errors
 from .base import AUDIT, KeyRule
+from .decision import KeyFinding, SessionState
 from .rules._keyshape import show
 
 LATER = "later"  # Call.volatile when only the rest of the pipeline was read (not the clock)
@@ -71,15 +72,11 @@ class Refusal:
         after = self.after
         if after is not None:
             return self.before + shown(key) + after
-        from .engine import KeyFinding
-
         return errors.policy_violation(KeyFinding(self.rule, key.decode("utf-8", "surrogateescape"), self.mode))
 
     def findings(self, args) -> tuple:
         """The findings of `args` (a command this refusal stands for), decided in full as if
         alone in its pipeline (the same findings: the memo's premise)."""
-        from .engine import SessionState
-
         verdict = self.engine.decide(self.plan, args, (), SessionState())
         return verdict.findings if verdict is not None else ()
 
@@ -87,8 +84,6 @@ class Refusal:
 def make(engine, plan, args, findings, reject, call) -> Refusal | None:
     """The Refusal standing for this refused verdict on `args`, or None when it cannot be
     remembered (the module's docstring)."""
-    from .engine import KeyFinding
-
     if type(reject) is not KeyFinding or call is not None and call.volatile and call.volatile is not LATER:
         return None
     rule = reject._key_rule

@@ -45,7 +45,7 @@ import time
 from .. import metrics
 from ..pending import LaterCommands
 from .base import AUDIT, ENFORCE
-from .engine import SessionState
+from .decision import SessionState
 
 log = logging.getLogger("redis_guard.shadow")
 

@@ -1,6 +1,6 @@
 # Cimported by the compiled request reader (reader.pxd): a read's split, a cluster stretch's
 # requests and its keys' slots and owners are C calls; so is the cluster route's new order, and a
-# key's class in the session's loop and the memo (session.pxd, guard.pxd).
+# key's class in the session's loop and the memo (session.pxd, policy/memo.pxd).
 
 cpdef Py_ssize_t split_requests(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands) except -1
 cpdef Py_ssize_t split_keeping_ends(object data, Py_ssize_t max_args, Py_ssize_t max_bytes, list commands,

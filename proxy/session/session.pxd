@@ -3,7 +3,8 @@ from proxy.pending cimport Pending, Receiver
 from proxy.resp.reader cimport Batch, RequestReader
 from proxy.monitor.live cimport Tally
 from proxy.session.states cimport ConnState
-from proxy.session.guard cimport Guard, Memo
+from proxy.policy.memo cimport Memo
+from proxy.session.guard cimport Guard
 from proxy.upstream._compiled_write cimport DirectWriter
 from proxy._compiled_queues cimport queue_head, queue_popleft
 from proxy.resp._compiled_requests cimport key_class, same_class

@@ -46,12 +46,12 @@ from .. import errors, metrics
 from ..monitor import health, live
 from ..monitor.live import NAMES, REJECTED, Tally
 from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_head, queue_popleft
-from ..policy.engine import SessionState
+from ..policy.classes import key_class, same_class
+from ..policy.decision import SessionState
 from ..resp.reader import RequestReader
 from ..upstream import connection as upstream_connection
 from . import auth, gone, verdicts
 from .behaviour import PASS
-from .classes import key_class, same_class
 from .guard import Guard
 from .states import (
     CLOSED,

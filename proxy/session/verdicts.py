@@ -22,6 +22,7 @@ import logging
 import hiredis
 
 from .. import errors, metrics
+from ..backends.handlers import lease
 from ..monitor import live
 from ..pending import LaterCommands, ReplacingSink, ScriptVerdictSink
 from ..policy.base import AUDIT, Finding
@@ -177,8 +178,6 @@ def _redispatches(session, action: int) -> bool:
     """Does the action's handler move the client to a connection of its own and dispatch its
     command again (a standalone backend's lease), rather than send the command itself (a
     cluster's, which takes the rewritten one: `handled_as`)?"""
-    from ..backends.handlers import lease
-
     return session.handlers[action] is lease and session.state.lane is SHARED
 
 

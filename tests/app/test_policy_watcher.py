@@ -1,4 +1,4 @@
-"""Hot reload's file watcher (`cli.PolicyWatcher`): a thread polls the file and hands each change
+"""Hot reload's file watcher (`policy/watcher.py`): a thread polls the file and hands each change
 to the event loop once, and the loop itself gets no task or timer for it; the same for the enforcing
 policy and for the shadow policy (`shadow_policy:`)."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from proxy.cli import PolicyWatcher
 from proxy.commands.table import CommandTable
+from proxy.policy.watcher import PolicyWatcher
 
 TABLE = CommandTable.from_snapshot()
 POLICY = "name: {name}\nrules:\n  K2: {{style: lowercase}}\n"

@@ -436,7 +436,7 @@ def test_runs_of_an_exploded_part_are_its_commands_read_again(rig, step):
     assert [type(entry) for entry in runs] == [RoutedPending, RoutedPending]
     assert [entry.count for entry in runs] == [2, 1]
     left = [[b"GET", keys[at]] for at in (4, 5, 9)]
-    live.setup(CommandTable.from_snapshot())  # (the monitor's namers: a run's commands, from its source)
+    live.setup(CommandTable.from_snapshot(), (RoutedPending, Part))  # (the monitor's namers: a run's commands, from its source)
     assert [list(live.full_command(entry, k)) for entry in runs for k in range(entry.count)] == left
     assert parse_all(b"".join(entry.requests() for entry in runs)) == left
     assert [parse_all(runs[0].request(k)) for k in range(2)] == [left[:1], left[1:2]]

@@ -83,7 +83,7 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
     compiled_replies = compiled.load("proxy.resp._compiled_replies")
     if requests is None or compiled_replies is None:
         pytest.skip("the compiled RESP modules are not built")
-    from proxy.session import classes
+    from proxy.policy import classes
 
     calls = [
         (requests.request_ends, reader.request_ends, (None,)),

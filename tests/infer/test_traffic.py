@@ -189,7 +189,7 @@ def test_learn_setting_relative_to_the_configuration(tmp_path):
 
 
 def test_shadow_reload_keeps_the_learner(tmp_path):
-    from proxy.cli import PolicyWatcher
+    from proxy.policy.watcher import PolicyWatcher
 
     class Proxy:
         shadow = None

@@ -26,7 +26,7 @@ NOW = 1000.0  # the clock upstream reads see: a run's time is exactly its stamp'
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     monkeypatch.setattr(live, "clock", lambda: NOW)
-    live.setup(TABLE)
+    live.setup(TABLE, (RoutedSlot, Part))
     live.reset()
     yield
     live.reset()

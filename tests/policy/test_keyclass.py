@@ -15,9 +15,8 @@ from re import _parser as sre_parse
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, keyclass, load_policy, load_policy_text
+from proxy.policy import Engine, SessionState, classes, keyclass, load_policy, load_policy_text
 from proxy.policy.keyclass import class_table
-from proxy.session import classes
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO
 

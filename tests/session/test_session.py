@@ -8,10 +8,10 @@ import asyncio
 import hiredis
 import pytest
 
-from proxy.cli import build_engine
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Config, Limits, Upstream
 from proxy.monitor import live
+from proxy.policy.building import build_engine
 from proxy.server import Proxy
 from proxy.session.session import Session
 from proxy.session.states import CLOSING, LEASED, OPEN, PINNED, SHARED, STREAMING, WAITING

@@ -29,7 +29,7 @@ import hiredis
 
 from ... import errors
 from ...pending import Pending, Receiver, hidden
-from ...policy.engine import SessionState
+from ...policy.decision import SessionState
 from ...session import clientkill, paired_subscriptions, streamend, tracking
 from ...session.behaviour import (
     AUTH,

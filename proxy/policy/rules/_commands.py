@@ -5,19 +5,36 @@ command; `command_words`, a command's name as users type it, for every rule's me
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
-from ..base import category_set
-from ..problems import did_you_mean
+from ...commands.table import CommandTable
+from ..base import COMMAND_LIST
+from ..problems import did_you_mean, unknown_command
 
 
 @lru_cache(maxsize=1)
 def known_categories() -> frozenset[str]:
     """Every ACL category Redis's command table names, plus `all` (which ACL rules accept)."""
-    from ...commands.table import CommandTable
-
     table = CommandTable.from_snapshot()
     return frozenset(c for spec in table.walk() for c in spec.acl_categories) | {"all"}
+
+
+def category_set(settings, key: str, default=()) -> tuple[frozenset[str], frozenset[str]]:
+    """(command names, ACL categories) from a list mixing `KEYS` and `@dangerous` (`default`
+    when the setting is absent). A name the command table does not know is a mistake."""
+    names, categories = set(), set()
+    for item in settings.strings(key, default, schema=COMMAND_LIST):
+        if item.startswith("@"):
+            categories.add(item[1:].lower())
+        elif re.fullmatch(r"[A-Za-z][\w|-]*", item):
+            wrong = unknown_command(item, settings.table)
+            if wrong:
+                settings.problem(key, f"'{key}': {wrong}")
+            names.add(item.lower())
+        else:
+            settings.problem(key, f"'{item}' is neither a command name nor an @category")
+    return frozenset(names), frozenset(categories)
 
 
 class CommandMatcher:

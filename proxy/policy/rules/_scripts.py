@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._ttl import may_create
+
 BUILTIN_DIR = Path(__file__).resolve().parents[1] / "data" / "scripts"
 MAX_SCRIPT_BYTES = 1 << 20  # a library file bigger than this is a mistake, not a script
 
@@ -200,6 +202,4 @@ def _word(arg: str) -> str:
 
 
 def _creates(spec) -> bool:
-    from ._ttl import may_create
-
     return may_create(spec)

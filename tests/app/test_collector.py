@@ -1,4 +1,4 @@
-"""proxy/cli.py's settle_collector, in a fresh interpreter (it changes the process's collector):
+"""proxy/serve/loop.py's settle_collector, in a fresh interpreter (it changes the process's collector):
 start-up's objects frozen, the youngest pass later, and cyclic garbage still collected."""
 
 import subprocess
@@ -9,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 CODE = """
 import gc, weakref
-from proxy.cli import YOUNG_COLLECTION_THRESHOLD, settle_collector
+from proxy.serve.loop import YOUNG_COLLECTION_THRESHOLD, settle_collector
 before = gc.get_threshold()
 settle_collector()
 print(gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *before[1:]), gc.get_freeze_count() > 0)

@@ -1,8 +1,8 @@
 """A key's class under the policy's translate table (policy/keyclass.py), and whether it is the
 class of the last key that passed: what the session's loop and the plans' memos check for every
-command they pass on (`session._key_passes`, `guard.Memo`). In C when built
-(`resp/_compiled_requests.pyx`, cimported by the compiled session and guard), else the pure twins
-here. A leaf module: the guard imports it, and the policy package imports the guard."""
+command they pass on (`session._key_passes`, `memo.Memo`). In C when built
+(`resp/_compiled_requests.pyx`, cimported by the compiled session and memo), else the pure twins
+here. A leaf module: the session and the plans' memos import it."""
 
 from __future__ import annotations
 
