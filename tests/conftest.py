@@ -76,6 +76,25 @@ def kinds_of(function, seen: dict) -> set[str]:
     return seen[code]
 
 
+def _share_ports_with_other_passes():
+    """./dev test runs passes side by side (the parallel pass, the pure-Python pass, the Redis 8.x
+    leg): REDIS_GUARD_TEST_SLOTS="first/total" numbers this pass's workers on from `first` among
+    `total`, so that tests/servers.worker_slice and tests/cluster/nodes.py give every worker of
+    every pass its own ports. Without it, gw0 of two passes would walk the same slice, and a port
+    checked free by one could be bound by the other before its server started."""
+    slots = os.environ.get("REDIS_GUARD_TEST_SLOTS")
+    if not slots:
+        return
+    first, total = (int(n) for n in slots.split("/"))
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+    os.environ["PYTEST_XDIST_WORKER"] = f"gw{first + index}"
+    os.environ["PYTEST_XDIST_WORKER_COUNT"] = str(total)
+
+
+_share_ports_with_other_passes()
+
+
 def _slow_tests() -> set[str]:
     with open(SLOW, encoding="utf-8") as listed:
         return {line.split("#")[0].strip() for line in listed} - {""}

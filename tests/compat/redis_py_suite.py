@@ -191,11 +191,15 @@ def parse_junit(path: str) -> dict[str, str]:
 
 
 def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, timeout: float = 420,
-            workdir: str | None = None, extra: list[str] = (), config: str | None = None) -> dict:
+            workdir: str | None = None, extra: list[str] = (), config: str | None = None,
+            more: dict[str, tuple[str, str]] | None = None) -> dict:
     """Run each suite directly and through the proxy (or directly twice when `flaky`), concurrently.
 
+    `more`: {run name: (suite name, proxy config)}, more runs through proxies of their own
+    configuration, beside the others (one direct run serves as their reference too).
     Returns {"runs": [Run...], "direct": {id: outcome}, "proxy": {id: outcome},
-    "differences": {id: (direct outcome, proxy outcome)}, "seconds": wall time}.
+    "more": {run name: {id: outcome}}, "differences": {id: (direct outcome, proxy outcome)},
+    "seconds": wall time}.
     """
     suites = suites or SUITES
     sdist = ensure_sdist()
@@ -208,20 +212,22 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
     start = time.monotonic()
     try:
         threads = []
-        for name, files in suites.items():
-            for through_proxy in (False, True):
-                side = ("direct2" if flaky else "proxy") if through_proxy else "direct"
-                run = Run(f"{name}-{side}", files, through_proxy and not flaky,
-                          os.path.join(workdir, f"{name}-{side}.xml"), os.path.join(workdir, f"{name}-{side}.log"))
-                server = RedisServer()
-                servers.append(server)
-                url = server.url
-                if run.through_proxy:
-                    proxy = ProxyProcess(server.url, *([config] if config else []))
-                    proxies.append(proxy)
-                    url = proxy.url
-                runs.append(run)
-                threads.append(threading.Thread(target=run_pytest, args=(run, sdist, url, server.url, plugins, timeout, extra)))
+        planned = [(f"{name}-{side}", files, through, config)
+                   for name, files in suites.items()
+                   for side, through in (("direct", False), ("direct2" if flaky else "proxy", not flaky))]
+        planned += [(name, SUITES[suite], True, own) for name, (suite, own) in (more or {}).items()]
+        for name, files, through_proxy, run_config in planned:
+            run = Run(name, files, through_proxy,
+                      os.path.join(workdir, f"{name}.xml"), os.path.join(workdir, f"{name}.log"))
+            server = RedisServer()
+            servers.append(server)
+            url = server.url
+            if run.through_proxy:
+                proxy = ProxyProcess(server.url, *([run_config] if run_config else []))
+                proxies.append(proxy)
+                url = proxy.url
+            runs.append(run)
+            threads.append(threading.Thread(target=run_pytest, args=(run, sdist, url, server.url, plugins, timeout, extra)))
         for t in threads:
             t.start()
         for t in threads:
@@ -236,11 +242,14 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
     direct: dict[str, str] = {}
     other: dict[str, str] = {}
     for run in runs:
+        if run.name in (more or {}):
+            continue
         side = other if run.name.endswith(("-proxy", "-direct2")) else direct
         side.update(run.outcomes)
     differences = {t: (direct.get(t, "missing"), other.get(t, "missing"))
                    for t in sorted(set(direct) | set(other)) if direct.get(t) != other.get(t)}
     return {"runs": runs, "direct": direct, "proxy": other, "differences": differences,
+            "more": {run.name: run.outcomes for run in runs if run.name in (more or {})},
             "seconds": time.monotonic() - start, "workdir": workdir}
 
 
