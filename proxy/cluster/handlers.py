@@ -974,7 +974,9 @@ def client_kill(session, batch, index: int) -> int:
         if killed:
             return _kill_own(session, killed, b"+OK\r\n", index)
     else:
-        decision = clientkill.plan(args, clientkill.Ours())
+        # (an ADDR counted as "ours" only so that `plan` gives the filters: Resolve, not Forward)
+        addrs = frozenset(args[i + 1] for i in range(2, len(args) - 1, 2) if args[i].lower() == b"addr")
+        decision = clientkill.plan(args, clientkill.Ours(addrs=addrs))
         if type(decision) is clientkill.Resolve and set(decision.filters) <= OWN_FILTERS:
             # The ids and addresses a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST):
             # so is the one it kills. An address none of its clients has may be a node's client.
