@@ -977,7 +977,8 @@ def client_kill(session, batch, index: int) -> int:
         # (an ADDR counted as "ours" only so that `plan` gives the filters: Resolve, not Forward)
         addrs = frozenset(args[i + 1] for i in range(2, len(args) - 1, 2) if args[i].lower() == b"addr")
         decision = clientkill.plan(args, clientkill.Ours(addrs=addrs))
-        if type(decision) is clientkill.Resolve and set(decision.filters) <= OWN_FILTERS:
+        if type(decision) is clientkill.Resolve and set(decision.filters) <= OWN_FILTERS \
+                and set(decision.filters) & {b"id", b"addr", b"laddr"}:
             # The ids and addresses a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST):
             # so is the one it kills. An address none of its clients has may be a node's client.
             skipme = decision.filters.get(b"skipme", b"yes") == b"yes"
