@@ -5,6 +5,8 @@ import re
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from proxy.backends.cluster.clientinfo import View, client_list, line
 from tests.servers import exchange, exchange_batches
@@ -102,6 +104,61 @@ def test_client_kill_id_names_the_proxy_s_ids(cluster_proxy):
         own = int(exchange(cluster_proxy.port, b"CLIENT ID\r\n")[0][1:-2]) + 1  # the next connection's id
         assert exchange(cluster_proxy.port, b"CLIENT KILL ID %d SKIPME no\r\nPING\r\n" % own) == (b":1\r\n", True)
         assert exchange(cluster_proxy.port, b"CLIENT KILL ID 0\r\n")[0] == b"-ERR client-id should be greater than 0\r\n"
+    finally:
+        one.close()
+        two.close()
+
+
+def test_client_kill_addr_and_laddr_name_the_proxy_s_clients(cluster_proxy):
+    """The addresses CLIENT LIST shows (the client's own, the proxy's listener) kill those clients,
+    by the old form `CLIENT KILL addr:port` and by the ADDR and LADDR filters, as redis-py's
+    test_client_kill* do against one server; an address no client of the proxy has still goes
+    to every master ("No such client" / 0)."""
+    def pair():
+        one = redis.Redis(port=cluster_proxy.port, single_connection_client=True)
+        two = redis.Redis(port=cluster_proxy.port, single_connection_client=True)
+        one.client_setname("kill-one")
+        two.client_setname("kill-two")
+        rows = {row.get("name"): row for row in one.client_list()}
+        assert {"kill-one", "kill-two"} <= set(rows)
+        return one, two, rows
+
+    def names(client):
+        return {row.get("name") for row in client.client_list()}
+
+    one, two, rows = pair()
+    try:
+        assert one.client_kill(rows["kill-two"]["addr"]) is True
+        assert "kill-two" not in names(one) and "kill-one" in names(one)
+        with pytest.raises(redis.ResponseError, match="^No such client$"):
+            one.client_kill(rows["kill-two"]["addr"])
+    finally:
+        one.close()
+        two.close()
+    one, two, rows = pair()
+    try:
+        assert one.client_kill_filter(_id=None, addr=rows["kill-two"]["addr"]) == 1
+        assert one.client_kill_filter(_id=None, addr=rows["kill-one"]["addr"]) == 0  # SKIPME yes
+        assert one.client_kill_filter(_id=None, addr="127.0.0.1:1") == 0
+        assert "kill-two" not in names(one) and "kill-one" in names(one)
+    finally:
+        one.close()
+        two.close()
+    one, two, rows = pair()
+    try:
+        assert rows["kill-two"]["laddr"] == f"127.0.0.1:{cluster_proxy.port}"
+        assert one.client_kill_filter(_id=None, laddr=rows["kill-two"]["laddr"]) >= 1
+        assert "kill-two" not in names(one) and "kill-one" in names(one)
+        # the old form on the caller's own address closes the caller after its reply
+        three = redis.Redis(port=cluster_proxy.port, single_connection_client=True, retry=Retry(NoBackoff(), 0))
+        own = three.client_info()["addr"]
+        assert exchange(cluster_proxy.port, b"CLIENT KILL " + own.encode() + b"\r\nPING\r\n") == \
+            (b"+OK\r\n+PONG\r\n", False)  # another connection kills `three`, and goes on
+        with pytest.raises(redis.ConnectionError):
+            three.execute_command("PING")
+        assert exchange(cluster_proxy.port, b"CLIENT KILL 127.0.0.1:1\r\n")[0] == b"-ERR No such client\r\n"
+        assert exchange(cluster_proxy.port, b"CLIENT KILL 127.0.0.1:1\r\nPING\r\n")[0] == \
+            b"-ERR No such client\r\n+PONG\r\n"
     finally:
         one.close()
         two.close()

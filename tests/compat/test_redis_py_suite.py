@@ -2,13 +2,14 @@
 
 See redis_py_suite.py for what runs (about 2,800 tests, sync and asyncio, RESP3; two minutes).
 Both tests share one set of runs (the `comparison` fixture).
-Run it by hand with `python -m tests.compat.redis_py_suite` to see every difference.
+Run it by hand with `python -m tests.compat.redis_py_suite` to see every difference (`--upstream cluster`:
+the proxy in front of a real 3-master cluster, its differences checked against CLUSTER_EXPECTED).
 """
 
 import pytest
 import yaml
 
-from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, compare, counts
+from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, classify, compare, counts
 from tests.servers import REPO
 
 # serial: four pytest runs of redis-py's suite at once, CPU-bound, each with a time limit: alone.
@@ -74,3 +75,25 @@ def test_strictest_policy_in_audit_mode_changes_nothing(comparison):
     direct = {t: outcome for t, outcome in comparison["direct"].items() if t.split("::")[0] in sync}
     worse = sorted(t for t, outcome in direct.items() if outcome == "passed" and audit.get(t) != "passed")
     assert not [t for t in worse if t not in ALLOWED], worse
+
+
+def test_redis_py_suite_through_a_cluster_differs_only_where_a_cluster_must(tmp_path):
+    """The proxy in front of a real 3-master cluster against one plain server: every difference is
+    one CLUSTER_EXPECTED gives a reason for (cross-slot, SELECT, SORT BY/GET, ...). About 3 minutes
+    of CPU (the sync and asyncio files, each side; 10 minutes' wall time on a loaded machine)."""
+    try:
+        result = compare(workdir=str(tmp_path), upstream="cluster", timeout=1500)
+    except SuiteUnavailable as exc:
+        pytest.skip(f"redis-py's test suite is not available: {exc}")
+    summary = "\n".join(
+        f"{run.name}: rc={run.returncode} {run.seconds:.0f}s {counts(run.outcomes)} log={run.log}"
+        for run in result["runs"])
+    for run in result["runs"]:
+        assert run.returncode in (0, 1), f"{run.name} did not complete:\n{summary}"
+        assert len(run.outcomes) > 500, f"{run.name} ran too few tests:\n{summary}"
+    grouped, unexpected, _ = classify(result["differences"])
+    assert not unexpected, (
+        f"{len(unexpected)} differences a cluster does not explain:\n  "
+        + "\n  ".join(f"{t}: {result['differences'][t]}" for t in unexpected) + f"\n{summary}")
+    # the differences that must be there: the proxy in front of a cluster does not pretend to more
+    assert len(grouped) >= 5 and sum(map(len, grouped.values())) > 100, grouped

@@ -995,12 +995,22 @@ def client_kill(session, batch, index: int) -> int:
         killing = clientkill.on_stream(args, clientkill.plan(args, backend.ours()))
         session.route.send(session, args, hiredis.pack_command(tuple(killing)), 1, session)
         return index + 1
-    decision = clientkill.plan(args, clientkill.Ours())
-    if (type(decision) is clientkill.Resolve and b"id" in decision.filters
-            and set(decision.filters) <= {b"id", b"skipme"}):
-        # The ids a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST): so is the one it kills
-        return _kill_by_id(session, int(decision.filters[b"id"]), decision.filters.get(b"skipme", b"yes") == b"yes",
-                           index)
+    if len(args) == 3:  # the old form, CLIENT KILL addr:port
+        killed = _own_matching(session, {b"addr": args[2]}, skipme=False)
+        if killed:
+            return _kill_own(session, killed, b"+OK\r\n", index)
+    else:
+        # (an ADDR counted as "ours" only so that `plan` gives the filters: Resolve, not Forward)
+        addrs = frozenset(args[i + 1] for i in range(2, len(args) - 1, 2) if args[i].lower() == b"addr")
+        decision = clientkill.plan(args, clientkill.Ours(addrs=addrs))
+        if type(decision) is clientkill.Resolve and set(decision.filters) <= OWN_FILTERS \
+                and set(decision.filters) & {b"id", b"addr", b"laddr"}:
+            # The ids and addresses a cluster client sees are the proxy's (CLIENT ID, CLIENT LIST):
+            # so is the one it kills. An address none of its clients has may be a node's client.
+            skipme = decision.filters.get(b"skipme", b"yes") == b"yes"
+            killed = _own_matching(session, decision.filters, skipme)
+            if b"id" in decision.filters or killed:
+                return _kill_own(session, killed, b":%d\r\n" % len(killed), index)
     masters = masters_or_down(session)
     if masters is None:
         return index + 1
@@ -1010,13 +1020,32 @@ def client_kill(session, batch, index: int) -> int:
     return index + 1
 
 
-def _kill_by_id(session, client_id: int, skipme: bool, index: int) -> int:
-    """CLIENT KILL ID n [SKIPME yes|no]: the proxy's client with that id, if it is the same client
-    (clientinfo.py: the same application, else the same host) closes, as Redis closes a client it
-    kills; the caller after this reply."""
-    killed = [other for other in clientinfo.same_sessions(session)
-              if other.extra.id == client_id and not (skipme and other is session)]
-    session.answer_locally(b":%d\r\n" % len(killed))
+# CLIENT KILL filters that name the proxy's own clients as CLIENT ID and CLIENT LIST show them.
+OWN_FILTERS = frozenset({b"id", b"addr", b"laddr", b"skipme"})
+
+
+def _own_matching(session, filters: dict, skipme: bool) -> list:
+    """The proxy's clients that are the same client as `session` (clientinfo.py: the same
+    application, else the same host) and match every filter of CLIENT KILL ID/ADDR/LADDR."""
+    matching = []
+    for other in clientinfo.same_sessions(session):
+        if skipme and other is session:
+            continue
+        if b"id" in filters and other.extra.id != int(filters[b"id"]):
+            continue
+        if b"addr" in filters or b"laddr" in filters:
+            view = clientinfo.view_of(other)
+            if filters.get(b"addr", view.addr.encode()) != view.addr.encode() or \
+                    filters.get(b"laddr", view.laddr.encode()) != view.laddr.encode():
+                continue
+        matching.append(other)
+    return matching
+
+
+def _kill_own(session, killed: list, reply: bytes, index: int) -> int:
+    """Close the proxy's clients `killed`, as Redis closes a client it kills; the caller after
+    `reply`."""
+    session.answer_locally(reply)
     for other in killed:
         if other is session:
             session.input_ended = True
