@@ -34,7 +34,9 @@ sys.path.insert(0, str(REPO))
 
 from proxy import metrics  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
-from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
+from proxy.policy.decision import SessionState  # noqa: E402
+from proxy.policy.engine import Engine  # noqa: E402
+from proxy.policy.loader import load_policy  # noqa: E402
 from proxy.resp.reader import RequestReader  # noqa: E402
 from proxy.session import verdicts  # noqa: E402
 

@@ -24,8 +24,9 @@ sys.path.insert(0, str(REPO))
 
 from proxy.backends.route import Route  # noqa: E402
 from proxy.commands.table import CommandTable  # noqa: E402
-from proxy.policy import Engine, SessionState, load_policy  # noqa: E402
-from proxy.policy.engine import passthrough_engine  # noqa: E402
+from proxy.policy.decision import SessionState  # noqa: E402
+from proxy.policy.engine import Engine, passthrough_engine  # noqa: E402
+from proxy.policy.loader import load_policy  # noqa: E402
 from proxy.policy.shadow import ShadowPolicy  # noqa: E402
 from proxy.resp.reader import Batch  # noqa: E402
 from proxy.session import session as session_module  # noqa: E402
@@ -123,7 +124,7 @@ def scripts_line(table, policy: Path, calls: int) -> str:
     the parser makes them (bytes cache their hash)."""
     import hashlib
 
-    from proxy.policy import load_policy_text
+    from proxy.policy.loader import load_policy_text
     from proxy.policy.rules._scripts import BUILTIN_DIR
 
     body = (BUILTIN_DIR / "redis-py-lock-release.lua").read_bytes()

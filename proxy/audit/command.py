@@ -21,7 +21,9 @@ import sys
 from .. import tls
 from ..commands.table import CommandTable
 from ..config import ConfigError, load_config, parse_upstream
-from ..policy import Engine, PolicyError, load_policy
+from ..policy.base import PolicyError
+from ..policy.engine import Engine
+from ..policy.loader import load_policy
 from ..serve.loop import new_loop
 from .classify import DEFAULT_ELEMENTS, DEFAULT_STRING_BYTES, Auditor, Thresholds
 from .compare import CompareError, compare, load_previous

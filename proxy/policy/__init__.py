@@ -1,9 +1,4 @@
-"""The policy engine: YAML policy files, one module per rule, and the per-command decision."""
+"""The policy engine: YAML policy files, one module per rule, and the per-command decision.
 
-from .base import AUDIT, ENFORCE, OFF, Finding, PolicyError
-from .decision import SessionState
-from .engine import Engine, Verdict
-from .loader import BUILTIN, PASSTHROUGH, Policy, load_builtin, load_policy, load_policy_text
-
-__all__ = ["AUDIT", "BUILTIN", "ENFORCE", "OFF", "Engine", "Finding", "PASSTHROUGH", "Policy", "PolicyError",
-           "SessionState", "Verdict", "load_builtin", "load_policy", "load_policy_text"]
+The package imports nothing itself: the compiled session core cimports `policy.memo`, and loading
+it must not load the engine and its rules, which import the session's command table in turn."""

@@ -19,7 +19,6 @@ import logging
 import hiredis
 
 from .. import errors
-from ..backends.base import StreamRoute
 from ..login import as_upstream, parse_auth, parse_hello
 from ..throttle import THROTTLE
 from . import streamend
@@ -36,6 +35,7 @@ def login(session, batch, index: int) -> int:
     parsed = parse_auth(args) if is_auth else parse_hello(args)
     if isinstance(parsed, bytes):
         if not is_auth and session.state.lane is STREAMING and session.proxy.tenants is None:
+            from ..backends.base import StreamRoute  # (here: tests/meta/test_import_cycles.py KNOWN)
 
             if type(session.route) is StreamRoute:
                 # Redis answers it in the stream's context (a RESP2 subscriber: "only (P|S)SUBSCRIBE
@@ -87,6 +87,8 @@ def login(session, batch, index: int) -> int:
     if session.proxy.tenants is None:
         if parsed.user is None:  # no credentials: HELLO as the client's lane takes it
             return session.redispatch(batch, index, session.backend.lane_action(session, HELLO))
+
+        from ..backends.base import StreamRoute  # (here: tests/meta/test_import_cycles.py KNOWN)
 
         if type(session.route) is StreamRoute:  # as every command on the stream, credentials taken out
             streamend.passes(session, parsed.hello, session.route.neutral)

@@ -7,7 +7,8 @@ import pytest
 from proxy.audit.classify import DEFAULT_ELEMENTS, DEFAULT_STRING_BYTES, Auditor, Thresholds
 from proxy.audit.facts import KeyFacts
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_policy_text
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 
 TABLE = CommandTable.from_snapshot()
 

@@ -38,8 +38,9 @@ def test_auth_as_default_never_makes_the_client_default(redis_cluster):
     import os
 
     from proxy.commands.table import CommandTable
-    from proxy.policy import Engine, load_policy_text
     from proxy.policy.acl import compile_users
+    from proxy.policy.engine import Engine
+    from proxy.policy.loader import load_policy_text
     from tests.cluster.start import proxy_for
     from tests.servers import REPO
 

@@ -14,6 +14,7 @@ import redis
 from proxy.backends.cluster.routing.slots import hash_slot
 from proxy.backends.cluster.sides import items
 from tests.cluster.start import proxy_for
+from tests.cluster.test_cluster_streams import _read_for
 from tests.servers import parse_all
 
 _used_slots: set[int] = set()
@@ -28,21 +29,6 @@ def proxy(redis_cluster):
 
 def _connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5)
-
-
-def _read_for(sock, wanted, timeout: float = 10.0) -> bytes:
-    data = b""
-    deadline = time.monotonic() + timeout
-    sock.settimeout(0.2)
-    while not wanted(data) and time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            continue
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def _owners(cluster) -> dict:

@@ -4,8 +4,9 @@ creates the policy's users on every node, masters and replicas, and they hold th
 import pytest
 import redis
 
-from proxy.policy import Engine, load_policy_text
 from proxy.policy.acl import compile_users
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.passwords import hash_password
 from tests.cluster.start import proxy_for
 from tests.servers import server_command_table

@@ -9,7 +9,7 @@ import yaml
 
 from proxy import metrics
 from proxy.monitor import exporter
-from proxy.policy import load_policy
+from proxy.policy.loader import load_policy
 from tests.servers import REPO
 
 DEPLOY = Path(REPO) / "deploy"

@@ -11,7 +11,9 @@ import hiredis
 
 from proxy import errors
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy
 from tests.integration.test_linear_proxy import STRICT, findings, read_replies, server  # noqa: F401
 from tests.servers import PASSTHROUGH, ProxyProcess, free_port
 

@@ -21,8 +21,9 @@ from redis.retry import Retry
 
 from proxy.commands.table import CommandTable
 from proxy.config import Address, Upstream
-from proxy.policy import Engine, load_policy
 from proxy.policy.acl import compile_users
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy
 from proxy.upstream_acl import apply
 from tests.servers import (
     BUSY_SCRIPT,

@@ -12,8 +12,10 @@ import redis
 
 from proxy import errors
 from proxy.config import Address, Upstream
-from proxy.policy import Engine, SessionState, load_policy
 from proxy.policy.acl import compile_users
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy
 from proxy.policy.passwords import hash_password
 from proxy.upstream_acl import apply
 from tests.servers import ProxyProcess, RedisServer, exchange, policy_proxy, server_command_table, wait_for

@@ -2,7 +2,8 @@
 
 import pytest
 
-from proxy.policy import PolicyError, load_policy_text
+from proxy.policy.base import PolicyError
+from proxy.policy.loader import load_policy_text
 
 
 def load_error(text: str, source: str | None = None) -> PolicyError:

@@ -10,8 +10,9 @@ from functools import cache
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_builtin, load_policy, load_policy_text
 from proxy.policy.acl import ALWAYS_KEEP, compile_users, denied_commands, password_for, user_name
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_builtin, load_policy, load_policy_text
 from proxy.policy.passwords import hash_password
 from proxy.policy.rules.c6_scripts import RUNS
 from tests.servers import REPO

@@ -8,7 +8,9 @@ from functools import cache
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import AUDIT, ENFORCE, Engine, load_policy_text
+from proxy.policy.base import AUDIT, ENFORCE
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.passwords import HashFormatError, PasswordHash, Verified, hash_password
 from proxy.policy.rules.k7_namespaces import WRITE_KEY_FLAGS, ReadOnly
 from tests.policy.helpers import load_error

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from proxy.policy import load_policy_text, rules
+from proxy.policy import rules
 from proxy.policy.base import REGISTRY, CommandRule, RegistrationError, register
+from proxy.policy.loader import load_policy_text
 
 # The order rules run in (docs/rules.md; the refusals C5, C6 before the rewrites C3, C4).
 EXPECTED_ORDER = ["C1", "C2", "C5", "C6", "C3", "C4", "K1", "K2", "K3", "K4", "K5", "K6", "K7", "K8", "K9", "K10",

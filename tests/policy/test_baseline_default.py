@@ -9,8 +9,9 @@ import pytest
 
 from proxy import cli
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_policy_text
 from proxy.policy.acl import compile_users
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.passwords import hash_password
 
 TABLE = CommandTable.from_snapshot()

@@ -10,7 +10,9 @@ import hiredis
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy_text
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.resp.replies import ReplySplitter
 from tests.servers import RedisServer
 

@@ -12,8 +12,10 @@ import pytest
 
 from proxy import cli
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, PolicyError, load_policy, load_policy_text
+from proxy.policy.base import PolicyError
+from proxy.policy.engine import Engine
 from proxy.policy.fixtures import run as run_fixtures
+from proxy.policy.loader import load_policy, load_policy_text
 from proxy.policy.offline import ALLOW, REJECT, REWRITE, decide
 from proxy.policy.rules._scripts import BUILTIN_DIR, load_library, review
 from tests.servers import REPO

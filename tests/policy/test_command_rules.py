@@ -8,8 +8,10 @@ import pytest
 
 from proxy.commands.table import CommandTable
 from proxy.errors import violation_text
-from proxy.policy import AUDIT, ENFORCE, Engine, PolicyError, SessionState, load_policy_text
-from proxy.policy.engine import Call
+from proxy.policy.base import AUDIT, ENFORCE, PolicyError
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Call, Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules import c3_onread
 from proxy.policy.rules.c3_onread import SCRIPTS, WHOLE
 from tests.policy.helpers import load_error, no_baseline

@@ -1,7 +1,8 @@
 """The engine's compiled plans and its cache of names that passed the key rules."""
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_policy_text
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 
 TABLE = CommandTable.from_snapshot()
 POLICY = "name: t\nrules:\n  K2: {style: lowercase}\n  C1: {}\n"

@@ -15,8 +15,11 @@ from re import _parser as sre_parse
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, classes, keyclass, load_policy, load_policy_text
+from proxy.policy import classes, keyclass
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
 from proxy.policy.keyclass import class_table
+from proxy.policy.loader import load_policy, load_policy_text
 from tests.policy.test_presets import TABLES, _args
 from tests.servers import REPO
 

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy
 from proxy.policy.base import ENFORCE
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy
 from tests.servers import REPO
 
 STRICT = Path(REPO) / "configs" / "policies" / "strict-dotted.yaml"

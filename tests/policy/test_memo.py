@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy_text
-from proxy.policy.loader import load_policy
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy, load_policy_text
 
 pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
 

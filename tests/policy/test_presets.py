@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_policy, load_policy_text
 from proxy.policy.base import REGISTRY
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy, load_policy_text
 from tests.servers import REPO, ProxyProcess, exchange
 
 PRESETS_DIR = os.path.join(REPO, "configs", "policies")
@@ -343,7 +344,7 @@ BASELINE = ["KEYS *", "FLUSHALL", "FLUSHDB ASYNC", "SWAPDB 0 1", "MOVE k 1", "CO
 
 @pytest.mark.parametrize("name", [*sorted(SEEDS), "applications", "built-in"])
 def test_preset_denies_the_baseline(name):
-    from proxy.policy import load_builtin
+    from proxy.policy.loader import load_builtin
 
     if name == "built-in":
         engine = Engine(load_builtin(), _table())

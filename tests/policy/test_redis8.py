@@ -12,7 +12,8 @@ from functools import cache
 import pytest
 
 from proxy.commands.table import SNAPSHOTS, CommandTable
-from proxy.policy import Engine, load_policy_text
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules._fields import hsetex_fields, vadd_parts
 from tests.policy.helpers import no_baseline
 from tests.servers import RedisServer, redis_server_version

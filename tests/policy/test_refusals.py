@@ -16,8 +16,9 @@ import pytest
 from proxy import errors
 from proxy.commands.table import CommandTable
 from proxy.pending import LaterCommands
-from proxy.policy import Engine, SessionState, load_policy_text
-from proxy.policy.loader import load_policy
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy, load_policy_text
 from proxy.policy.refusals import Refusal, shown
 from proxy.policy.rules._keyshape import show
 from tests.servers import REPO

@@ -20,7 +20,10 @@ from proxy import cli
 from proxy.commands.keyspecs import find_keys
 from proxy.commands.table import CommandTable
 from proxy.errors import violation_text
-from proxy.policy import AUDIT, ENFORCE, Engine, SessionState, load_policy_text
+from proxy.policy.base import AUDIT, ENFORCE
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules._types import GROUP_TYPES, TYPES
 from proxy.policy.schemadoc import COLUMNS, markdown
 from tests.policy.helpers import load_error

@@ -13,8 +13,10 @@ import pytest
 
 from proxy import metrics
 from proxy.commands.table import CommandTable
-from proxy.policy import AUDIT, Engine, SessionState, load_policy_text
-from proxy.policy.base import REGISTRY, RewriteRule
+from proxy.policy.base import AUDIT, REGISTRY, RewriteRule
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.shadow import LOG_INTERVAL, ShadowPolicy
 from tests.policy.helpers import no_baseline
 

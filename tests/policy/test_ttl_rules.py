@@ -15,7 +15,9 @@ from functools import cache
 import pytest
 
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, SessionState, load_policy_text
+from proxy.policy.decision import SessionState
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules._durations import duration
 from proxy.policy.rules._ttl import InjectedTtl, creation, may_create, ttl_args
 from tests.policy.helpers import load_error, no_baseline

@@ -3,7 +3,7 @@ whole values and truncated ones; and the rule in a policy file."""
 
 import pytest
 
-from proxy.policy import load_policy_text
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules.v4_json_strings import json_object_kind
 
 from .helpers import load_error

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.policy import SessionState, load_policy_text
+from proxy.policy.decision import SessionState
+from proxy.policy.loader import load_policy_text
 from proxy.policy.rules._zadd import zadd_members
 from proxy.policy.rules.v1_string_size import APPEND_SCRIPT
 from proxy.policy.rules.v2_cardinality import GROWING, MAX_SCRIPT_ARGS, SCRIPT

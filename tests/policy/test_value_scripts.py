@@ -18,7 +18,7 @@ import hiredis
 import pytest
 
 from proxy.errors import policy_violation
-from proxy.policy import SessionState
+from proxy.policy.decision import SessionState
 from proxy.policy.rules.v2_cardinality import FAMILIES, GROWING
 from proxy.resp.replies import ReplySplitter
 from tests.policy.test_ttl_rules import decide, table, words

@@ -15,7 +15,7 @@ import shutil
 import hiredis
 import pytest
 
-from proxy.policy import SessionState
+from proxy.policy.decision import SessionState
 from tests.policy.test_ttl_rules import decide, words
 from tests.policy.test_value_scripts import Raw, fresh, keyspace
 from tests.policy.test_value_scripts import through_policy as rewritten

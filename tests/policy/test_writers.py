@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 
 from proxy.commands.table import SNAPSHOTS, CommandTable
-from proxy.policy import load_policy_text
+from proxy.policy.loader import load_policy_text
 from proxy.policy.writers import RELEVANT, UNCHECKED, value_kinds, writers
 
 

@@ -6,7 +6,8 @@ import pytest
 from proxy.backends.cluster.handlers import CLUSTER as CLUSTER_HANDLERS
 from proxy.backends.handlers import STANDALONE as STANDALONE_HANDLERS
 from proxy.commands.table import CommandTable
-from proxy.policy import Engine, load_policy_text
+from proxy.policy.engine import Engine
+from proxy.policy.loader import load_policy_text
 from proxy.session import behaviour
 from proxy.session.behaviour import (
     CLIENT_ID,

@@ -312,12 +312,7 @@ class ClusterRouter:
 
     def redirected(self, conn, entry: RoutedPending, error: bytes) -> None:
         """`conn` answered the next command of `entry` with MOVED/ASK/TRYAGAIN/CLUSTERDOWN."""
-        if entry.count > 1:
-            retry = entry.owner.split_run(conn, entry)
-        else:
-            conn.pending.popleft()
-            conn.restamp(entry, None)
-            retry = entry
+        retry = _taken_off(conn, entry)
         kind = classify_error(error)
         if kind is ClusterError.CLUSTERDOWN:
             self._cluster_down(conn, retry, error)
@@ -352,12 +347,7 @@ class ClusterRouter:
         loads = self.known.loads_for(entry.request(done), error)
         if loads is None or entry.attempts >= self.max_redirects:
             return False
-        if entry.count > 1:
-            retry = entry.owner.split_run(conn, entry)
-        else:
-            conn.pending.popleft()
-            conn.restamp(entry, None)
-            retry = entry
+        retry = _taken_off(conn, entry)
         retry.attempts += 1
         log.info("cluster node %s lacked a script or function loaded through the proxy: loaded there",
                  conn.address)
@@ -394,3 +384,13 @@ class ClusterRouter:
             pool.close()
         if self.refresh_task is not None:
             self.refresh_task.cancel()
+
+
+def _taken_off(conn, entry: RoutedPending) -> RoutedPending:
+    """The entry to send again for `entry`'s next command, which `conn` answered with an error the
+    router follows: the rest of a run split off, or the entry itself taken off `conn`."""
+    if entry.count > 1:
+        return entry.owner.split_run(conn, entry)
+    conn.pending.popleft()
+    conn.restamp(entry, None)
+    return entry
