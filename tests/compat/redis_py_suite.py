@@ -130,6 +130,8 @@ CLUSTER_EXPECTED: dict[str, list[str]] = {
     "proxy: CLIENT TRACKING ... REDIRECT is refused whatever the id (CLIENT ID is the proxy's number)": [
         C + "client_tracking",
     ],
+    "proxy: READONLY/READWRITE are answered +OK (the proxy routes by slot itself), where one plain server "
+    "refuses them": [C + "readonly_invalid_cluster_state"],
     "proxy: CLIENT LIST shows cmd=NULL for the proxy's other clients (it does not note each client's last "
     "command), so a test looking for the subscriber by cmd=subscribe kills nothing": [
         "*pubsub.py::TestPubSubConnectionKilled::test_connection_error_raised_when_connection_dies",

@@ -332,9 +332,8 @@ def client_view(session, batch, index: int) -> int:
 
 
 def local_ok(session, batch, index: int) -> int:
-    """READONLY, READWRITE, ASKING: with `face: cluster` +OK, the proxy routes by slot itself;
-    with the standalone face what a server without cluster support answers. Queued in a
-    transaction (on a master's connection they change nothing; EXEC's reply holds their +OK)."""
+    """READONLY, READWRITE, ASKING: the proxy routes by slot itself. Queued in a transaction
+    (on a master's connection they change nothing; EXEC's reply holds their +OK)."""
     if session.state.in_transaction:
         return forward_one(session, batch, index)
     args = batch.commands[index]
@@ -342,10 +341,8 @@ def local_ok(session, batch, index: int) -> int:
     if len(args) != 1:
         session.answer_locally(errors.resp_error(f"ERR wrong number of arguments for '{name}' command"))
         session.refused_in_transaction()
-    elif session.backend.face == "cluster":
-        session.answer_locally(errors.OK)
     else:
-        session.answer_locally(NO_CLUSTER_SUPPORT)
+        session.answer_locally(errors.OK)
     return index + 1
 
 
