@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .face import _bulk
 from .keyspace import _bulk_text
 
 __all__ = ["Where", "info", "role", "hello", "config_get", "presents", "presenting"]
@@ -133,10 +134,6 @@ def hello(reply: bytes, client_id: int) -> bytes:
 
 
 # -- CONFIG GET -----------------------------------------------------------------------------------
-
-def _bulk(value: bytes) -> bytes:
-    return b"$%d\r\n%s\r\n" % (len(value), value)
-
 
 def _pairs(reply: bytes) -> tuple[bytes, list[bytes]] | None:
     """(header, the bulk strings) of CONFIG GET's reply (a flat array in RESP2, a map in RESP3);
