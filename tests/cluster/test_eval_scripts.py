@@ -38,6 +38,7 @@ def test_evalsha_of_a_body_seen_in_eval_runs_on_every_master(redis_cluster, clus
     assert client.eval(BODY, 1, keys[0]) == [keys[0].encode(), keys[0].encode()]
     sha = sha_of(BODY)
     assert [redis_cluster.client(node).script_exists(sha) for node in masters] == [[True], [False], [False]]
+    assert client.script_exists(sha, "0" * 40) == [True, False]  # as one Redis: EVALSHA would run it
     for key in keys:  # as one Redis: EVALSHA runs wherever the key lives
         assert client.evalsha(sha, 1, key) == [key.encode(), key.encode()]
         assert client.evalsha_ro(sha.upper(), 1, key) == [key.encode(), key.encode()]

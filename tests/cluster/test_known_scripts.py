@@ -120,3 +120,16 @@ def test_preloads_of_a_transaction():
     known.noted([b"FUNCTION", b"LOAD", CODE], b"$3\r\nlib\r\n")
     loads, count = known.preloads([(b"fcall", b"f"), (b"fcall_ro", b"g")])
     assert count == 1 and sent(loads) == [[b"FUNCTION", b"LOAD", CODE]]  # no REPLACE: one already there stays
+
+
+def test_script_exists_says_yes_for_what_the_proxy_would_load():
+    known = Known()
+    other = b"return 2"
+    other_sha = hashlib.sha1(other).hexdigest().encode()
+    args = [b"SCRIPT", b"EXISTS", SHA, other_sha.upper(), b"0" * 40]
+    merge = known.watching(args, lambda replies: replies[0])
+    assert merge([b"*3\r\n:0\r\n:0\r\n:0\r\n"]) == b"*3\r\n:0\r\n:0\r\n:0\r\n"
+    known.noted([b"SCRIPT", b"LOAD", BODY], b"$40\r\n" + SHA + b"\r\n")
+    known.saw_eval(other)
+    assert merge([b"*3\r\n:0\r\n:0\r\n:0\r\n"]) == b"*3\r\n:1\r\n:1\r\n:0\r\n"
+    assert merge([b"-ERR x\r\n"]) == b"-ERR x\r\n"

@@ -173,8 +173,24 @@ class Known:
         def merged(replies) -> bytes:
             reply = merge(replies)
             self.noted(args, reply)
+            if len(args) > 2 and args[0].lower() == b"script" and args[1].lower() == b"exists":
+                return self.exists(args[2:], reply)
             return reply
         return merged
+
+    def exists(self, shas, reply: bytes) -> bytes:
+        """SCRIPT EXISTS merged (1 where every master has the script): 1 too where the proxy
+        knows the body, since EVALSHA of it runs on any master (loaded where it lacks), as one
+        Redis that cached it answers."""
+        if reply[:1] != b"*" or not self.any():
+            return reply
+        lines = reply.split(b"\r\n")
+        if len(lines) != len(shas) + 2:
+            return reply
+        for at, sha in enumerate(shas, 1):
+            if lines[at] == b":0" and self._body(bytes(sha).lower()) is not None:
+                lines[at] = b":1"
+        return b"\r\n".join(lines)
 
     def loads_for(self, request: bytes, error: bytes) -> bytes | None:
         """A node answered `request` (one command's bytes) with `error`: the hidden commands that
