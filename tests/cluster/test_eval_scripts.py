@@ -134,3 +134,17 @@ def test_evalsha_and_fcall_queued_in_multi_run_on_a_master_that_lacked_them(redi
         pipe.get(key)
         assert pipe.execute() == [b"v"]
     client.close()
+
+
+def test_a_resp3_transaction_gets_its_script_too(redis_cluster, cluster_proxy):
+    client = redis.Redis(port=cluster_proxy.port, socket_timeout=20, protocol=3)
+    masters = redis_cluster.masters()
+    key = key_on(redis_cluster, masters[2], "resp3tx")
+    client.set(key, "w")
+    body = "return (redis.call('GET', KEYS[1]) or '') .. '!'"
+    assert client.eval(body, 1, key_on(redis_cluster, masters[0], "resp3tx")) == b"!"
+    redis_cluster.client(masters[2]).script_flush()
+    with client.pipeline(transaction=True) as pipe:
+        pipe.evalsha(sha_of(body), 1, key).evalsha_ro(sha_of(body), 1, key)
+        assert pipe.execute() == [b"w!", b"w!"]
+    client.close()

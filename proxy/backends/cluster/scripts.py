@@ -84,7 +84,7 @@ class Known:
             evals.move_to_end(body)
             return
         size = len(body)
-        if size > self.eval_budget:
+        if size > self.eval_budget or not self.eval_budget:
             return
         evals[bytes(body)] = None
         self.unhashed += 1
