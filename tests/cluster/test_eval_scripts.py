@@ -72,7 +72,7 @@ def test_an_unknown_sha_still_answers_noscript(redis_cluster, cluster_proxy):
 
 def test_eval_bodies_are_bounded_least_recently_run_dropped(redis_cluster, tmp_path):
     config = tmp_path / "proxy.yaml"
-    config.write_text("policy: none\nupstream_options:\n  eval_scripts_memory: 200\n")
+    config.write_text("policy: none\nupstream_options:\n  eval_scripts_memory: 700\n")
     proxy = proxy_for(redis_cluster, "--config", str(config))
     try:
         client = redis.Redis(port=proxy.port, socket_timeout=20)
@@ -80,7 +80,7 @@ def test_eval_bodies_are_bounded_least_recently_run_dropped(redis_cluster, tmp_p
         masters = redis_cluster.masters()
         first_key = key_on(redis_cluster, masters[0], "bounded")
         other_key = key_on(redis_cluster, masters[1], "bounded")
-        bodies = [f"return {n} -- {'x' * 60}" for n in range(4)]  # ~70 bytes each: two fit in 200
+        bodies = [f"return {n} -- {'x' * 60}" for n in range(4)]  # ~70 bytes (+256 counted) each: two fit
         for body in bodies:
             client.eval(body, 1, first_key)
         assert client.evalsha(sha_of(bodies[3]), 1, other_key) == 3

@@ -71,10 +71,10 @@ def test_replicas_get_what_redis_keeps_per_node_and_changes():
 
 
 def test_eval_bodies_kept_hashed_only_when_asked_and_forgotten_on_flush():
-    known = Known(eval_budget=100)
+    known = Known(eval_budget=1000)
     known.saw_eval(BODY)
     known.saw_eval(BODY)
-    assert known.any() and known.unhashed == 1 and known.eval_size == len(BODY)
+    assert known.any() and known.unhashed == 1 and known.eval_size == len(BODY) + scripts.EVAL_OVERHEAD
     assert not known.eval_shas  # nothing hashed on the way
     evalsha = hiredis.pack_command((b"EVALSHA", SHA.upper(), b"0"))
     assert sent(known.loads_for(evalsha, b"-NOSCRIPT No matching script.\r\n")) == [[b"SCRIPT", b"LOAD", BODY]]
@@ -87,24 +87,28 @@ def test_eval_bodies_kept_hashed_only_when_asked_and_forgotten_on_flush():
 
 
 def test_eval_bodies_least_recently_run_dropped_past_the_budget():
-    known = Known(eval_budget=30)
-    bodies = [b"return %d -------" % n for n in range(3)]  # 16 bytes each: one fits, not two
+    each = 16 + scripts.EVAL_OVERHEAD
+    known = Known(eval_budget=each + 10)  # one fits, not two
+    bodies = [b"return %d -------" % n for n in range(3)]  # 16 bytes each
     known.saw_eval(bodies[0])
-    known.saw_eval(b"x" * 31)  # larger than the whole budget: not kept, nothing dropped
+    known.saw_eval(b"x" * (each + 11))  # larger than the whole budget: not kept, nothing dropped
     assert list(known.evals) == [bodies[0]]
-    known.saw_eval(bodies[1])  # 32 > 30: the oldest goes
-    assert list(known.evals) == [bodies[1]] and known.eval_size == 16
+    known.saw_eval(bodies[1])  # over: the oldest goes
+    assert list(known.evals) == [bodies[1]] and known.eval_size == each
     shas = [hashlib.sha1(body).hexdigest().encode() for body in bodies]
     assert known._body(shas[1]) == bodies[1] and known._body(shas[0]) is None
     known.saw_eval(bodies[2])  # drops bodies[1], hashed: its SHA goes too
     assert known.eval_shas == {} and known.unhashed == 1
     assert known._body(shas[1]) is None and known._body(shas[2]) == bodies[2]
-    small = Known(eval_budget=40)
+    small = Known(eval_budget=2 * (15 + scripts.EVAL_OVERHEAD))
     small.saw_eval(b"a" * 15)
     small.saw_eval(b"b" * 15)
     small.saw_eval(b"a" * 15)  # run again: the most recent now
     small.saw_eval(b"c" * 15)
     assert list(small.evals) == [b"a" * 15, b"c" * 15]
+    none = Known(eval_budget=0)
+    none.saw_eval(b"")
+    assert not none.any()
 
 
 def test_preloads_of_a_transaction():

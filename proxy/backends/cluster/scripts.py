@@ -37,6 +37,7 @@ log = logging.getLogger("redis_guard.cluster")
 MAX_BYTES = 4 << 20  # bodies and library code kept, in bytes
 MAX_ENTRIES = 10_000  # scripts and libraries kept
 EVAL_BYTES = 4 << 20  # bodies seen in EVAL kept, in bytes (the default of `eval_scripts_memory`)
+EVAL_OVERHEAD = 256  # bytes counted per body kept besides its own: objects, dictionary entries, its SHA
 
 NOSCRIPT = b"-NOSCRIPT"
 NO_FUNCTION = b"-ERR Function not found"
@@ -83,15 +84,15 @@ class Known:
         if body in evals:
             evals.move_to_end(body)
             return
-        size = len(body)
-        if size > self.eval_budget or not self.eval_budget:
+        size = len(body) + EVAL_OVERHEAD
+        if size > self.eval_budget:
             return
         evals[bytes(body)] = None
         self.unhashed += 1
         self.eval_size += size
         while self.eval_size > self.eval_budget:
             old, sha = evals.popitem(last=False)
-            self.eval_size -= len(old)
+            self.eval_size -= len(old) + EVAL_OVERHEAD
             if sha is None:
                 self.unhashed -= 1
             else:
