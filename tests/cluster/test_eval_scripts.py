@@ -148,3 +148,19 @@ def test_a_resp3_transaction_gets_its_script_too(redis_cluster, cluster_proxy):
         pipe.evalsha(sha_of(body), 1, key).evalsha_ro(sha_of(body), 1, key)
         assert pipe.execute() == [b"w!", b"w!"]
     client.close()
+
+
+def test_script_load_queued_in_multi_reaches_the_other_masters_when_needed(redis_cluster, cluster_proxy):
+    client = redis.Redis(port=cluster_proxy.port, socket_timeout=20)
+    client.script_flush()
+    masters = redis_cluster.masters()
+    first = key_on(redis_cluster, masters[0], "txload")
+    other = key_on(redis_cluster, masters[1], "txload")
+    client.set(other, "o")
+    body = "return redis.call('GET', KEYS[1]) or 'none'"
+    with client.pipeline(transaction=True) as pipe:
+        pipe.get(first).script_load(body)
+        assert pipe.execute()[1] in (sha_of(body), sha_of(body).encode())  # loaded on the first master only
+    assert redis_cluster.client(masters[1]).script_exists(sha_of(body)) == [False]
+    assert client.evalsha(sha_of(body), 1, other) == b"o"
+    client.close()

@@ -109,6 +109,8 @@ def fanout(session, batch, index: int) -> int:
     if session.state.txn is not NONE or session.state.lane is STREAMING:
         # (kept there for what the face presents: INFO, ROLE, CONFIG GET, ACL LOG; the rest as before)
         if not presented.presents(name, full):
+            if full == b"script|load" and len(args) == 3:  # (one master caches it, as with EVAL)
+                session.backend.router.known.saw_eval(args[2])
             return forward_one(session, batch, index)
         if session.state.in_transaction:
             session.answer_locally(errors.presented_in_multi(args))
