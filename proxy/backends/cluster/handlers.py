@@ -619,10 +619,10 @@ def lease(session, batch, index: int) -> int:
     args = batch.commands[index]
     name = args[0].lower()
     known = session.backend.router.known
-    if name in EVALS and len(args) > 2:
-        known.saw_eval(args[1])
     if session.state.txn is not NONE:
-        if name in RELOADED and len(args) > 1 and session.state.in_transaction and known.any():
+        if name in EVALS and len(args) > 2:
+            known.saw_eval(args[1])
+        elif name in RELOADED and len(args) > 1 and session.state.in_transaction and known.any():
             client = session.extra
             if client.txn_scripts is None:
                 client.txn_scripts = [(name, args[1])]
@@ -637,6 +637,8 @@ def lease(session, batch, index: int) -> int:
     conn = _lend(session, node, "lease")
     if conn is None:
         return index + 1
+    if name in EVALS and len(args) > 2:
+        known.saw_eval(args[1])
     data = batch.span(index, index + 1)
     reload = name in RELOADED and known.any()
     session.send(conn, data, 1, LeaseReplies(session, data, 0, known if reload else None))
