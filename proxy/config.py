@@ -136,6 +136,7 @@ class Config:
     face: str = "standalone"  # in front of a cluster: a standalone server, or a one-node cluster (FACES)
     cluster_face: ClusterFace = field(default_factory=ClusterFace)  # face: cluster's announced address
     learn: str | None = None  # serve --learn: record the commands and key shapes clients use (proxy/infer/traffic.py)
+    eval_scripts_memory: int = 4 << 20  # cluster: bytes of EVAL bodies kept for EVALSHA on other masters; 0: none
 
     def replace(self, **changes) -> Config:
         return dataclasses.replace(self, **changes)
@@ -458,6 +459,7 @@ def _build(data: dict, path: str) -> Config:
         warm_spares=_count(options, "warm_spares", 1, path),
         failover_timeout=_number(options, "failover_timeout", 10.0, float, path),
         read_from_replicas=_flag(options, "read_from_replicas", path),
+        eval_scripts_memory=_count(options, "eval_scripts_memory", 4 << 20, path),
         limits=limits,
         shared_connections=_number(options, "shared_connections", 1, int, path),
         connect_timeout=_number(options, "connect_timeout", 2.0, float, path),

@@ -114,3 +114,13 @@ def test_face_setting(tmp_path):
         load_config(write(tmp_path, "face: clustre\n"))
     with pytest.raises(ConfigError, match=r"unknown setting 'faces' \(did you mean face\?\)"):
         load_config(write(tmp_path, "faces: cluster\n"))
+
+
+def test_eval_scripts_memory(tmp_path):
+    assert load_config(write(tmp_path, "policy: none\n")).eval_scripts_memory == 4 << 20
+    assert "eval_scripts_memory" in known_settings()[("upstream_options",)]
+    config = load_config(write(tmp_path, "upstream_options: {eval_scripts_memory: 0}\n"))
+    assert config.eval_scripts_memory == 0  # none kept
+    for bad in ("-1", "1.5", "yes"):
+        with pytest.raises(ConfigError, match="eval_scripts_memory"):
+            load_config(write(tmp_path, f"upstream_options: {{eval_scripts_memory: {bad}}}\n"))

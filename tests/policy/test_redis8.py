@@ -14,7 +14,7 @@ import pytest
 from proxy.commands.table import SNAPSHOTS, CommandTable
 from proxy.policy.engine import Engine
 from proxy.policy.loader import load_policy_text
-from proxy.policy.rules._fields import hsetex_fields, vadd_parts
+from proxy.policy.rules._fields import hsetex_fields, vadd_dimension, vadd_parts
 from tests.policy.helpers import no_baseline
 from tests.servers import RedisServer, redis_server_version
 
@@ -142,6 +142,53 @@ def test_v3_on_the_new_writes(command, rule):
     assert rejected_by(decide(V3, command)) == rule
 
 
+V3_DIMS = "rules: {V3: {max_vector_dimensions: 3}}"
+FP32_3 = "\x00" * 12  # three float32 zeros
+FP32_4 = "\x00" * 16
+
+
+@pytest.mark.parametrize("args, expected", [
+    ("VADD k VALUES 3 1 2 3 e", (3, "VALUES 3")),
+    ("VADD k REDUCE 2 VALUES 4 1 2 3 4 e", (4, "VALUES 4")),  # the vector as sent, before REDUCE
+    (f"VADD k FP32 {FP32_4} e", (4, "an FP32 blob of 16 bytes")),
+    ("VADD k FP32 abcdefg e", None),  # not a multiple of 4: Redis refuses it
+    ("VADD k VALUES x 1 e", None),
+    ("VADD k VALUES 0 e", None),
+    ("VADD k", None),
+])
+def test_vadd_dimension(args, expected):
+    assert vadd_dimension([w.encode("latin-1") for w in args.split(" ")]) == expected
+
+
+@pytest.mark.parametrize("command, rule", [
+    ("VADD k VALUES 3 1 2 3 e", None),
+    ("VADD k VALUES 4 1 2 3 4 e", "V3"),
+    ("VADD k REDUCE 2 VALUES 4 1 2 3 4 e", "V3"),
+    (f"VADD k FP32 {FP32_3} e", None),
+    (f"VADD k FP32 {FP32_4} e CAS", "V3"),
+    ("VADD k VALUES 999999999 1 e", "V3"),  # the count alone says it (Redis would refuse it too)
+])
+def test_v3_bounds_a_vector_s_dimension(command, rule):
+    verdict = decide(V3_DIMS, command)
+    assert rejected_by(verdict) == rule
+    if rule:
+        reject = str(verdict.reject.subject) + " " + str(verdict.reject.advice)
+        assert "key 'k'" in reject and "at most 3 dimensions" in reject and "got " in reject
+
+
+def test_v3_s_default_bounds_vectors_at_4096_dimensions():
+    values = " ".join(["1"] * 4097)
+    assert rejected_by(decide("rules: {V3: {}}", f"VADD k VALUES 4096 {values.rpartition(' ')[0]} e")) is None
+    assert rejected_by(decide("rules: {V3: {}}", f"VADD k VALUES 4097 {values} e")) == "V3"
+
+
+def test_v3_s_vector_limit_is_checked_at_load():
+    from proxy.policy.base import PolicyError
+
+    with pytest.raises(PolicyError, match="max_vector_dimensions"):
+        load_policy_text(no_baseline("rules: {V3: {max_vector_dimensions: 0}}"))
+
+
 @pytest.mark.parametrize("command, size_command, candidates", [
     ("HSETEX k FIELDS 2 a 1 b 2", b"HLEN", [b"a", b"b"]),
     ("HSETEX k FXX FIELDS 1 a 1", b"HLEN", []),  # FXX adds no field
@@ -199,6 +246,32 @@ def test_v2_caps_the_new_writes_on_redis_8(server, command, grows):
         with pytest.raises(redis.ResponseError, match="rule V2"):
             client.execute_command(*script)  # a fourth element: over the cap of 3
         assert client.execute_command(*decide(V2, command).commands[0]) in (0, 1)  # the same ones again: nothing new
+    finally:
+        client.close()
+
+
+@needs_redis_8
+@pytest.mark.parametrize("command, dimension", [
+    ("VADD v VALUES 3 1 2 3 e", 3),
+    (f"VADD v FP32 {FP32_3} e", 3),
+    ("VADD v REDUCE 2 VALUES 3 1 2 3 e", 2),  # stored reduced: the limit reads what was sent
+])
+def test_v3_reads_the_dimension_redis_8_reads(server, command, dimension):
+    import redis
+
+    client = redis.Redis(port=server.port)
+    try:
+        client.delete("v")
+        args = [w.encode("latin-1") for w in command.split(" ")]
+        assert rejected_by(decide(V3_DIMS, command)) is None  # 3 dimensions sent: within 3
+        assert client.execute_command(*args) in (1, True)
+        assert client.execute_command("VDIM", "v") == dimension
+        wider = command.replace("VALUES 3 1 2 3", "VALUES 4 1 2 3 4").replace(FP32_3, FP32_4)
+        assert rejected_by(decide(V3_DIMS, wider)) == "V3"
+        client.delete("v")
+        wider_args = [w.encode("latin-1") for w in wider.split(" ")]
+        assert client.execute_command(*wider_args) in (1, True)  # Redis takes it: 4 dimensions
+        assert client.execute_command("VDIM", "v") == (2 if "REDUCE" in wider else 4)
     finally:
         client.close()
 

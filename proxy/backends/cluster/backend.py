@@ -73,7 +73,8 @@ log = logging.getLogger("redis_guard.cluster")
 # CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
              CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER,
-             FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
+             FANOUT, CLIENT_INFO,  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
+             LEASE}  # (forwarded there; a script's noted: handlers.lease)
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
 _STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER,
@@ -83,11 +84,12 @@ _STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER,
 class Client(ClusterClient):
     """A cluster client, and when it connected (CLIENT INFO's age: clientinfo.py)."""
 
-    __slots__ = ("born",)
+    __slots__ = ("born", "txn_scripts")
 
     def __init__(self, session, client_id: int):
         super().__init__(session, client_id)
         self.born = time.monotonic()
+        self.txn_scripts = None  # (name, sha or function) of EVALSHA/FCALL queued in MULTI (handlers._end)
 
 
 class ClusterBackend(BackendBase):
@@ -107,6 +109,7 @@ class ClusterBackend(BackendBase):
             loop, [seed.address for seed in seeds], seeds[0], config.shared_connections, config.connect_timeout,
             config.failover_timeout, read_from_replicas=config.read_from_replicas,
         )
+        self.router.known.eval_budget = config.eval_scripts_memory  # (followers share it)
         self.routers = {self.default_identity: self.router}  # identity -> its router (`router_for`)
         self.routes = RouteTable(table, Planner(table))
         self.behaviour = Behaviour(table)

@@ -58,7 +58,7 @@ from ...session.behaviour import (
     strict_int,
 )
 from ...session.pause import PauseWatch, watches
-from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, QUEUEING, SHARED, STREAMING, WATCHING
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from . import clientinfo, face, presented, sides
 from .connection import RoutedPending
@@ -109,6 +109,8 @@ def fanout(session, batch, index: int) -> int:
     if session.state.txn is not NONE or session.state.lane is STREAMING:
         # (kept there for what the face presents: INFO, ROLE, CONFIG GET, ACL LOG; the rest as before)
         if not presented.presents(name, full):
+            if full == b"script|load" and len(args) == 3:  # (one master caches it, as with EVAL)
+                session.backend.router.known.saw_eval(args[2])
             return forward_one(session, batch, index)
         if session.state.in_transaction:
             session.answer_locally(errors.presented_in_multi(args))
@@ -431,6 +433,7 @@ def reset(session, batch, index: int) -> int:
     client.name = None
     client.txn_slot = None
     client.deferred = client.deferred_name = None
+    client.txn_scripts = None
     session.protocol = 2
     session.policy_state = SessionState()
     session.after_exec = []
@@ -553,6 +556,13 @@ def _end(session, batch, index: int, is_exec: bool) -> int:
     client = session.extra
     if not session.state.in_transaction:
         return forward_one(session, batch, index)  # EXEC/DISCARD without MULTI: Redis's error
+    if client.txn_scripts is not None:
+        if is_exec and client.deferred is not None:
+            if not session.backend.pin_deferred(session, None):
+                return index + 1
+        if is_exec and _preload(session, batch, index):
+            return HELD
+        client.txn_scripts = None
     if client.deferred is not None:
         if not is_exec:
             client.deferred = client.deferred_name = None
@@ -602,8 +612,22 @@ def _target(session, batch, index: int):
 
 def lease(session, batch, index: int) -> int:
     """A blocking command or a script: on a connection lent by its key's owner; the client's
-    next command waits until it has answered (`DRAIN`), so its commands keep their order."""
-    if session.state.in_transaction:
+    next command waits until it has answered (`DRAIN`), so its commands keep their order.
+    Inside a transaction (or with keys watched), on the transaction's connection: the scripts
+    its EVALSHA/FCALL name are noted for EXEC (`_end`). The body of an EVAL is kept for the
+    masters that did not run it (`scripts.Known.saw_eval`)."""
+    args = batch.commands[index]
+    name = args[0].lower()
+    known = session.backend.router.known
+    if session.state.txn is not NONE:
+        if name in EVALS and len(args) > 2:
+            known.saw_eval(args[1])
+        elif name in RELOADED and len(args) > 1 and session.state.in_transaction and known.any():
+            client = session.extra
+            if client.txn_scripts is None:
+                client.txn_scripts = [(name, args[1])]
+            elif len(client.txn_scripts) < MAX_QUEUED_SCRIPTS:
+                client.txn_scripts.append((name, args[1]))
         return forward_one(session, batch, index)
     node = _target(session, batch, index)
     if type(node) is int:
@@ -613,14 +637,66 @@ def lease(session, batch, index: int) -> int:
     conn = _lend(session, node, "lease")
     if conn is None:
         return index + 1
+    if name in EVALS and len(args) > 2:
+        known.saw_eval(args[1])
     data = batch.span(index, index + 1)
-    known = session.backend.router.known
-    reload = (known.scripts or known.libraries) and batch.commands[index][0].lower() in RELOADED
+    reload = name in RELOADED and known.any()
     session.send(conn, data, 1, LeaseReplies(session, data, 0, known if reload else None))
     return index + 1
 
 
 RELOADED = frozenset((b"evalsha", b"evalsha_ro", b"fcall", b"fcall_ro"))
+EVALS = frozenset((b"eval", b"eval_ro"))
+MAX_QUEUED_SCRIPTS = 1024  # EVALSHA/FCALL noted per transaction (one SCRIPT LOAD each, at most, before EXEC)
+
+
+def _preload(session, batch, index: int) -> bool:
+    """EXEC of a transaction that queued EVALSHA/FCALL of scripts or libraries the proxy knows
+    (`client.txn_scripts`): its master may lack them (added, restarted, promoted, or never ran
+    the EVAL), and inside MULTI nothing can be loaded on the transaction's own connection (a load
+    would be queued, its reply in EXEC's). They are loaded on a shared connection of the same
+    master, replies unseen, and EXEC waits until they are answered (True): it then runs them as
+    one Redis would. False: nothing to load, EXEC goes now."""
+    client = session.extra
+    queued, client.txn_scripts = client.txn_scripts, None
+    own = session.own
+    if queued is None or own is None or session.state.txn is not QUEUEING:
+        return False
+    router = session.backend.router_of(session)
+    loads = router.known.preloads(queued)
+    if loads is None:
+        return False
+    conn = router.pool(own.address, session.protocol).get(session.spread % router.size)
+    if conn is None or conn.closed:
+        return False
+    data, count = loads
+    pending = Pending(Preloaded(session), count, conn, data)
+    session.queue.append(pending)
+    session.inflight += 1
+    conn.send(data, pending)
+    session.wait(batch, index)
+    return True
+
+
+class Preloaded(Receiver):
+    """The replies to `_preload`'s loads: the client sees none (a load refused, a library there
+    already, changes nothing: EXEC answers as the master can)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session):
+        self.session = session
+
+    def deliver(self, pending, data: bytes, done: int) -> None:
+        if data[:1] in (b"-", b"!") and not data.startswith(b"-ERR Library"):
+            log.info("cluster: a script load before EXEC was refused: %s",
+                     data.split(b"\r\n", 1)[0].decode("utf-8", "replace"))
+        if done:
+            self.session.deliver(pending, b"", done)
+
+    def pending_failed(self, pending, error: bytes, partial: bool) -> None:
+        if pending.remaining:
+            self.session.deliver(pending, b"", pending.remaining)
 
 
 class LeaseReplies(Receiver):

@@ -90,6 +90,28 @@ def vadd_parts(args):
     return element, attributes
 
 
+def vadd_dimension(args):
+    """(dimension, how it was given) of the vector VADD writes, before any REDUCE: VALUES' count,
+    or an FP32 blob's length / 4 (Redis refuses a length that is not a multiple of 4, and a count
+    that is not an integer of at least 1: None then, as for arguments without a vector)."""
+    i, count = 2, len(args)
+    if i < count and args[i].lower() == b"reduce":
+        i += 2
+    if i + 1 >= count:
+        return None
+    shape = args[i].lower()
+    if shape == b"fp32":
+        size = len(args[i + 1])
+        return (size // 4, f"an FP32 blob of {size} bytes") if size >= 4 and size % 4 == 0 else None
+    if shape == b"values":
+        try:
+            n = int(args[i + 1])
+        except ValueError:
+            return None
+        return (n, f"VALUES {n}") if n >= 1 else None
+    return None
+
+
 def vadd_element(args):
     """VADD's element and attributes as one list (V3), or None."""
     parsed = vadd_parts(args)

@@ -3,13 +3,15 @@
 A CommandRule; the arguments alone decide. `ELEMENTS` is the one table of which arguments are
 elements written (field names, scores and moves of existing elements are not). Streams and
 HyperLogLogs are not checked. Redis 8's HSETEX (its field values) and vector sets (VADD's element
-and SETATTR attributes, VSETATTR's attributes) are.
+and SETATTR attributes, VSETATTR's attributes) are, and so is the dimension of the vector VADD adds
+(`max_vector_dimensions`: VALUES' count, or an FP32 blob's length / 4, as given before REDUCE):
+a vector set's memory and every VSIM's cost grow with it.
 """
 
 from __future__ import annotations
 
 from ..base import NO_ARGUMENTS, CommandRule, register
-from ._fields import hsetex_fields, vadd_element
+from ._fields import hsetex_fields, vadd_dimension, vadd_element
 from ._keyshape import text
 from ._zadd import zadd_members
 
@@ -72,6 +74,7 @@ class ElementSize(CommandRule):
     def __init__(self, settings):
         super().__init__(settings)
         self.max_element_bytes = settings.get("max_element_bytes", 1024, kind=int, minimum=1)
+        self.max_vector_dimensions = settings.get("max_vector_dimensions", 4096, kind=int, minimum=1)
 
     def applies_to(self, spec) -> bool:
         return spec.name in ELEMENTS
@@ -91,8 +94,16 @@ class ElementSize(CommandRule):
                 key = call.args[1] if len(call.args) > 1 else b""
                 return self.finding(f"key '{text(key)}'", f"keep each {what} at most {limit} bytes "
                                     f"(got {len(element)} bytes)")
+        if call.name == "vadd":
+            found = vadd_dimension(call.args)
+            if found is not None and found[0] > self.max_vector_dimensions:
+                return self.finding(f"key '{text(call.args[1])}'",
+                                    f"keep each vector at most {self.max_vector_dimensions} dimensions (got "
+                                    f"{found[0]}: {found[1]}); send embeddings of at most that many dimensions "
+                                    f"(a smaller model, or the vector shortened on the client: REDUCE "
+                                    f"projects it only after the whole vector was sent)")
         return None
 
     def describe(self) -> str:
         return (f"hash field values, list items, set and sorted-set members, vector-set elements and attributes "
-                f"at most {self.max_element_bytes} bytes")
+                f"at most {self.max_element_bytes} bytes; vectors at most {self.max_vector_dimensions} dimensions")
