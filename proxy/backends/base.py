@@ -27,6 +27,7 @@ from ..session import streamend
 from ..session.behaviour import LEASE, PASS
 from ..session.streamorder import StreamOrder, turns_replies_off
 from ..upstream.connection import startup_commands
+from ..upstream.relogin import send_logged
 from .route import Route
 
 
@@ -195,7 +196,7 @@ def relogin(conn, identity: tuple) -> None:
         return
     if identity != (conn.upstream.username, conn.upstream.password):
         conn.upstream = dataclasses.replace(conn.upstream, username=identity[0], password=identity[1])
-        conn.send_hidden([("AUTH", identity[0] or "default", identity[1] or "")])
+        send_logged(conn, [("AUTH", identity[0] or "default", identity[1] or "")])
 
 
 def restore_after_reset(session, conn, upstream, db: int) -> None:
@@ -211,7 +212,7 @@ def restore_after_reset(session, conn, upstream, db: int) -> None:
         if commands:
             StreamOrder.of(session, stream).hidden(b"".join(hiredis.pack_command(tuple(cmd)) for cmd in commands))
     else:
-        conn.send_hidden(commands)
+        send_logged(conn, commands)  # (right behind RESET, whose reply is in flight)
     if conn.upstream is not None:
         conn.upstream = upstream
     conn.db, conn.protocol = db, 2

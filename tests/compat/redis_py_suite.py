@@ -277,11 +277,12 @@ def parse_junit(path: str) -> dict[str, str]:
 
 def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, timeout: float = 420,
             workdir: str | None = None, extra: list[str] = (), config: str | None = None,
-            more: dict[str, tuple[str, str]] | None = None, upstream: str = "server") -> dict:
+            more: dict[str, tuple] | None = None, upstream: str = "server") -> dict:
     """Run each suite directly and through the proxy (or directly twice when `flaky`), concurrently.
 
-    `more`: {run name: (suite name, proxy config)}, more runs through proxies of their own
-    configuration, beside the others (one direct run serves as their reference too).
+    `more`: {run name: (suite name, proxy config[, upstream])}, more runs through proxies of their
+    own configuration (None: the passthrough) and upstream (default: `upstream`), beside the others:
+    one direct run serves as their reference too.
     `upstream`: what the proxy is in front of, "server" (one redis-server) or "cluster" (a real
     3-master Redis Cluster; the direct side is still one plain redis-server).
     Returns {"runs": [Run...], "direct": {id: outcome}, "proxy": {id: outcome},
@@ -301,16 +302,18 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
     start = time.monotonic()
     try:
         threads = []
-        planned = [(f"{name}-{side}", files, through, config)
+        planned = [(f"{name}-{side}", files, through, config, upstream)
                    for name, files in suites.items()
                    for side, through in (("direct", False), ("direct2" if flaky else "proxy", not flaky))]
-        planned += [(name, SUITES[suite], True, own) for name, (suite, own) in (more or {}).items()]
-        deselect = CLUSTER_DESELECT if upstream == "cluster" else []  # the same tests on both sides
-        args = [*CLUSTER_PYTEST_ARGS, *extra] if upstream == "cluster" else list(extra)
-        for name, files, through_proxy, run_config in planned:
+        planned += [(name, SUITES[spec[0]], True, spec[1], spec[2] if len(spec) > 2 else upstream)
+                    for name, spec in (more or {}).items()]
+        clustered = any(through and where == "cluster" for _, _, through, _, where in planned)
+        deselect = CLUSTER_DESELECT if clustered else []  # the same tests on every side
+        for name, files, through_proxy, run_config, where in planned:
             run = Run(name, files, through_proxy,
                       os.path.join(workdir, f"{name}.xml"), os.path.join(workdir, f"{name}.log"))
-            if run.through_proxy and upstream == "cluster":
+            args = [*CLUSTER_PYTEST_ARGS, *extra] if through_proxy and where == "cluster" else list(extra)
+            if run.through_proxy and where == "cluster":
                 from tests.cluster.nodes import RedisCluster  # imports redis-py: only when asked
 
                 cluster = RedisCluster(masters=3, replicas=0)
@@ -350,11 +353,15 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
             continue
         side = other if run.name.endswith(("-proxy", "-direct2")) else direct
         side.update(run.outcomes)
-    differences = {t: (direct.get(t, "missing"), other.get(t, "missing"))
-                   for t in sorted(set(direct) | set(other)) if direct.get(t) != other.get(t)}
-    return {"runs": runs, "direct": direct, "proxy": other, "differences": differences,
+    return {"runs": runs, "direct": direct, "proxy": other, "differences": differences_of(direct, other),
             "more": {run.name: run.outcomes for run in runs if run.name in (more or {})},
             "seconds": time.monotonic() - start, "workdir": workdir}
+
+
+def differences_of(direct: dict[str, str], other: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """{test id: (direct outcome, other outcome)} for every test whose outcomes differ."""
+    return {t: (direct.get(t, "missing"), other.get(t, "missing"))
+            for t in sorted(set(direct) | set(other)) if direct.get(t) != other.get(t)}
 
 
 def expected_reason(test: str, table: dict[str, list[str]] = CLUSTER_EXPECTED) -> str | None:

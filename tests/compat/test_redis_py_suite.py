@@ -1,7 +1,7 @@
 """redis-py's own test suite must give the same results through the proxy as directly.
 
 See redis_py_suite.py for what runs (about 2,800 tests, sync and asyncio, RESP3; two minutes).
-Both tests share one set of runs (the `comparison` fixture).
+The three tests share one set of runs (the `comparison` fixture).
 Run it by hand with `python -m tests.compat.redis_py_suite` to see every difference (`--upstream cluster`:
 the proxy in front of a real 3-master cluster, its differences checked against CLUSTER_EXPECTED).
 """
@@ -9,7 +9,7 @@ the proxy in front of a real 3-master cluster, its differences checked against C
 import pytest
 import yaml
 
-from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, classify, compare, counts
+from tests.compat.redis_py_suite import SUITES, SuiteUnavailable, classify, compare, counts, differences_of
 from tests.servers import REPO
 
 # serial: four pytest runs of redis-py's suite at once, CPU-bound, each with a time limit: alone.
@@ -28,28 +28,34 @@ KNOWN_PROXY_BUGS: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
-    """Both tests' runs at once: redis-py's sync and asyncio suites directly and through a
-    passthrough proxy, and the sync suite through the strictest preset in audit mode, five
-    pytest runs side by side (they wait on sleeps and timeouts more than they compute: one after
-    the other the two comparisons took 3.5 minutes of CI's serial pass, and ran the sync suite
-    directly twice)."""
+    """The three tests' runs at once, seven pytest runs side by side: redis-py's sync and asyncio
+    suites directly, through a passthrough proxy in front of one server and through one in front
+    of a real 3-master cluster, and the sync suite through the strictest preset in audit mode.
+    One direct run of each suite is the reference of all the others (before, the cluster comparison
+    ran both directly again, after the others: 100 s more of CI's serial pass)."""
     workdir = tmp_path_factory.mktemp("redis-py")
     with open(f"{REPO}/configs/policies/strict-dotted.yaml", encoding="utf-8") as handle:
         policy = yaml.safe_load(handle)
     policy["mode"] = "audit"
     (workdir / "policy.yaml").write_text(yaml.safe_dump(policy))
     (workdir / "config.yaml").write_text("policy: policy.yaml\n")
+    more = {"sync-audit": ("sync", str(workdir / "config.yaml"))}
+    more.update({f"{suite}-cluster": (suite, None, "cluster") for suite in SUITES})
     try:
-        return compare(workdir=str(workdir), more={"sync-audit": ("sync", str(workdir / "config.yaml"))})
+        return compare(workdir=str(workdir), more=more, timeout=1500)
     except SuiteUnavailable as exc:
         pytest.skip(f"redis-py's test suite is not available: {exc}")
 
 
-def test_redis_py_suite_same_through_proxy(comparison):
-    result = comparison
-    summary = "\n".join(
+def summary_of(result) -> str:
+    return "\n".join(
         f"{run.name}: rc={run.returncode} {run.seconds:.0f}s {counts(run.outcomes)} log={run.log}"
         for run in result["runs"])
+
+
+def test_redis_py_suite_same_through_proxy(comparison):
+    result = comparison
+    summary = summary_of(result)
     for run in result["runs"]:
         # pytest exits 0 (all passed) or 1 (some failed); anything else is a broken run.
         assert run.returncode in (0, 1), f"{run.name} did not complete:\n{summary}"
@@ -77,23 +83,21 @@ def test_strictest_policy_in_audit_mode_changes_nothing(comparison):
     assert not [t for t in worse if t not in ALLOWED], worse
 
 
-def test_redis_py_suite_through_a_cluster_differs_only_where_a_cluster_must(tmp_path):
+def test_redis_py_suite_through_a_cluster_differs_only_where_a_cluster_must(comparison):
     """The proxy in front of a real 3-master cluster against one plain server: every difference is
-    one CLUSTER_EXPECTED gives a reason for (cross-slot, SELECT, SORT BY/GET, ...). About 3 minutes
-    of CPU (the sync and asyncio files, each side; 10 minutes' wall time on a loaded machine)."""
-    try:
-        result = compare(workdir=str(tmp_path), upstream="cluster", timeout=1500)
-    except SuiteUnavailable as exc:
-        pytest.skip(f"redis-py's test suite is not available: {exc}")
-    summary = "\n".join(
-        f"{run.name}: rc={run.returncode} {run.seconds:.0f}s {counts(run.outcomes)} log={run.log}"
-        for run in result["runs"])
-    for run in result["runs"]:
-        assert run.returncode in (0, 1), f"{run.name} did not complete:\n{summary}"
-        assert len(run.outcomes) > 500, f"{run.name} ran too few tests:\n{summary}"
-    grouped, unexpected, _ = classify(result["differences"])
+    one CLUSTER_EXPECTED gives a reason for (cross-slot, SELECT, SORT BY/GET, ...)."""
+    summary = summary_of(comparison)
+    for run in comparison["runs"]:
+        if run.name.endswith(("-direct", "-cluster")):
+            assert run.returncode in (0, 1), f"{run.name} did not complete:\n{summary}"
+            assert len(run.outcomes) > 500, f"{run.name} ran too few tests:\n{summary}"
+    clustered: dict[str, str] = {}
+    for suite in SUITES:
+        clustered.update(comparison["more"][f"{suite}-cluster"])
+    differences = differences_of(comparison["direct"], clustered)
+    grouped, unexpected, _ = classify(differences)
     assert not unexpected, (
         f"{len(unexpected)} differences a cluster does not explain:\n  "
-        + "\n  ".join(f"{t}: {result['differences'][t]}" for t in unexpected) + f"\n{summary}")
+        + "\n  ".join(f"{t}: {differences[t]}" for t in unexpected) + f"\n{summary}")
     # the differences that must be there: the proxy in front of a cluster does not pretend to more
     assert len(grouped) >= 5 and sum(map(len, grouped.values())) > 100, grouped
