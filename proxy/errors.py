@@ -124,6 +124,14 @@ TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exi
 TRACKING_REDIRECT_CLUSTER = resp_error(
     "ERR CLIENT TRACKING REDIRECT is not available through redis-guard in front of a Redis Cluster: the keys "
     "live on several masters, whose invalidations redis-guard does not send on to another connection")
+# In front of a cluster, REDIRECT to a session of the same client (cluster/redirects.py): not inside
+# MULTI (the sink must be named before the command is queued), and a few sinks per client at most.
+TRACKING_REDIRECT_MULTI = resp_error(
+    "ERR CLIENT TRACKING REDIRECT inside MULTI is not supported through redis-guard in front of a Redis "
+    "Cluster: send it outside the transaction")
+TRACKING_REDIRECT_MANY = resp_error(
+    "ERR too many CLIENT TRACKING REDIRECT targets on this connection through redis-guard in front of a Redis "
+    "Cluster (CLIENT REPLY OFF leaves the earlier ones open): send CLIENT TRACKING OFF or RESET first")
 
 
 def client_setinfo(args) -> bytes:

@@ -62,6 +62,7 @@ from .handlers import CLUSTER as HANDLERS
 from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import every_node, fans_out, merge_for, merge_info_cluster
+from .redirects import close_sinks
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 from .routing.multikey import Planner
@@ -145,6 +146,7 @@ class ClusterBackend(BackendBase):
         self.controls: dict = {}
         self._client_ids = itertools.count(1)
         self.sides = {}  # session -> its stream's connections aside (sides.py: MONITOR, shard channels)
+        self.tracking_sinks = {}  # session -> its tracking redirect's sinks (redirects.py)
         self.router.listeners.append(self._topology_changed)
 
     async def start(self) -> None:
@@ -169,6 +171,7 @@ class ClusterBackend(BackendBase):
 
     def session_closed(self, session) -> None:
         close_sides(session)
+        close_sinks(session)
         if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
             session.pubsub.close()
 
@@ -269,6 +272,7 @@ class ClusterBackend(BackendBase):
         session.bind()
         conn.close()
         close_sides(session)
+        close_sinks(session)
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

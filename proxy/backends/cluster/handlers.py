@@ -60,7 +60,7 @@ from ...session.behaviour import (
 from ...session.pause import PauseWatch, watches
 from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from . import clientinfo, face, presented, sides
+from . import clientinfo, face, presented, redirects, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -438,6 +438,7 @@ def reset(session, batch, index: int) -> int:
     session.app = None  # with applications: unauthenticated again
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
         sides.close_sides(session)  # (nothing monitored or subscribed aside is left either)
+        redirects.close_sinks(session)  # (nor tracking: no invalidation to redirect)
         session.bind()
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
@@ -708,12 +709,12 @@ def stream(session, batch, index: int) -> int:
     while it has some, what would start a stream elsewhere is refused."""
     args = batch.commands[index]
     if args[0].lower() == b"client" and tracking.redirects(args):
-        # No server's id is ever handed out here: it would name anyone's connection. On a stream
-        # (CLIENT REPLY OFF...) the command goes there naming nobody: the master answers in place.
-        if session.state.lane is STREAMING and not session.state.in_transaction:
-            session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
-            return index + 1
-        return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_CLUSTER, index)
+        # No server's id is ever handed out here: a REDIRECT names a session of the same client,
+        # whose invalidations come by a connection of the proxy's (redirects.py), or nobody.
+        if session.state.in_transaction:
+            return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_MULTI, index)
+        return redirects.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
+                                  lambda: _node(session, None) or session.backend.seed)
     if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
             and not session.state.in_transaction):
         sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)
