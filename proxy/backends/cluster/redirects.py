@@ -61,6 +61,19 @@ def target_of(session, client_id: int):
     return None
 
 
+def _id(value):
+    """A REDIRECT value as Redis reads it (a signed 64-bit integer), or None (Redis refuses it)."""
+    number = strict_int(value) if value is not None else None
+    return number if number is not None and -(1 << 63) <= number < (1 << 63) else None
+
+
+def nobody(args) -> list:
+    """`args` with every REDIRECT id made to name nobody (`NO_SUCH_ID`): Redis answers its own
+    error for the first, in its place among the others; a value that is no id stays, for Redis's
+    error for it."""
+    return naming_nobody(args, {value for value in redirects(args) if _id(value) is not None})
+
+
 def first_redirect(args):
     """The value of the first REDIRECT (the only one Redis reads: it refuses a second), or None."""
     values = redirects(args)
@@ -297,10 +310,10 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
     """CLIENT TRACKING with a REDIRECT, outside a transaction (handlers.stream). `lend(node)`: a
     connection of the client's own there; `node_for()`: the master a new stream goes to."""
     args = batch.commands[index]
-    client_id = strict_int(first_redirect(args))
+    client_id = _id(first_redirect(args))
     target = target_of(session, client_id) if client_id is not None else None
     if target is None:  # (Redis's error: nothing changes, wherever it runs)
-        session.route.send(session, args, hiredis.pack_command(tuple(naming_nobody(args))), 1, session)
+        session.route.send(session, args, hiredis.pack_command(tuple(nobody(args))), 1, session)
         return index + 1
     streaming = session.state.lane is STREAMING
     subscriptions = session.pubsub

@@ -1,0 +1,272 @@
+"""CLIENT TRACKING ... REDIRECT in front of a cluster (cluster/redirects.py): a session of the
+same client may be named, and gets the invalidations one Redis server would send it (a RESP3
+push; a RESP2 subscriber's `__redis__:invalidate` message), nothing reaches any other client;
+any other id gets Redis's own error; a RESP3 tracking client whose target is gone gets
+`tracking-redir-broken`; the proxy's connections for it go with the client."""
+
+import socket
+import time
+
+import pytest
+
+from proxy.backends.cluster.redirects import accepted, for_target, named
+from proxy.session.clientkill import NO_SUCH_ID
+from tests.cluster.test_isolation_findings import keys_on_every_master
+from tests.servers import wait_for
+
+NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
+
+
+class Raw:
+    """A raw client of the proxy: what it sends, every byte it is shown."""
+
+    def __init__(self, port: int, hello: bool = False):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.seen = b""
+        if hello:
+            self.ask(b"HELLO 3\r\n", lambda data: data.endswith(b"\r\n") and b"modules" in data)
+
+    def ask(self, request: bytes, done, timeout: float = 10.0) -> bytes:
+        start = len(self.seen)
+        self.sock.sendall(request)
+        self.read(lambda data: done(data[start:]), timeout)
+        return self.seen[start:]
+
+    def read(self, done, timeout: float = 10.0) -> bytes:
+        deadline = time.monotonic() + timeout
+        self.sock.settimeout(0.1)
+        while not done(self.seen) and time.monotonic() < deadline:
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            self.seen += chunk
+        return self.seen
+
+    def client_id(self) -> int:
+        reply = self.ask(b"CLIENT ID\r\n", lambda data: data.endswith(b"\r\n"))
+        assert reply.startswith(b":"), reply
+        return int(reply[1:-2])
+
+    def mark(self) -> bytes:
+        """Everything the proxy owes before a PING's reply (a round trip: nothing still in flight)."""
+        self.ask(b"ECHO mark\r\n", lambda data: data.endswith(b"$4\r\nmark\r\n"))
+        return self.seen
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _command(*words) -> bytes:
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(word), word) for word in words)
+
+
+def _tracked_key(cluster, keys) -> bytes:
+    """The key of the master where a tracking connection is (CLIENT LIST's flags=t)."""
+    def master():
+        found = [node for node in cluster.masters()
+                 if any("t" in row["flags"] for row in cluster.client(node).client_list())]
+        return found[0] if len(found) == 1 else None
+    wait_for(lambda: master() is not None, 10, "one master with the tracking connection")
+    node = master()
+    return next(key for key in keys if cluster.master_for_key(key.decode()).port == node.port)
+
+
+def _invalidate(key: bytes) -> bytes:
+    return b">2\r\n$10\r\ninvalidate\r\n*1\r\n$%d\r\n%s\r\n" % (len(key), key)
+
+
+def _message(key: bytes) -> bytes:
+    return b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$%d\r\n%s\r\n" % (len(key), key)
+
+
+OK = lambda data: data.endswith(b"\r\n")  # noqa: E731
+
+
+@pytest.mark.parametrize("protocols", [(3, 3), (2, 3), (3, 2), (2, 2)],
+                         ids=["resp3-to-resp3", "resp2-to-resp3", "resp3-to-resp2", "resp2-to-resp2"])
+def test_invalidations_reach_the_target_only(redis_cluster, cluster_proxy, protocols):
+    """A tracking client redirects to another session: the key it read is invalidated there, in
+    the target's protocol, once; nothing reaches the tracking client, the writer or a bystander."""
+    tracker_resp, target_resp = protocols
+    name = "tr%d%d" % protocols
+    keys = keys_on_every_master(redis_cluster, name)
+    tracker, target = Raw(cluster_proxy.port, tracker_resp == 3), Raw(cluster_proxy.port, target_resp == 3)
+    writer, bystander = Raw(cluster_proxy.port), Raw(cluster_proxy.port, True)
+    try:
+        target_id = target.client_id()
+        if target_resp == 2:
+            subscribed = target.ask(b"SUBSCRIBE __redis__:invalidate\r\n", OK)
+            assert subscribed.endswith(b":1\r\n"), subscribed
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        key = _tracked_key(redis_cluster, keys)
+        writer.ask(b"SET %s v1\r\n" % key, OK)
+        assert tracker.ask(b"GET %s\r\n" % key, OK) == b"$2\r\nv1\r\n"
+        assert writer.ask(b"SET %s v2\r\n" % key, OK) == b"+OK\r\n"
+        expected = _invalidate(key) if target_resp == 3 else _message(key)
+        shown = target.read(lambda data: expected in data)
+        assert shown.count(expected) == 1, shown
+        before_mark = len(target.seen)
+        if target_resp == 3:
+            target.mark()
+            assert target.seen[before_mark:] == b"$4\r\nmark\r\n"
+        for other in (tracker, writer, bystander):
+            seen = other.mark()
+            assert b"invalidate" not in seen, seen
+        # (the tracking client's own reads go on: its replies unchanged)
+        assert tracker.ask(b"GET %s\r\n" % key, OK) == b"$2\r\nv2\r\n"
+    finally:
+        for client in (tracker, target, writer, bystander):
+            client.close()
+
+
+def test_a_resp2_target_not_subscribed_gets_nothing(redis_cluster, cluster_proxy):
+    """Redis sends a RESP2 redirect target nothing while it is not subscribed."""
+    keys = keys_on_every_master(redis_cluster, "tr2n")
+    tracker, target, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        key = _tracked_key(redis_cluster, keys)
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        time.sleep(0.3)
+        assert b"invalidate" not in target.mark() + tracker.mark()
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redirect_to_itself(redis_cluster, cluster_proxy, protocol):
+    """REDIRECT naming the tracking client itself: in RESP3 its own push; in RESP2 nothing (it is
+    not subscribed), as Redis does."""
+    keys = keys_on_every_master(redis_cluster, f"trself{protocol}")
+    tracker, writer = Raw(cluster_proxy.port, protocol == 3), Raw(cluster_proxy.port)
+    try:
+        own = tracker.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % own, OK) == b"+OK\r\n"
+        key = _tracked_key(redis_cluster, keys)
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        if protocol == 3:
+            assert tracker.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+        else:
+            time.sleep(0.3)
+            assert b"invalidate" not in tracker.mark()
+        assert tracker.ask(b"CLIENT TRACKING OFF REDIRECT %d\r\n" % own, OK) == b"+OK\r\n"
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_ids_of_no_session_of_the_client_are_refused_as_redis_refuses_them(redis_cluster, cluster_proxy):
+    """A node's own connection ids, an id no session has, a closed session's: Redis's error, and
+    the tracking client is not tracking (nothing started). (The proxy's numbers and a node's are
+    both small: the tracking client's own, the one live session here, is left out.)"""
+    tracker = Raw(cluster_proxy.port, True)
+    own = tracker.client_id()
+    gone = Raw(cluster_proxy.port)
+    gone_id = gone.client_id()
+    gone.close()
+    try:
+        node_ids = [int(row["id"]) for master in redis_cluster.masters()
+                    for row in redis_cluster.client(master).client_list()]
+        for client_id in [*node_ids, gone_id, 0, 987654321]:
+            if client_id == own:
+                continue
+            reply = tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % client_id, OK)
+            if client_id == gone_id and reply == b"+OK\r\n":  # (the proxy may not have seen it go yet)
+                time.sleep(0.5)
+                reply = tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % client_id, OK)
+            assert reply == NO_SUCH_CLIENT, (client_id, reply)
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT x\r\n", OK).startswith(b"-ERR value is not an integer")
+        assert tracker.ask(b"CLIENT TRACKING ON BOGUS REDIRECT 7\r\n", OK) == b"-ERR syntax error\r\n"
+        assert not any("t" in row["flags"] for master in redis_cluster.masters()
+                       for row in redis_cluster.client(master).client_list())
+    finally:
+        tracker.close()
+
+
+def test_target_gone_tells_a_resp3_tracker_redirect_broken(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "trgone")
+    tracker, target, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        key = _tracked_key(redis_cluster, keys)
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        target.close()
+        time.sleep(0.3)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        broken = b">2\r\n$21\r\ntracking-redir-broken\r\n:%d\r\n" % target_id
+        assert broken in tracker.read(lambda data: broken in data), tracker.seen
+        assert b"invalidate" not in writer.mark()
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
+def _redirs(cluster) -> set:
+    """(master port, the id its tracking clients redirect to) over every master."""
+    return {(master.port, int(row["redir"])) for master in cluster.masters()
+            for row in cluster.client(master).client_list() if "t" in row["flags"]}
+
+
+def _alive(cluster, port: int, client_id: int) -> bool:
+    master = next(master for master in cluster.masters() if master.port == port)
+    return any(int(row["id"]) == client_id for row in cluster.client(master).client_list())
+
+
+def test_switching_targets_and_turning_off(redis_cluster, cluster_proxy):
+    """ON REDIRECT a, then ON REDIRECT b: the next invalidation goes to b only, the proxy's
+    connection for a closes; after OFF to nobody; the proxy's connection for b closes with the
+    tracking client."""
+    keys = keys_on_every_master(redis_cluster, "trsw")
+    tracker, first, second, writer = (Raw(cluster_proxy.port, True) for _ in range(4))
+    try:
+        first_id, second_id = first.client_id(), second.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % first_id, OK) == b"+OK\r\n"
+        key = _tracked_key(redis_cluster, keys)
+        (port, first_sink), = _redirs(redis_cluster)
+        assert _alive(redis_cluster, port, first_sink)
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % second_id, OK) == b"+OK\r\n"
+        (_, second_sink), = _redirs(redis_cluster)
+        assert second_sink != first_sink
+        wait_for(lambda: not _alive(redis_cluster, port, first_sink), 10, "the first target's sink closed")
+        writer.ask(b"SET %s v1\r\n" % key, OK)
+        assert second.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+        assert b"invalidate" not in first.mark()
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        assert tracker.ask(b"CLIENT TRACKING OFF\r\n", OK) == b"+OK\r\n"
+        writer.ask(b"SET %s v2\r\n" % key, OK)
+        time.sleep(0.3)
+        assert second.mark().count(b"invalidate") == 1 and b"invalidate" not in first.mark()
+        assert _alive(redis_cluster, port, second_sink)  # (until the stream ends)
+        tracker.close()
+        wait_for(lambda: not _alive(redis_cluster, port, second_sink), 10, "the sink closed with the client")
+    finally:
+        for client in (tracker, first, second, writer):
+            client.close()
+
+
+def test_sans_io_forms():
+    args = [b"CLIENT", b"TRACKING", b"ON", b"PREFIX", b"redirect", b"REDIRECT", b"5", b"REDIRECT", b"6"]
+    assert named(args, 42) == [b"CLIENT", b"TRACKING", b"ON", b"PREFIX", b"redirect", b"REDIRECT", b"42",
+                               b"REDIRECT", NO_SUCH_ID]
+    assert accepted(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n+OK\r\n")
+    assert not accepted(b"-ERR The client ID you want redirect to does not exist\r\n")
+    assert not accepted(b"*3\r\n$7\r\nmessage\r\n$2\r\nOK\r\n$2\r\nOK\r\n")
+
+    class Target:
+        def __init__(self, protocol, subscriber):
+            self.protocol = protocol
+            self.stream = object() if subscriber else None
+            self.backend = type("B", (), {"sides": {self: type("S", (), {"subscriber": subscriber})()}})()
+    payload = b"*1\r\n$1\r\nk\r\n"
+    assert for_target(Target(3, False), payload) == _invalidate(b"k")
+    assert for_target(Target(2, True), payload) == _message(b"k")
+    assert for_target(Target(2, False), payload) is None
