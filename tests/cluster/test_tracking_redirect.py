@@ -253,6 +253,54 @@ def test_switching_targets_and_turning_off(redis_cluster, cluster_proxy):
             client.close()
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_client_id_on_a_stream_is_the_proxy_s_number(redis_cluster, cluster_proxy, protocol):
+    """CLIENT ID once the client streams (tracking, a RESP2 subscriber, replies off) is what it
+    was, or what the master says there (a RESP2 subscriber's refusal, nothing with replies off):
+    never the id of the proxy's connection on the master."""
+    tracker = Raw(cluster_proxy.port, protocol == 3)
+    try:
+        own = tracker.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON\r\n", OK) == b"+OK\r\n"
+        assert tracker.client_id() == own
+        # (pipelined with the REDIRECT that names it, and what follows)
+        reply = tracker.ask(b"CLIENT ID\r\nCLIENT TRACKING ON REDIRECT %d\r\nCLIENT ID\r\nPING\r\n" % own,
+                            lambda data: data.endswith(b"PONG\r\n"))
+        assert reply == b":%d\r\n+OK\r\n:%d\r\n+PONG\r\n" % (own, own), reply
+        reply = tracker.ask(b"CLIENT REPLY OFF\r\nCLIENT ID\r\nCLIENT REPLY ON\r\nCLIENT ID\r\n", OK)
+        assert reply == b"+OK\r\n:%d\r\n" % own, reply
+    finally:
+        tracker.close()
+    if protocol == 2:
+        subscriber = Raw(cluster_proxy.port)
+        try:
+            subscriber.ask(b"SUBSCRIBE ch\r\n", OK)
+            refused = subscriber.ask(b"CLIENT ID\r\n", OK)
+            assert refused.startswith(b"-ERR Can't execute 'client|id'"), refused
+        finally:
+            subscriber.close()
+
+
+def test_pipelined_with_the_reads_it_tracks(redis_cluster, cluster_proxy):
+    """HELLO 3, CLIENT TRACKING ON REDIRECT, GET in one write from a client that did not stream
+    yet: the GET's key is tracked (its invalidation reaches the target)."""
+    keys = keys_on_every_master(redis_cluster, "trpipe")
+    target, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    tracker = Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        batch = b"HELLO 3\r\nCLIENT TRACKING ON REDIRECT %d\r\n" % target_id + b"".join(
+            b"GET %s\r\n" % key for key in keys) + b"PING\r\n"
+        reply = tracker.ask(batch, lambda data: data.endswith(b"+PONG\r\n"))
+        assert reply.endswith(b"+OK\r\n_\r\n_\r\n_\r\n+PONG\r\n"), reply
+        key = _tracked_key(redis_cluster, keys)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        assert target.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
 def test_sans_io_forms():
     args = [b"CLIENT", b"TRACKING", b"ON", b"PREFIX", b"redirect", b"REDIRECT", b"5", b"REDIRECT", b"6"]
     assert named(args, 42) == [b"CLIENT", b"TRACKING", b"ON", b"PREFIX", b"redirect", b"REDIRECT", b"42",

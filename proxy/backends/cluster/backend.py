@@ -77,7 +77,7 @@ _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, S
              FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
-_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER,
+_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER, CLIENT_ID,
                 FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST as the face presents them)
 
 

@@ -59,6 +59,7 @@ from ...session.behaviour import (
 )
 from ...session.pause import PauseWatch, watches
 from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, SHARED, STREAMING, WATCHING
+from ...session.streamorder import StreamOrder
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
 from . import clientinfo, face, presented, redirects, sides
 from .connection import RoutedPending
@@ -277,6 +278,14 @@ def client_id(session, batch, index: int) -> int:
     queued = queued_on_own(session, batch, index)
     if queued is not None:
         return queued
+    if session.state.lane is STREAMING:
+        # On the stream, where the master says what it says of it (a RESP2 subscriber's refusal,
+        # nothing under CLIENT REPLY OFF), its id shown as the proxy's number for the client:
+        # the one a CLIENT TRACKING REDIRECT names (redirects.py)
+        streamend.passes(session, batch.commands[index], session.backend.stream_neutral)
+        StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
+                                                           redirects.OwnId(session.extra.id))
+        return index + 1
     session.answer_locally(b":%d\r\n" % session.extra.id)
     return index + 1
 

@@ -37,8 +37,9 @@ from ...pending import Pending, Receiver
 from ...session import streamend
 from ...session.behaviour import strict_int
 from ...session.states import CLOSED, OPEN, STREAM_END, STREAMING, WAITING
-from ...session.streamorder import StreamOrder
+from ...session.streamorder import Rewrite, StreamOrder
 from ...session.tracking import REDIRECT, naming_nobody, redirects, same_client
+from .sides import items
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -287,6 +288,25 @@ def close_sinks(session) -> None:
     sinks = session.backend.tracking_sinks.pop(session, None)
     if sinks is not None:
         sinks.close()
+
+
+class OwnId(Rewrite):
+    """CLIENT ID on a client's stream: the master's answer (the id of the stream's connection)
+    shown as the proxy's number for the client; anything else (an error, pushes, messages) as
+    it is."""
+
+    __slots__ = ("client_id",)
+
+    def __init__(self, client_id: int):
+        self.client_id = client_id
+
+    def rewrite(self, shown: bytes) -> bytes:
+        out = []
+        for item in items(shown):
+            if item[:1] == b":" and item.endswith(b"\r\n"):
+                item = b":%d\r\n" % self.client_id
+            out.append(item)
+        return b"".join(out)
 
 
 class Answer:
