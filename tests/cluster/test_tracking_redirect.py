@@ -281,6 +281,29 @@ def test_client_id_on_a_stream_is_the_proxy_s_number(redis_cluster, cluster_prox
             subscriber.close()
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_getredir_and_trackinginfo_name_the_target(redis_cluster, cluster_proxy, protocol):
+    """CLIENT GETREDIR and TRACKINGINFO show the id the client named, as one server shows it
+    (never the id of the proxy's connection the master redirects to); 0 without REDIRECT, -1
+    when tracking is off."""
+    tracker, target = Raw(cluster_proxy.port, protocol == 3), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        assert tracker.ask(b"CLIENT GETREDIR\r\n", OK) == b":-1\r\n"
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        assert tracker.ask(b"CLIENT GETREDIR\r\n", OK) == b":%d\r\n" % target_id
+        info = tracker.ask(b"CLIENT TRACKINGINFO\r\n", lambda data: data.endswith(b"prefixes\r\n*0\r\n"))
+        assert b"$8\r\nredirect\r\n:%d\r\n" % target_id in info, info
+        assert info.startswith(b"%3\r\n" if protocol == 3 else b"*6\r\n"), info
+        assert tracker.ask(b"CLIENT TRACKING ON\r\n", OK) == b"+OK\r\n"
+        assert tracker.ask(b"CLIENT GETREDIR\r\n", OK) == b":0\r\n"
+        assert tracker.ask(b"CLIENT TRACKING OFF\r\n", OK) == b"+OK\r\n"
+        assert tracker.ask(b"CLIENT GETREDIR\r\n", OK) == b":-1\r\n"
+    finally:
+        tracker.close()
+        target.close()
+
+
 def test_pipelined_with_the_reads_it_tracks(redis_cluster, cluster_proxy):
     """HELLO 3, CLIENT TRACKING ON REDIRECT, GET in one write from a client that did not stream
     yet: the GET's key is tracked (its invalidation reaches the target)."""

@@ -327,6 +327,15 @@ def client_view(session, batch, index: int) -> int:
     and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
     what the transaction's node says of its own connection: its address)."""
     args = batch.commands[index]
+    if args[1].lower() in (b"getredir", b"trackinginfo"):
+        if session.state.lane is STREAMING and not session.state.in_transaction:
+            # The stream's tracking as its master says, the id of a REDIRECT shown as the client
+            # named it (the master knows the proxy's connection it redirects to: redirects.py)
+            streamend.passes(session, args, session.backend.stream_neutral)
+            StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
+                                                               redirects.NamedIds(session))
+            return index + 1
+        return forward_one(session, batch, index)  # (not streaming: no tracking; or queued)
     if session.state.in_transaction:  # (the transaction's node would describe its own connection)
         session.answer_locally(errors.presented_in_multi(args))
         session.refused_in_transaction()

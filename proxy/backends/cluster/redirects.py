@@ -29,6 +29,7 @@ RESET, the client gone).
 from __future__ import annotations
 
 import logging
+import re
 
 import hiredis
 
@@ -305,6 +306,38 @@ class OwnId(Rewrite):
         for item in items(shown):
             if item[:1] == b":" and item.endswith(b"\r\n"):
                 item = b":%d\r\n" % self.client_id
+            out.append(item)
+        return b"".join(out)
+
+
+REDIRECT_FIELD = re.compile(rb"(\$8\r\nredirect\r\n:)(-?\d+)(\r\n)")
+
+
+class NamedIds(Rewrite):
+    """CLIENT GETREDIR and CLIENT TRACKINGINFO on a tracking client's stream: the id of a sink
+    the master redirects to shown as the id of the session the client named."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session):
+        self.session = session
+
+    def rewrite(self, shown: bytes) -> bytes:
+        sinks = sinks_of(self.session, False)
+        if sinks is None:
+            return shown
+        names = {sink.server_id: sink.target_id for sink in sinks.all() if sink.server_id is not None}
+
+        def named_id(match) -> bytes:
+            number = int(match.group(2))
+            return b"%s%d%s" % (match.group(1), names.get(number, number), match.group(3))
+        out = []
+        for item in items(shown):
+            if item[:1] == b":" and item.endswith(b"\r\n"):
+                number = strict_int(item[1:-2])
+                item = b":%d\r\n" % names.get(number, number) if number is not None else item
+            elif item[:1] in (b"*", b"%"):
+                item = REDIRECT_FIELD.sub(named_id, item)
             out.append(item)
         return b"".join(out)
 
