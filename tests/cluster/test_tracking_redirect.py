@@ -4,6 +4,7 @@ push; a RESP2 subscriber's `__redis__:invalidate` message), nothing reaches any 
 any other id gets Redis's own error; a RESP3 tracking client whose target is gone gets
 `tracking-redir-broken`; the proxy's connections for it go with the client."""
 
+import re
 import socket
 import time
 
@@ -120,6 +121,42 @@ def test_invalidations_reach_the_target_only(redis_cluster, cluster_proxy, proto
     finally:
         for client in (tracker, target, writer, bystander):
             client.close()
+
+
+def _target_sees(port: int, tracker_resp: int, target_resp: int, key: bytes, event: bytes, cluster=None) -> bytes:
+    """What a redirect target is shown after `event`, the tracking client having read `key`."""
+    tracker, target, writer = Raw(port, tracker_resp == 3), Raw(port, target_resp == 3), Raw(port)
+    try:
+        target_id = target.client_id()
+        if target_resp == 2:
+            target.ask(b"SUBSCRIBE __redis__:invalidate\r\n", OK)
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        if cluster is not None:
+            key = _tracked_key(cluster, key)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        tracker.ask(b"GET %s\r\n" % key, OK)
+        start = len(target.seen)
+        writer.ask(event.replace(b"KEY", key), OK)
+        target.read(lambda data: len(data) > start and data.endswith(b"\r\n"), 5)
+        time.sleep(0.3)
+        return target.read(lambda data: False, 0.3)[start:]
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
+@pytest.mark.parametrize("event", [b"SET KEY w\r\n", b"DEL KEY\r\n", b"FLUSHALL\r\n"], ids=["set", "del", "flushall"])
+@pytest.mark.parametrize("protocols", [(3, 3), (2, 3), (3, 2), (2, 2)],
+                         ids=["resp3-to-resp3", "resp2-to-resp3", "resp3-to-resp2", "resp2-to-resp2"])
+def test_the_target_sees_what_one_server_shows_it(redis_cluster, cluster_proxy, one_node_cluster, protocols, event):
+    """The bytes a redirect target is shown for a write and for FLUSHALL (whose null is the
+    tracking client's protocol's) are those one server shows it."""
+    direct = _target_sees(one_node_cluster.port, *protocols, b"{k1}tsee", event)
+    through = _target_sees(cluster_proxy.port, *protocols, keys_on_every_master(redis_cluster, "tsee"), event,
+                           redis_cluster)
+    assert direct.count(b"invalidate") == 1, direct
+    key = re.compile(rb"\$\d+\r\n\{k\d+\}tsee\r\n")  # (the keys differ by their hash tag)
+    assert key.sub(b"KEY", through) == key.sub(b"KEY", direct), (through, direct)
 
 
 def test_a_resp2_target_not_subscribed_gets_nothing(redis_cluster, cluster_proxy):
@@ -302,6 +339,29 @@ def test_getredir_and_trackinginfo_name_the_target(redis_cluster, cluster_proxy,
     finally:
         tracker.close()
         target.close()
+
+
+def test_with_replies_off_and_after_reset(redis_cluster, cluster_proxy):
+    """A REDIRECT sent while replies are off (its answer unseen) still takes effect (BCAST: after
+    CLIENT REPLY OFF the stream's reads go to the shared connections); RESET ends the tracking,
+    and the proxy's connection for it closes."""
+    keys = keys_on_every_master(redis_cluster, "troff")
+    tracker, target, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        reply = tracker.ask(b"CLIENT REPLY OFF\r\nCLIENT TRACKING ON REDIRECT %d BCAST PREFIX {k\r\n"
+                            b"CLIENT REPLY ON\r\n" % target_id, OK)
+        assert reply == b"+OK\r\n", reply
+        key = _tracked_key(redis_cluster, keys)
+        (port, sink), = _redirs(redis_cluster)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        assert target.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+        assert tracker.ask(b"RESET\r\n", OK) == b"+RESET\r\n"
+        wait_for(lambda: not _alive(redis_cluster, port, sink), 10, "the sink closed at RESET")
+        assert not _redirs(redis_cluster)
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
 
 
 def test_pipelined_with_the_reads_it_tracks(redis_cluster, cluster_proxy):
