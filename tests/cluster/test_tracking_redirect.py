@@ -401,3 +401,83 @@ def test_sans_io_forms():
     assert for_target(Target(3, False), payload) == _invalidate(b"k")
     assert for_target(Target(2, True), payload) == _message(b"k")
     assert for_target(Target(2, False), payload) is None
+
+
+class _Conn:
+    def __init__(self, address="m1"):
+        self.address = address
+        self.closed = False
+        self.sent = []
+        self.owner = None
+        self.pushes_to = None
+
+    def send(self, data, pending):
+        self.sent.append(data)
+
+    def take_pushes(self, receiver):
+        self.pushes_to = receiver
+
+    def close(self):
+        self.closed = True
+
+
+class _Session:
+    def __init__(self, protocol=3, life=None):
+        from proxy.session.states import OPEN
+        self.protocol = protocol
+        self.state = type("State", (), {"life": life or OPEN})()
+        self.shown = []
+        self.waiting_for = None
+        self.stream = None
+        self.backend = type("B", (), {"sides": {}})()
+
+    def answer_locally(self, data):
+        self.shown.append(data)
+
+    def pushing_behind(self, conn):
+        pass
+
+    def forget_upstream(self, conn):
+        pass
+
+
+def test_sinks_follow_what_redis_accepted_sans_io():
+    """Accepted: the sink named is current, the one before drains (a PING, closed at its PONG);
+    refused: the new one drains, the current stays; OFF: none is current."""
+    from proxy.backends.cluster.redirects import PING, Sink, Sinks
+    tracker, first, second = _Session(), _Session(), _Session()
+    sinks = Sinks(tracker)
+    a, b, c = (Sink(sinks, target, 7, _Conn()) for target in (first, second, second))
+    for sink in (a, b, c):
+        sink.start()
+        sink.deliver(None, b":%d\r\n" % (40 + len(sinks.all())), 1)
+    sinks.answered(a, True, False)
+    assert sinks.current is a and not a.conn.sent[1:]
+    sinks.answered(b, True, False)
+    assert sinks.current is b and a.conn.sent[-1] == PING and a in sinks.draining
+    a.deliver(None, b"+PONG\r\n", 1)
+    assert a.closed and a.conn.closed and a not in sinks.all()
+    sinks.answered(c, False, False)
+    assert sinks.current is b and c.conn.sent[-1] == PING
+    sinks.answered(b, True, True)  # OFF REDIRECT: tracking off, nothing redirected
+    assert sinks.current is None and b.conn.sent[-1] == PING
+
+
+def test_a_sink_hands_invalidations_to_its_target_sans_io():
+    from proxy.backends.cluster.redirects import Sink, Sinks
+    from proxy.session.states import CLOSED
+    tracker, target = _Session(), _Session(protocol=3)
+    sink = Sink(Sinks(tracker), target, 9, _Conn())
+    push = _invalidate(b"k")
+    sink.pushed(push)
+    sink.pushed(b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n")  # (nothing else is ever passed on)
+    assert target.shown == [push] and tracker.shown == []
+    target.protocol = 2  # (after RESET: RESP2, subscribed to nothing)
+    sink.pushed(push)
+    assert target.shown == [push]
+    target.state.life = CLOSED
+    sink.pushed(push)
+    assert tracker.shown == [b">2\r\n$21\r\ntracking-redir-broken\r\n:9\r\n"]
+    tracker.protocol = 2  # (Redis tells only a RESP3 tracking client)
+    sink.pushed(push)
+    assert len(tracker.shown) == 1

@@ -227,8 +227,13 @@ class Sinks:
         return [sink for sink in (self.current, self.next, *self.unsure, *self.draining) if sink is not None]
 
     def usable(self, target, node):
+        """The sink for `target` on `node`, if any: one that failed to start is given once (the
+        command waiting for it then fails), never opened again in a loop."""
         for sink in (self.current, self.next, *self.unsure):
-            if sink is not None and sink.target is target and sink.node == node and not sink.closed:
+            if sink is not None and sink.target is target and sink.node == node and (
+                    not sink.closed or sink.server_id is None):
+                if sink.closed:
+                    self.forget(sink)
                 return sink
         return None
 
@@ -238,8 +243,9 @@ class Sinks:
             session.loop.call_soon(session.resume_dispatch)
 
     def lost(self, sink) -> None:
-        self.forget(sink)
-        self.ready(sink)
+        if sink is not self.next or sink.server_id is not None:
+            self.forget(sink)
+        self.ready(sink)  # (one that failed to start stays `next`, failed: the command waiting fails)
 
     def forget(self, sink) -> None:
         if self.current is sink:
@@ -396,6 +402,7 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
         sink.start()
     if sink.server_id is None:
         if sink.failed:
+            sink.close()
             session.upstream_unavailable(f"no connection to {node} for a tracking redirect")
             return index + 1
         return session.wait(batch, index, SINK)
