@@ -364,6 +364,57 @@ def test_with_replies_off_and_after_reset(redis_cluster, cluster_proxy):
             client.close()
 
 
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_a_target_that_does_not_read_does_not_grow_the_proxy(redis_cluster, cluster_proxy):
+    """30 MB of invalidations for a target that does not read: the proxy stops reading the sink
+    (Redis holds the rest) and does not grow by them; once the target reads, every one comes."""
+    keys = keys_on_every_master(redis_cluster, "trslow")
+    tracker, target, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d BCAST PREFIX {k\r\n" % target_id, OK) == b"+OK\r\n"
+        tag = _tracked_key(redis_cluster, keys).split(b"}")[0] + b"}"
+        before = _rss(cluster_proxy.process.pid)
+        long_name = tag + b"n" * 10000
+        count, deadline = 3000, time.monotonic() + 120
+        for start in range(0, count, 100):
+            batch = b"".join(_command(b"SET", long_name + b"%d" % i, b"v") for i in range(start, start + 100))
+            writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
+            assert time.monotonic() < deadline
+        grown = _rss(cluster_proxy.process.pid) - before
+        last = long_name + b"%d" % (count - 1)
+        target.sock.settimeout(0.5)
+        chunks, tail, seen = [], b"", 0
+        marker = tag + b"nnnn"  # (each key once)
+        read_deadline = time.monotonic() + 60
+        while seen < count and time.monotonic() < read_deadline:  # (linear: counted as it comes)
+            try:
+                chunk = target.sock.recv(1 << 20)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            window = tail + chunk
+            seen += window.count(marker) - tail.count(marker)
+            tail = window[-len(marker) + 1:]
+            chunks.append(chunk)
+        shown = b"".join(chunks)
+        # (BCAST: one push holds the keys changed in one turn of the server's loop)
+        assert seen == count and shown.endswith(b"$%d\r\n%s\r\n" % (len(last), last)), (seen, shown[-200:])
+        assert shown.startswith(b">2\r\n$10\r\ninvalidate\r\n*")
+        assert grown < 12 * 1024 * 1024, grown  # (it would be 30 MB, buffered)
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
 def test_pipelined_with_the_reads_it_tracks(redis_cluster, cluster_proxy):
     """HELLO 3, CLIENT TRACKING ON REDIRECT, GET in one write from a client that did not stream
     yet: the GET's key is tracked (its invalidation reaches the target)."""
