@@ -398,6 +398,8 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
             session.upstream_unavailable(f"no connection to {node}")
             return index + 1
         sink = Sink(sinks, target, client_id, conn)
+        if sinks.next is not None:  # (one started for another master, the map changed meanwhile)
+            sinks.next.close()
         sinks.next = sink
         sink.start()
     if sink.server_id is None:
