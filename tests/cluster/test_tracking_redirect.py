@@ -199,6 +199,36 @@ def test_redirect_to_itself(redis_cluster, cluster_proxy, protocol):
         writer.close()
 
 
+def _subscribed_self_sees(port: int, key: bytes, cluster=None) -> bytes:
+    """A RESP2 client redirecting its BCAST tracking to itself, then subscribed to
+    `__redis__:invalidate`: what it is shown once `key` is written."""
+    tracker, writer = Raw(port), Raw(port)
+    try:
+        own = tracker.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d BCAST PREFIX {k\r\n" % own, OK) == b"+OK\r\n"
+        if cluster is not None:
+            key = _tracked_key(cluster, key)
+        tracker.ask(b"SUBSCRIBE __redis__:invalidate\r\n", OK)
+        start = len(tracker.seen)
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        tracker.read(lambda data: len(data) > start and data.endswith(b"\r\n"), 5)
+        time.sleep(0.3)
+        return tracker.read(lambda data: False, 0.3)[start:]
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_a_resp2_subscriber_redirecting_to_itself(redis_cluster, cluster_proxy, one_node_cluster):
+    """In RESP2, REDIRECT to itself then SUBSCRIBE: its invalidations come as messages, as one
+    server shows them."""
+    direct = _subscribed_self_sees(one_node_cluster.port, b"{k1}tself")
+    through = _subscribed_self_sees(cluster_proxy.port, keys_on_every_master(redis_cluster, "tself"), redis_cluster)
+    assert direct.startswith(b"*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"), direct
+    key = re.compile(rb"\$\d+\r\n\{k\d+\}tself\r\n")
+    assert key.sub(b"KEY", through) == key.sub(b"KEY", direct), (through, direct)
+
+
 def test_ids_of_no_session_of_the_client_are_refused_as_redis_refuses_them(redis_cluster, cluster_proxy):
     """A node's own connection ids, an id no session has, a closed session's: Redis's error, and
     the tracking client is not tracking (nothing started). (The proxy's numbers and a node's are
