@@ -126,7 +126,7 @@ TRACKING_REDIRECT_MULTI = resp_error(
     "Cluster: send it outside the transaction")
 TRACKING_REDIRECT_MANY = resp_error(
     "ERR too many CLIENT TRACKING REDIRECT targets on this connection through redis-guard in front of a Redis "
-    "Cluster (CLIENT REPLY OFF leaves the earlier ones open): send CLIENT TRACKING OFF or RESET first")
+    "Cluster (after CLIENT REPLY OFF the earlier ones stay open until the stream ends): send RESET first")
 
 
 def client_setinfo(args) -> bytes:

@@ -325,7 +325,8 @@ def client_setname(session, batch, index: int) -> int:
 def client_view(session, batch, index: int) -> int:
     """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
     and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
-    what the transaction's node says of its own connection: its address)."""
+    what the transaction's node says of its own connection: its address). CLIENT GETREDIR and
+    TRACKINGINFO: the stream's master's, the REDIRECT's id as the client named it."""
     args = batch.commands[index]
     if args[1].lower() in (b"getredir", b"trackinginfo"):
         if session.state.lane is STREAMING and not session.state.in_transaction:
