@@ -562,3 +562,16 @@ def test_a_sink_hands_invalidations_to_its_target_sans_io():
     tracker.protocol = 2  # (Redis tells only a RESP3 tracking client)
     sink.pushed(push)
     assert len(tracker.shown) == 1
+
+
+def test_inside_multi_refused_with_a_clear_error(cluster_proxy):
+    """Inside MULTI a REDIRECT is refused (the transaction then aborts, as after any refusal)."""
+    client = Raw(cluster_proxy.port)
+    try:
+        own = client.client_id()
+        reply = client.ask(b"MULTI\r\nCLIENT TRACKING ON REDIRECT %d\r\nEXEC\r\nCLIENT GETREDIR\r\n" % own,
+                           lambda data: data.endswith(b":-1\r\n"))
+        assert reply.startswith(b"+OK\r\n-ERR CLIENT TRACKING REDIRECT inside MULTI is not supported"), reply
+        assert b"-EXECABORT" in reply and reply.endswith(b":-1\r\n"), reply
+    finally:
+        client.close()
