@@ -115,15 +115,18 @@ def stream_while_subscribed(args) -> bytes:
 
 
 # CLIENT TRACKING ... REDIRECT to an id that is no connection of the same client (session/
-# tracking.py), and any REDIRECT in front of a cluster (whose CLIENT ID is the proxy's number):
+# tracking.py; in front of a cluster, no session of the same client: cluster/redirects.py):
 # Redis's own words for an id that does not exist, which is what the client may know of it. The
 # same answer whether the id exists on the server or not, so ids cannot be enumerated through it.
 TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exist\r\n"
-# In front of a cluster, whatever the id (none can be probed): a client's keys live on several
-# masters, whose invalidations the proxy does not gather onto another client connection.
-TRACKING_REDIRECT_CLUSTER = resp_error(
-    "ERR CLIENT TRACKING REDIRECT is not available through redis-guard in front of a Redis Cluster: the keys "
-    "live on several masters, whose invalidations redis-guard does not send on to another connection")
+# In front of a cluster, REDIRECT to a session of the same client (cluster/redirects.py): not inside
+# MULTI (the sink must be named before the command is queued), and a few sinks per client at most.
+TRACKING_REDIRECT_MULTI = resp_error(
+    "ERR CLIENT TRACKING REDIRECT inside MULTI is not supported through redis-guard in front of a Redis "
+    "Cluster: send it outside the transaction")
+TRACKING_REDIRECT_MANY = resp_error(
+    "ERR too many CLIENT TRACKING REDIRECT targets on this connection through redis-guard in front of a Redis "
+    "Cluster (after CLIENT REPLY OFF the earlier ones stay open until the stream ends): send RESET first")
 
 
 def client_setinfo(args) -> bytes:

@@ -153,8 +153,8 @@ CLIENT = {
     # connection; a cluster's client is tied to one master's stream.
     "tracking": (TRACKING, STREAM),
     "caching": (PIN, REFUSE),
-    "getredir": (PIN, PASS),
-    "trackinginfo": (PIN, PASS),
+    "getredir": (PIN, CLIENT_INFO),  # a cluster: the REDIRECT's id as the client named it (cluster/redirects.py)
+    "trackinginfo": (PIN, CLIENT_INFO),
     "no-evict": (PIN, REFUSE),
     "no-touch": (PIN, REFUSE),
 }

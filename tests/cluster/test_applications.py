@@ -86,19 +86,28 @@ def test_scan_over_every_master_lists_only_the_applications_keys(shop_proxy, red
 
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_cluster, protocol):
-    """Issue 49 in front of a cluster: CLIENT TRACKING REDIRECT is refused whatever the id (the
-    proxy's CLIENT ID, or a node's connection found in its CLIENT LIST), BCAST needs PREFIXes
-    under the application's; COPY ... DB and other applications' channel names are refused. On
-    a stream (CLIENT REPLY OFF) REDIRECT and CLIENT KILL are checked too."""
+    """Issue 49 in front of a cluster: CLIENT TRACKING REDIRECT names a session of the same
+    application only (another application's CLIENT ID, or a node's connection found in its CLIENT
+    LIST, gets Redis's error for an id no client has), BCAST needs PREFIXes under the
+    application's; COPY ... DB and other applications' channel names are refused. On a stream
+    (CLIENT REPLY OFF) REDIRECT and CLIENT KILL are checked too."""
     node = redis_cluster.client(redis_cluster.master_for_key("shop:order:1"))
     client = redis.Redis(port=shop_proxy.port, username="checkout", password="checkout-pw", protocol=protocol,
                          single_connection_client=True)
+    other = redis.Redis(port=shop_proxy.port, username="reports", password="checkout-pw", protocol=protocol,
+                        single_connection_client=True)
     try:
-        ids = [client.client_id()] + [int(row["id"]) for row in node.client_list()]
+        own, others = client.client_id(), other.client_id()
+        ids = [others] + [int(row["id"]) for row in node.client_list()]
         for client_id in ids:
-            with pytest.raises(redis.exceptions.ResponseError, match="REDIRECT is not available through redis-guard "
-                               "in front of a Redis Cluster: the keys live on several masters"):
+            if client_id == own:  # (a node's ids and the proxy's numbers are both small)
+                continue
+            with pytest.raises(redis.exceptions.ResponseError,
+                               match="The client ID you want redirect to does not exist"):
                 client.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", client_id)
+        assert client.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", own) in (b"OK", "OK", True)
+        assert client.client_id() == own
+        assert client.execute_command("CLIENT", "TRACKING", "OFF") in (b"OK", "OK", True)
         with pytest.raises(redis.exceptions.NoPermissionError, match="BCAST without PREFIX"):
             client.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
         with pytest.raises(redis.exceptions.NoPermissionError, match="K7"):
@@ -128,6 +137,7 @@ def test_tracking_copy_and_pubsub_stay_the_application_s(shop_proxy, redis_clust
         assert client.execute_command("PUBSUB", "CHANNELS") == []
     finally:
         client.close()
+        other.close()
 
 
 def _settled_ids(redis_cluster) -> set:

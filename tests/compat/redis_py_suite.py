@@ -127,9 +127,6 @@ CLUSTER_EXPECTED: dict[str, list[str]] = {
     "proxy: CLIENT NO-EVICT, NO-TOUCH and CACHING are refused (no connection of the client's own to hold them)": [
         C + "client_no_evict",
     ],
-    "proxy: CLIENT TRACKING ... REDIRECT is refused whatever the id (CLIENT ID is the proxy's number)": [
-        C + "client_tracking",
-    ],
     "proxy: READONLY/READWRITE are answered +OK (the proxy routes by slot itself), where one plain server "
     "refuses them": [C + "readonly_invalid_cluster_state"],
     "proxy: CLIENT LIST shows cmd=NULL for the proxy's other clients (it does not note each client's last "

@@ -62,6 +62,7 @@ from .handlers import CLUSTER as HANDLERS
 from .handlers import cluster_face, pin_transaction
 from .keyspace import FANOUT as KEYSPACE_FANOUT
 from .keyspace import every_node, fans_out, merge_for, merge_info_cluster
+from .redirects import close_sinks
 from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRoute, replay
 from .router import ClusterRouter
 from .routing.multikey import Planner
@@ -77,7 +78,7 @@ _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, S
              LEASE}  # (forwarded there; a script's noted: handlers.lease)
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
-_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER,
+_STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER, CLIENT_ID,
                 FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST as the face presents them)
 
 
@@ -148,6 +149,7 @@ class ClusterBackend(BackendBase):
         self.controls: dict = {}
         self._client_ids = itertools.count(1)
         self.sides = {}  # session -> its stream's connections aside (sides.py: MONITOR, shard channels)
+        self.tracking_sinks = {}  # session -> its tracking redirect's sinks (redirects.py)
         self.router.listeners.append(self._topology_changed)
 
     async def start(self) -> None:
@@ -172,6 +174,7 @@ class ClusterBackend(BackendBase):
 
     def session_closed(self, session) -> None:
         close_sides(session)
+        close_sinks(session)
         if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
             session.pubsub.close()
 
@@ -272,6 +275,7 @@ class ClusterBackend(BackendBase):
         session.bind()
         conn.close()
         close_sides(session)
+        close_sinks(session)
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

@@ -59,8 +59,9 @@ from ...session.behaviour import (
 )
 from ...session.pause import PauseWatch, watches
 from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, QUEUEING, SHARED, STREAMING, WATCHING
+from ...session.streamorder import StreamOrder
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from . import clientinfo, face, presented, sides
+from . import clientinfo, face, presented, redirects, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -279,6 +280,14 @@ def client_id(session, batch, index: int) -> int:
     queued = queued_on_own(session, batch, index)
     if queued is not None:
         return queued
+    if session.state.lane is STREAMING:
+        # On the stream, where the master says what it says of it (a RESP2 subscriber's refusal,
+        # nothing under CLIENT REPLY OFF), its id shown as the proxy's number for the client:
+        # the one a CLIENT TRACKING REDIRECT names (redirects.py)
+        streamend.passes(session, batch.commands[index], session.backend.stream_neutral)
+        StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
+                                                           redirects.OwnId(session.extra.id))
+        return index + 1
     session.answer_locally(b":%d\r\n" % session.extra.id)
     return index + 1
 
@@ -318,8 +327,18 @@ def client_setname(session, batch, index: int) -> int:
 def client_view(session, batch, index: int) -> int:
     """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
     and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
-    what the transaction's node says of its own connection: its address)."""
+    what the transaction's node says of its own connection: its address). CLIENT GETREDIR and
+    TRACKINGINFO: the stream's master's, the REDIRECT's id as the client named it."""
     args = batch.commands[index]
+    if args[1].lower() in (b"getredir", b"trackinginfo"):
+        if session.state.lane is STREAMING and not session.state.in_transaction:
+            # The stream's tracking as its master says, the id of a REDIRECT shown as the client
+            # named it (the master knows the proxy's connection it redirects to: redirects.py)
+            streamend.passes(session, args, session.backend.stream_neutral)
+            StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
+                                                               redirects.NamedIds(session))
+            return index + 1
+        return forward_one(session, batch, index)  # (not streaming: no tracking; or queued)
     if session.state.in_transaction:  # (the transaction's node would describe its own connection)
         session.answer_locally(errors.presented_in_multi(args))
         session.refused_in_transaction()
@@ -441,6 +460,7 @@ def reset(session, batch, index: int) -> int:
     session.app = None  # with applications: unauthenticated again
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
         sides.close_sides(session)  # (nothing monitored or subscribed aside is left either)
+        redirects.close_sinks(session)  # (nor tracking: no invalidation to redirect)
         session.bind()
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
@@ -784,12 +804,12 @@ def stream(session, batch, index: int) -> int:
     while it has some, what would start a stream elsewhere is refused."""
     args = batch.commands[index]
     if args[0].lower() == b"client" and tracking.redirects(args):
-        # No server's id is ever handed out here: it would name anyone's connection. On a stream
-        # (CLIENT REPLY OFF...) the command goes there naming nobody: the master answers in place.
-        if session.state.lane is STREAMING and not session.state.in_transaction:
-            session.route.send(session, args, hiredis.pack_command(tuple(tracking.naming_nobody(args))), 1, session)
-            return index + 1
-        return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_CLUSTER, index)
+        # No server's id is ever handed out here: a REDIRECT names a session of the same client,
+        # whose invalidations come by a connection of the proxy's (redirects.py), or nobody.
+        if session.state.in_transaction:
+            return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_MULTI, index)
+        return redirects.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
+                                  lambda: _node(session, None) or session.backend.seed)
     if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
             and not session.state.in_transaction):
         sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)
