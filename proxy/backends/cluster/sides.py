@@ -351,6 +351,8 @@ class ShardSide(Receiver):
             commands.popleft()
             if item.startswith(b"-MOVED ") and redirect(self.sides, head, item, self.node):
                 return
+            if _redirection(item):  # (not followed: never a node's address)
+                item = errors.slot_moving(head.args, errors.SLOT_MOVING_RETRY)
             _fill(self.sides.session, head.entry, b"".join(head.parts) + item)
         elif head is not None and item.startswith(CONFIRMS):
             at = item.rfind(b"\r\n:", 0, len(item) - 2)
