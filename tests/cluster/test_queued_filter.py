@@ -76,3 +76,9 @@ def test_exec_redirected_is_worded_for_exec():
     shown = queued.feed(b"+OK\r\n+QUEUED\r\n-MOVED 5 127.0.0.1:7009\r\n+PONG\r\n")
     assert shown.startswith(b"+OK\r\n+QUEUED\r\n-TRYAGAIN EXEC: ") and b"was discarded" in shown
     assert shown.endswith(b"+PONG\r\n") and b"7009" not in shown
+
+
+def test_what_is_not_resp_passes_as_it_is_from_then_on():
+    queued = Queued(Session())
+    assert queued.feed(b"+OK\r\n$x\r\n-MOVED 1 h:1\r\n") == b"+OK\r\n$x\r\n-MOVED 1 h:1\r\n"
+    assert queued.lost and queued.feed(b"-ASK 2 h:2\r\n") == b"-ASK 2 h:2\r\n"

@@ -890,10 +890,11 @@ class Queued(Filter):
     paired with its command by place (`commands`, noted as the route sends them: MULTI first;
     the commands answered elsewhere are not among them, and the wording may then name another)."""
 
-    __slots__ = ("session", "commands", "replies", "splitter", "left", "held")
+    __slots__ = ("session", "commands", "replies", "splitter", "left", "held", "lost")
 
     def __init__(self, session):
         self.session = session
+        self.lost = False  # the stream was not RESP as Redis sends it: passed on as it is from then on
         self.commands = []
         self.replies = 0  # the replies seen (pushes apart): the next one's place
         self.splitter = None  # inside a reply (or a push's elements): its splitter
@@ -901,6 +902,8 @@ class Queued(Filter):
         self.held = b""
 
     def feed(self, shown: bytes) -> bytes:
+        if self.lost:
+            return shown
         data = self.held + shown if self.held else shown
         self.held = b""
         out = []
@@ -946,8 +949,7 @@ class Queued(Filter):
                 self.left = 0
         except (ReplyStreamError, ValueError):
             out.append(data[pos:])  # (not RESP as Redis sends it: shown as it is, no longer filtered)
-            self.splitter = None
-            self.left = 0
+            self.lost = True
         return b"".join(out)
 
     def _replaced(self, reply: bytes) -> bytes:
