@@ -369,3 +369,27 @@ def test_exec_on_a_stream_after_the_slot_moved(redis_cluster, proxy):
         assert pong == b"+PONG\r\n" and redis_cluster.client(target).get(key) is None
     finally:
         sock.close()
+
+
+def test_a_transaction_on_a_monitor_s_stream(redis_cluster, proxy):
+    """MULTI on a MONITOR's stream, a key of a slot migrating away from its master: the refusal one
+    node gives a monitor that queues a key's command, then EXECABORT; never the -ASK/-MOVED."""
+    sock = _connect(proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        sock.sendall(b"ECHO monitor-mark\r\n")
+        _read_for(sock, lambda data: b"monitor-mark\r\n" in data)
+        main = _stream_master(redis_cluster, "echo")
+        asked, moved, asking, source, target = _moving(redis_cluster, main, "monq")
+        sock.sendall(b"MULTI\r\nGET %s\r\nGET %s\r\nEXEC\r\nECHO done\r\n" % (asked, moved))
+        shown = _read_for(sock, lambda data: data.endswith(b"$4\r\ndone\r\n"))
+        # (monitor lines apart: they show the test's own MIGRATE and CLUSTER commands, naming nodes)
+        lines = [line for line in shown.split(b"\r\n")[:-1] if not line.startswith(b"+") or line == b"+OK"]
+        _no_redirection(redis_cluster, b"\r\n".join(lines))
+        assert lines == [b"+OK", b"-ERR Replica can't interact with the keyspace",
+                         b"-ERR Replica can't interact with the keyspace",
+                         b"-EXECABORT Transaction discarded because of previous errors.", b"$4", b"done"], shown
+        _finish(redis_cluster, asking, source, target)
+    finally:
+        sock.close()
