@@ -16,13 +16,32 @@ def resp_error(text: str) -> bytes:
     return b"-" + text.replace("\r", " ").replace("\n", " ").encode("utf-8", "replace") + b"\r\n"
 
 
+# A socket address as Python's errors print it: ('10.0.0.7', 7001), or ('::1', 7001, 0, 0)
+_SOCKADDR = re.compile(r"\('[^']*', \d+(?:, \d+, \d+)?\)")
+
+
+def unnamed(reason: str, address: str) -> str:
+    """`reason` without the upstream's address: the client is never told where the proxy's
+    upstream is (issue 52: one face; the address is operator configuration, in the proxy's log
+    lines). `address` as `config.Address` prints it, host:port or [host]:port."""
+    if address:
+        reason = reason.replace(address, "the upstream")
+        host, _, port = address.rpartition(":")
+        if host.startswith("["):
+            host = host[1:-1]
+        if host and port:
+            reason = reason.replace(f"{host}:{port}", "the upstream")
+    return _SOCKADDR.sub("(the upstream)", reason)
+
+
 def upstream_unavailable(address: str, reason: str) -> bytes:
-    return resp_error(f"ERR upstream {address} unavailable: {reason}")
+    """`address` (a node, the server, the Sentinel's master) is for the log only: named nowhere."""
+    return resp_error(f"ERR upstream unavailable: {unnamed(reason, address)}")
 
 
 def upstream_lost(address: str, reason: str) -> bytes:
     return resp_error(
-        f"ERR upstream {address} connection lost before the reply ({reason}); "
+        f"ERR upstream connection lost before the reply ({unnamed(reason, address)}); "
         "the command may or may not have run"
     )
 

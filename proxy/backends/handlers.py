@@ -228,7 +228,7 @@ def _task_reply(task: asyncio.Task) -> bytes:
     exc = task.exception()
     if exc is not None:
         log.warning("CLIENT KILL through the control connection failed: %s", exc)
-        return errors.resp_error(f"ERR the proxy could not complete the command: {exc}")
+        return errors.resp_error(f"ERR the proxy could not complete the command: {errors.unnamed(str(exc), '')}")
     return task.result()
 
 

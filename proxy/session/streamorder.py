@@ -28,6 +28,12 @@ cluster, a shard channel's count over every master: cluster/sides.py), a barrier
 `Rewrite`: the barrier's reply, or the stretch a `REWRITE` barrier opened before it (a command sent
 between the two), is shown as the mark's `rewrite` makes it, when its place comes.
 
+Where what the server says must be changed reply by reply while the client waits for each (in
+front of a cluster, a command queued inside MULTI on a stream answered -MOVED/-ASK: no barrier may
+go inside the transaction, an unknown command would abort its EXEC), a barrier's mark may be a
+`Filter`: from its answer on, what the client is shown passes through the filter's `feed` as it
+comes, until the answer of a barrier marked `FILTER_END` (sent after the transaction's end).
+
 `StreamBarriers` is the sans-IO part (bytes in, bytes out); `StreamOrder` stands in for the
 session as the stream's receiver while barriers are out, and gives the stream back after.
 """
@@ -39,7 +45,8 @@ import secrets
 
 from ..pending import Pending, Receiver
 
-__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "Rewrite", "Resolve", "turns_replies_off"]
+__all__ = ["StreamBarriers", "StreamOrder", "BarrierEntry", "Rewrite", "Resolve", "Filter", "FILTER_END",
+           "turns_replies_off"]
 
 CRLF = b"\r\n"
 MALFORMED = b"*1\r\n$x\r\n"  # fails as every protocol error does, and Redis answers it with:
@@ -49,6 +56,7 @@ ENDING = -1  # the number of the entry for the server's answer to MALFORMED
 # What a barrier's answer starts (besides its reply): a stretch the client does not see, its
 # end, a stretch the proxy watches (ended by a barrier whose mark is the watcher: `watched`).
 HIDE, SHOW, WATCH, REWRITE = "hide", "show", "watch", "rewrite"
+FILTER_END = "filter-end"  # what the client is shown no longer passes through a `Filter`
 
 
 class Rewrite:
@@ -81,6 +89,16 @@ class Resolve(Rewrite):
         entry.remaining = 0
 
 
+class Filter:
+    """A barrier's mark from whose answer on what the client is shown passes through `feed`, as
+    it comes (whole replies or not), until the answer of a barrier marked `FILTER_END`."""
+
+    __slots__ = ()
+
+    def feed(self, shown: bytes) -> bytes:
+        return shown
+
+
 def turns_replies_off(args) -> bool:
     """CLIENT REPLY OFF or SKIP: from then on the server may leave commands unanswered."""
     return (len(args) > 2 and args[0].lower() == b"client" and args[1].lower() == b"reply"
@@ -95,7 +113,8 @@ class StreamBarriers:
     the start of its answer), and from an answer whose reply is not known yet (`add(None)`,
     then `fill`) everything is held."""
 
-    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding", "watching", "watched", "rewriting")
+    __slots__ = ("prefix", "next_number", "waiting", "held", "owed", "hiding", "watching", "watched", "rewriting",
+                 "filtering")
 
     def __init__(self, token: bytes | None = None):
         self.prefix = b"redis-guard-barrier-" + (token or secrets.token_hex(8).encode()) + b"-"
@@ -107,6 +126,7 @@ class StreamBarriers:
         self.watching = None  # what the client was shown of a watched stretch so far
         self.watched = []  # (watcher, the bytes shown) of the stretches ended: for the caller
         self.rewriting = None  # what a stretch to rewrite holds so far (`rewrite`)
+        self.filtering = None  # the `Filter` what is shown passes through now, if any
 
     def add(self, reply: bytes | None, mark=None) -> tuple[bytes, list]:
         """A barrier for `reply` (None: known later, `fill`): (the request to send, the barrier).
@@ -161,6 +181,8 @@ class StreamBarriers:
         self.owed -= len(reply) if reply is not None else 0
 
     def _unanswered(self, out: list) -> None:
+        if self.waiting[0][2] is FILTER_END:
+            self.filtering = None
         self._drop()
         self.watching = None  # the server leaves commands unanswered: a watch would not end
         if self.rewriting is not None:  # nor a stretch to rewrite: shown as it is
@@ -169,7 +191,7 @@ class StreamBarriers:
 
     @property
     def idle(self) -> bool:
-        return not self.waiting and not self.held
+        return not self.waiting and not self.held and self.filtering is None
 
     def feed(self, data: bytes) -> bytes:
         """The stream's next bytes in; what may go to the client now out."""
@@ -256,6 +278,8 @@ class StreamBarriers:
         if piece and self.rewriting is not None:
             self.rewriting.append(piece)
         elif piece and not self.hiding:
+            if self.filtering is not None:
+                piece = self.filtering.feed(piece)
             out.append(piece)
             if self.watching is not None:
                 self.watching.append(piece)
@@ -267,6 +291,10 @@ class StreamBarriers:
             self.watching = []
         elif mark is REWRITE:
             self.rewriting = []
+        elif mark is FILTER_END:
+            self.filtering = None
+        elif isinstance(mark, Filter):
+            self.filtering = mark
         elif self.watching is not None:  # the end of a watch whose start was answered
             self.watched.append((mark, b"".join(self.watching)))
             self.watching = None

@@ -280,3 +280,116 @@ def test_redis_py_sees_a_retryable_error(redis_cluster, proxy):
         assert client.get(key) == b"2"
     finally:
         client.close()
+
+
+def _replies(shown: bytes) -> list[bytes]:
+    return [item for item in items(shown) if not item.startswith(b">")]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_transaction_on_a_tracking_stream(redis_cluster, proxy, protocol):
+    """MULTI on a stream (CLIENT TRACKING ON): a queued command whose key's slot is migrating away
+    from the stream's master (-ASK) or moved before the map learnt it (-MOVED) gets the TRYAGAIN
+    error that names no node, and EXEC answers EXECABORT as one node does after a refused queued
+    command; nothing runs. Pipelined and one command at a time (nothing is held back); a
+    transaction of the master's own keys runs, its invalidations (RESP3 pushes) passed on."""
+    sock = _connect(proxy.port)
+    try:
+        sock.sendall((b"HELLO 3\r\n" if protocol == 3 else b"") + b"CLIENT TRACKING ON\r\nECHO mark\r\n")
+        _read_for(sock, lambda data: data.endswith(b"mark\r\n"))
+        main = _stream_master(redis_cluster, "echo")
+        own = _fresh_tag(redis_cluster, main, f"own{protocol}") + b"k"
+        # A transaction of the stream's master's keys runs, a tracked key's invalidation among its replies
+        sock.sendall(b"SET %s 1\r\nGET %s\r\nMULTI\r\nINCR %s\r\nGET %s\r\nEXEC\r\nPING\r\n" % (own, own, own, own))
+        shown = _read_for(sock, lambda data: data.endswith(b"+PONG\r\n"))
+        replies = _replies(shown)
+        assert replies[:5] == [b"+OK\r\n", b"$1\r\n1\r\n", b"+OK\r\n", b"+QUEUED\r\n", b"+QUEUED\r\n"], shown
+        assert replies[5] == b"*2\r\n:2\r\n$1\r\n2\r\n" and replies[6:] == [b"+PONG\r\n"], shown
+        if protocol == 3:
+            assert b">2\r\n$10\r\ninvalidate\r\n" in shown, shown
+
+        asked, moved, asking, source, target = _moving(redis_cluster, main, f"mq{protocol}")
+        for key in (asked, moved):
+            sock.sendall(b"MULTI\r\nSET %s x\r\nGET %s\r\nEXEC\r\nPING\r\n" % (key, own))
+            shown = _read_for(sock, lambda data: data.endswith(b"+PONG\r\n"))
+            _no_redirection(redis_cluster, shown)
+            replies = _replies(shown)
+            assert len(replies) == 5, replies
+            assert replies[0] == b"+OK\r\n" and replies[2] == b"+QUEUED\r\n" and replies[4] == b"+PONG\r\n", replies
+            assert replies[1].startswith(b"-TRYAGAIN SET: its key's slot is moving"), replies
+            assert b"EXEC answers EXECABORT" in replies[1], replies
+            assert replies[3] == b"-EXECABORT Transaction discarded because of previous errors.\r\n", replies
+        assert redis_cluster.client(target).get(moved) == b"m" and _importing_get(redis_cluster, target, asked) == b"a"
+
+        # One command at a time: each reply comes before the next command is sent
+        fresh = asking + b"absent"  # (on neither node: -ASK on the source)
+        sock.sendall(b"MULTI\r\n")
+        assert _replies(_read_for(sock, lambda data: data.endswith(b"+OK\r\n"))) == [b"+OK\r\n"]
+        sock.sendall(b"SET %s y\r\n" % fresh)
+        shown = _read_for(sock, lambda data: data.endswith(b"\r\n") and b"TRYAGAIN" in data)
+        _no_redirection(redis_cluster, shown)
+        assert _replies(shown)[0].startswith(b"-TRYAGAIN SET: "), shown
+        sock.sendall(b"EXEC\r\n")
+        shown = _read_for(sock, lambda data: data.endswith(b"\r\n") and b"EXECABORT" in data)
+        assert _replies(shown) == [b"-EXECABORT Transaction discarded because of previous errors.\r\n"], shown
+        assert _importing_get(redis_cluster, target, fresh) is None
+        _finish(redis_cluster, asking, source, target)
+
+        # The map learnt the MOVED: the key is another master's now, refused as before (EXECABORT)
+        sock.sendall(b"MULTI\r\nSET %s x\r\nEXEC\r\nPING\r\n" % moved)
+        shown = _read_for(sock, lambda data: data.endswith(b"+PONG\r\n"))
+        _no_redirection(redis_cluster, shown)
+        replies = _replies(shown)
+        assert replies[1].startswith(b"-ERR SET of a key another master owns") and replies[2].startswith(b"-EXECABORT")
+    finally:
+        sock.close()
+
+
+def test_exec_on_a_stream_after_the_slot_moved(redis_cluster, proxy):
+    """On a tracking stream the slot moves between the queued command and EXEC: the old owner
+    discards the transaction (-MOVED to EXEC); the client gets a TRYAGAIN error for EXEC that names
+    no node, nothing ran, and the stream goes on."""
+    sock = _connect(proxy.port)
+    try:
+        sock.sendall(b"HELLO 3\r\nCLIENT TRACKING ON\r\nECHO mark\r\n")
+        _read_for(sock, lambda data: data.endswith(b"mark\r\n"))
+        main = _stream_master(redis_cluster, "echo")
+        target = next(node for node in redis_cluster.masters() if node is not main)
+        tag = _fresh_tag(redis_cluster, main, "sexec")
+        key = tag + b"k"
+        sock.sendall(b"MULTI\r\nSET %s x\r\n" % key)
+        assert _replies(_read_for(sock, lambda data: data.endswith(b"+QUEUED\r\n"))) == [b"+OK\r\n", b"+QUEUED\r\n"]
+        _settle()
+        redis_cluster.migrate_slot(hash_slot(tag), main, target)
+        sock.sendall(b"EXEC\r\nPING\r\n")
+        shown = _read_for(sock, lambda data: data.endswith(b"+PONG\r\n"))
+        _no_redirection(redis_cluster, shown)
+        refused, pong = _replies(shown)
+        assert refused.startswith(b"-TRYAGAIN EXEC: its key's slot is moving") and b"discarded" in refused
+        assert pong == b"+PONG\r\n" and redis_cluster.client(target).get(key) is None
+    finally:
+        sock.close()
+
+
+def test_a_transaction_on_a_monitor_s_stream(redis_cluster, proxy):
+    """MULTI on a MONITOR's stream, a key of a slot migrating away from its master: the refusal one
+    node gives a monitor that queues a key's command, then EXECABORT; never the -ASK/-MOVED."""
+    sock = _connect(proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        _read_for(sock, lambda data: data == b"+OK\r\n")
+        sock.sendall(b"ECHO monitor-mark\r\n")
+        _read_for(sock, lambda data: b"monitor-mark\r\n" in data)
+        main = _stream_master(redis_cluster, "echo")
+        asked, moved, asking, source, target = _moving(redis_cluster, main, "monq")
+        sock.sendall(b"MULTI\r\nGET %s\r\nGET %s\r\nEXEC\r\nECHO done\r\n" % (asked, moved))
+        shown = _read_for(sock, lambda data: data.endswith(b"$4\r\ndone\r\n"))
+        # (monitor lines apart: they show the test's own MIGRATE and CLUSTER commands, naming nodes)
+        lines = [line for line in shown.split(b"\r\n")[:-1] if not line.startswith(b"+") or line == b"+OK"]
+        _no_redirection(redis_cluster, b"\r\n".join(lines))
+        assert lines == [b"+OK", b"-ERR Replica can't interact with the keyspace",
+                         b"-ERR Replica can't interact with the keyspace",
+                         b"-EXECABORT Transaction discarded because of previous errors.", b"$4", b"done"], shown
+        _finish(redis_cluster, asking, source, target)
+    finally:
+        sock.close()

@@ -341,3 +341,51 @@ def test_a_rewritten_stretch_the_server_left_unanswered_is_shown_as_it_is():
     # 0 answered, then replies off: 1 never is; 2 is, after CLIENT REPLY ON
     assert scanner.feed(answer(0) + SUB + answer(2)) == SUB + OK
     assert rewriter.got == [] and scanner.rewriting is None and scanner.idle
+
+
+class Recorder:
+    """A `Filter` that upper-cases what passes through it and keeps it."""
+
+    def __init__(self):
+        self.got = []
+
+    def feed(self, shown: bytes) -> bytes:
+        self.got.append(shown)
+        return shown.upper()
+
+
+def test_a_filter_sees_what_is_shown_between_its_barrier_and_the_end():
+    """What the client is shown from a Filter barrier's answer up to a FILTER_END barrier's
+    passes through the filter as it comes (however cut); nothing before or after; the stream is
+    not idle while a filter is on (the StreamOrder keeps it)."""
+    from proxy.session.streamorder import FILTER_END, Filter
+
+    class Upper(Recorder, Filter):
+        pass
+
+    stream = MESSAGE + answer(0) + OK + SUB + answer(1) + PONG
+    for cuts in ([], range(1, len(stream)), [len(stream) // 3, len(stream) // 2]):
+        scanner, watcher = StreamBarriers(TOKEN), Upper()
+        scanner.add(b"", watcher)
+        scanner.add(b"", FILTER_END)
+        assert feed_in_pieces(scanner, stream, cuts) == MESSAGE + (OK + SUB).upper() + PONG
+        assert b"".join(watcher.got) == OK + SUB and scanner.filtering is None and scanner.idle
+    scanner, watcher = StreamBarriers(TOKEN), Upper()
+    scanner.add(b"", watcher)
+    assert scanner.feed(answer(0) + OK) == OK.upper() and not scanner.idle  # (on until its end)
+
+
+def test_a_filter_end_left_unanswered_ends_the_filter():
+    from proxy.session.streamorder import FILTER_END, Filter
+
+    class Upper(Recorder, Filter):
+        pass
+
+    scanner, watcher = StreamBarriers(TOKEN), Upper()
+    scanner.add(b"", watcher)  # 0
+    scanner.add(b"", FILTER_END)  # 1, never answered (replies off)
+    scanner.add(OK)  # 2
+    # (what came before 2's answer came once replies were on again: after the filter's end)
+    assert scanner.feed(answer(0) + MESSAGE) == MESSAGE.upper()
+    assert scanner.feed(SUB + answer(2) + PONG) == SUB + OK + PONG
+    assert scanner.idle and watcher.got == [MESSAGE]

@@ -61,7 +61,7 @@ from ...session.pause import PauseWatch, watches
 from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, QUEUEING, SHARED, STREAMING, WATCHING
 from ...session.streamorder import StreamOrder
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from . import clientinfo, face, presented, redirects, sides
+from . import clientinfo, face, presented, redirected, redirects, sides
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -746,8 +746,10 @@ class LeaseReplies(Receiver):
             if not done:
                 return
             self.held = b""
-            if data.startswith((b"-MOVED ", b"-ASK ")) and self._again(pending, data):
-                return
+            if data.startswith((b"-MOVED ", b"-ASK ")):
+                if self._again(pending, data):
+                    return
+                data = redirected.unredirected(data, redirected.command_of(self.data))
             if self.known is not None and self._reload(pending, data):
                 return
         session.deliver(pending, data, done)
@@ -931,14 +933,20 @@ def _moved_shard(session, subscriptions, pending, error: bytes, data: bytes, arg
     router = session.backend.router_of(session)
     redirect = parse_redirect(error)
     if redirect is None or redirects > router.max_redirects or session.state.life is CLOSED:
-        return False
+        return _not_followed(session, pending, args)
     node = redirect.address(pending.conn.address)
     router.moved(redirect.slot, node)
     shard = subscriptions.shards.get(node) or _lend_shard(session, subscriptions, node)
     if shard is None:
-        return False
+        return _not_followed(session, pending, args)
     _send_shard(session, subscriptions, shard, data, args, -1, redirects)
     session.deliver(pending, b"", 1)  # (after: the client's next commands go on waiting)
+    return True
+
+
+def _not_followed(session, pending, args) -> bool:
+    """A -MOVED the proxy cannot follow: the client gets the TRYAGAIN error that names no node."""
+    session.deliver(pending, errors.slot_moving(args, errors.SLOT_MOVING_RETRY), 1)
     return True
 
 
@@ -1160,7 +1168,8 @@ async def _kill_everywhere(backend, args, masters) -> bytes:
         if type(decision) is clientkill.Forward:
             conn = connection()
             if conn is None:
-                raise ConnectionError(f"no connection to {node}")
+                log.warning("CLIENT KILL: no control connection to %s", node)
+                raise ConnectionError("no connection to a cluster node")  # (its address: in the log only)
             (reply,) = await conn.ask([args])
             if isinstance(reply, hiredis.ReplyError):
                 return errors.resp_error(str(reply))

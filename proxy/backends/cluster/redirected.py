@@ -15,17 +15,36 @@ none); an error reply is held until whole (one line), nothing else is.
 
 from __future__ import annotations
 
+import hiredis
+
 from ... import errors
 from ...pending import Receiver
 from ...resp.replies import ReplySplitter, ReplyStreamError
 from ...session.states import WATCHING
 from .routing.redirect import parse_redirect
 
-__all__ = ["TxnReplies", "redirection"]
+__all__ = ["TxnReplies", "redirection", "unredirected", "command_of"]
 
 
 def redirection(reply: bytes) -> bool:
     return reply.startswith((b"-MOVED ", b"-ASK "))
+
+
+def unredirected(reply: bytes, args, where: str = errors.SLOT_MOVING_RETRY) -> bytes:
+    """`reply`, but a redirection the proxy could not follow (too many, no connection to the node
+    named) as the TRYAGAIN error that names no node: a client never sees a node's address."""
+    return errors.slot_moving(args, where) if redirection(reply) else reply
+
+
+def command_of(request: bytes) -> list:
+    """A command's arguments from its request bytes ([] if they cannot be read)."""
+    reader = hiredis.Reader()
+    reader.feed(request)
+    try:
+        args = reader.gets()
+    except hiredis.ProtocolError:
+        return []
+    return args if isinstance(args, list) else []
 
 
 class TxnReplies(Receiver):

@@ -37,6 +37,7 @@ from ...pending import hidden
 from ...tls import upstream_context
 from ...upstream.probe import ask
 from .connection import NodePool, RoutedPending
+from .redirected import command_of, unredirected
 from .routing.redirect import ClusterError, classify_error, parse_redirect
 from .routing.slotmap import SlotMap, TopologyError
 from .routing.slots import SLOT_COUNT
@@ -320,6 +321,8 @@ class ClusterRouter:
         retry.attempts += 1
         if retry.attempts > self.max_redirects:
             retry.conn = None
+            if kind is ClusterError.MOVED or kind is ClusterError.ASK:  # (never a node's address: issue 52)
+                error = unredirected(error, command_of(retry.request(0)))
             retry.receiver.deliver(retry, error, 1)
             return
         if kind is ClusterError.TRYAGAIN:

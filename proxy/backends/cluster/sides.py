@@ -45,7 +45,7 @@ from ...resp.replies import ReplySplitter, ReplyStreamError
 from ...session import streamend
 from ...session.behaviour import PASS, SUBCOMMAND
 from ...session.states import CLOSED, OPEN, STREAMING, WAITING
-from ...session.streamorder import BarrierEntry, Resolve, Rewrite, StreamOrder
+from ...session.streamorder import FILTER_END, BarrierEntry, Filter, Resolve, Rewrite, StreamOrder
 from ..base import StreamRoute
 from .connection import RoutedPending
 from .route import Gather, PartSink
@@ -351,6 +351,8 @@ class ShardSide(Receiver):
             commands.popleft()
             if item.startswith(b"-MOVED ") and redirect(self.sides, head, item, self.node):
                 return
+            if _redirection(item):  # (not followed: never a node's address)
+                item = errors.slot_moving(head.args, errors.SLOT_MOVING_RETRY)
             _fill(self.sides.session, head.entry, b"".join(head.parts) + item)
         elif head is not None and item.startswith(CONFIRMS):
             at = item.rfind(b"\r\n:", 0, len(item) - 2)
@@ -575,13 +577,15 @@ class ClusterStreamRoute(StreamRoute):
     master may still be answered -MOVED/-ASK there (its slot migrating away, or moved before the
     map learnt it): such commands go between two barriers, one pair for a run of them, and a
     redirection among their replies is followed or replaced (`Checked`); inside MULTI on the
-    stream they go as they are."""
+    stream they go as they are, and a redirection among the transaction's replies is replaced as
+    on a transaction's connection (`Queued`)."""
 
-    __slots__ = ("multi",)
+    __slots__ = ("multi", "queued")
 
     def __init__(self, conn, neutral=frozenset()):
         super().__init__(conn, neutral)
         self.multi = False  # MULTI was sent on the stream, not ended yet (EXEC, DISCARD, RESET)
+        self.queued = None  # the transaction's replies' `Queued` filter, from MULTI to its end
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         backend = session.backend
@@ -594,9 +598,12 @@ class ClusterStreamRoute(StreamRoute):
         for index in range(start, stop):
             args = commands[index]
             name = args[0].lower()
+            opening = closing = False
             if name == b"multi":
+                opening = not self.multi and self.queued is None and not session.replies_unsure
                 self.multi = True
             elif name in (b"exec", b"discard", b"reset"):
+                closing = self.queued is not None
                 self.multi = False
             routed = decide(args, master_for_slot)
             if type(routed) is int:
@@ -632,10 +639,32 @@ class ClusterStreamRoute(StreamRoute):
                 self._checked(session, batch, run, index, checking)
                 checking = None
                 run = index
+            if opening or closing or self.queued is not None:
+                run = self._transaction(session, batch, run, index, opening, closing)
         if checking is not None:
             self._checked(session, batch, run, stop, checking)
         elif run < stop:
             StreamRoute.forward(self, session, batch, run, stop)
+
+    def _transaction(self, session, batch, run: int, index: int, opening: bool, closing: bool) -> int:
+        """MULTI on the stream: a barrier before it (outside the transaction) from whose answer the
+        replies pass through a `Queued` filter, which replaces a redirection; EXEC, DISCARD: a
+        barrier after it ends the filtering. Each command of the transaction is noted in order (its
+        reply's place). Returns where the commands not sent yet start."""
+        order = StreamOrder.of(session, session.stream)
+        if opening:
+            if run < index:
+                StreamRoute.forward(self, session, batch, run, index)
+            run = index
+            self.queued = Queued(session)
+            order.send(b"", self.queued)
+        self.queued.commands.append(batch.commands[index])
+        if closing:
+            StreamRoute.forward(self, session, batch, run, index + 1)
+            run = index + 1
+            self.queued = None
+            order.send(b"", FILTER_END)
+        return run
 
     def _kind(self, session, args) -> int:
         """What a -MOVED/-ASK of the stream's master to `args` becomes (`Checked`)."""
@@ -848,6 +877,94 @@ class Checked(Resolve):
                 place += 1
             out.append(item)
         return b"".join(out)
+
+
+class Queued(Filter):
+    """The replies on a stream from MULTI to the transaction's end, as they come: a -MOVED or
+    -ASK among them (a queued command's key's slot migrating away from the stream's master, or
+    moved before the map learnt it: the node flagged the transaction, so EXEC answers EXECABORT;
+    or EXEC's own: the node discarded it) becomes what a transaction's connection shows
+    (`redirected.TxnReplies`): the TRYAGAIN error that names no node (a monitor's: the refusal
+    one node gives a monitor), the map learning a MOVED. Every other byte passes as it came, at
+    once: only an error line (one line) or a push's header is held until whole. A reply is
+    paired with its command by place (`commands`, noted as the route sends them: MULTI first;
+    the commands answered elsewhere are not among them, and the wording may then name another)."""
+
+    __slots__ = ("session", "commands", "replies", "splitter", "left", "held", "lost")
+
+    def __init__(self, session):
+        self.session = session
+        self.lost = False  # the stream was not RESP as Redis sends it: passed on as it is from then on
+        self.commands = []
+        self.replies = 0  # the replies seen (pushes apart): the next one's place
+        self.splitter = None  # inside a reply (or a push's elements): its splitter
+        self.left = 0  # a push's elements still to come (0: inside a reply)
+        self.held = b""
+
+    def feed(self, shown: bytes) -> bytes:
+        if self.lost:
+            return shown
+        data = self.held + shown if self.held else shown
+        self.held = b""
+        out = []
+        pos = 0
+        size = len(data)
+        try:
+            while pos < size:
+                splitter = self.splitter
+                if splitter is not None:
+                    if self.left:  # a push's elements
+                        end, done, _pushes = splitter.scan(data, pos, self.left)
+                        self.left -= done
+                        if not self.left:
+                            self.splitter = None
+                    else:
+                        end, done, _pushes = splitter.scan(data, pos, 1)
+                        if done:
+                            self.splitter = None
+                            self.replies += 1
+                    out.append(data[pos:end])
+                    pos = end
+                    continue
+                first = data[pos]
+                if first == 45 or first == 62:  # '-': an error, one line; '>': a push's header
+                    line_end = data.find(b"\n", pos)
+                    if line_end < 0:
+                        self.held = data[pos:]
+                        break
+                    line = data[pos:line_end + 1]
+                    pos = line_end + 1
+                    if first == 62:
+                        self.left = int(line[1:].strip() or b"0")
+                        if self.left > 0:
+                            self.splitter = ReplySplitter()
+                        out.append(line)
+                        continue
+                    if _redirection(line):
+                        line = self._replaced(line)
+                    self.replies += 1
+                    out.append(line)
+                    continue
+                self.splitter = ReplySplitter()
+                self.left = 0
+        except (ReplyStreamError, ValueError):
+            out.append(data[pos:])  # (not RESP as Redis sends it: shown as it is, no longer filtered)
+            self.lost = True
+        return b"".join(out)
+
+    def _replaced(self, reply: bytes) -> bytes:
+        session = self.session
+        commands = self.commands
+        args = commands[self.replies] if self.replies < len(commands) else None
+        redirect = parse_redirect(reply)
+        stream = session.stream
+        if redirect is not None and not redirect.ask and stream is not None:
+            session.backend.router_of(session).moved(redirect.slot, redirect.address(stream.conn.address))
+        if monitoring(session):
+            return REPLICA
+        if args is not None and args[0].lower() == b"exec":
+            return errors.slot_moving(args, errors.SLOT_MOVING_EXEC)
+        return errors.slot_moving(args, errors.SLOT_MOVING_QUEUED)
 
 
 def _redirection(item: bytes) -> bool:
