@@ -118,6 +118,8 @@ def view_of(session, cmd: str = "NULL") -> View:
         flags += "P"
     if session.state.in_transaction:
         flags += "x"
+    if getattr(client, "no_evict", False):  # (CLIENT NO-EVICT ON: handlers.client_no_evict)
+        flags += "e"
     born = getattr(client, "born", None)
     return View(
         id=client.id, addr=_address(session.peer), laddr=_address(laddr), fd=sock.fileno() if sock is not None else -1,
