@@ -9,7 +9,8 @@ that are the same client (the same application under `applications:`, else the s
 as for a CLIENT TRACKING REDIRECT: a library's pool sees its own connections, never another
 application's), in Redis 7.0's format and its errors. The sizes of buffers, which the proxy does
 not keep per client, show as 0; `cmd=` the last command of the client's last batch, whose name the
-session keeps (a reference, once per batch) and which is named here only when asked. Sans-IO but for the look at sessions (`lines_of`).
+session keeps (a reference, once per batch) and which is named here only when asked. Sans-IO but
+for the look at sessions (`lines_of`).
 """
 
 from __future__ import annotations
