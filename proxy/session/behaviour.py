@@ -87,6 +87,8 @@ NO_CLUSTER = 33  # CLUSTER ...: answered as a server without cluster support (th
 CLIENT_INFO = 34  # CLIENT INFO/LIST: the proxy's own view of the client (cluster/clientinfo.py)
 # Standalone only:
 CONFIG_SET = 35  # CONFIG SET: refused when it sets requirepass (the proxy's new connections), else passed
+# Cluster only:
+CLIENT_NO_EVICT = 36  # CLIENT NO-EVICT: the proxy's connection to the client is the one Redis would spare
 
 NAMES = {value: name for name, value in globals().items() if name.isupper() and isinstance(value, int)}
 
@@ -155,7 +157,7 @@ CLIENT = {
     "caching": (PIN, REFUSE),
     "getredir": (PIN, CLIENT_INFO),  # a cluster: the REDIRECT's id as the client named it (cluster/redirects.py)
     "trackinginfo": (PIN, CLIENT_INFO),
-    "no-evict": (PIN, REFUSE),
+    "no-evict": (PIN, CLIENT_NO_EVICT),  # a cluster: noted by the proxy (CLIENT INFO's flag e)
     "no-touch": (PIN, REFUSE),
 }
 

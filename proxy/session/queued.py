@@ -30,6 +30,10 @@ def is_setname(args) -> bool:
     return len(args) == 3 and args[0].lower() == b"client" and args[1].lower() == b"setname"
 
 
+def is_no_evict(args) -> bool:
+    return len(args) == 3 and args[0].lower() == b"client" and args[1].lower() == b"no-evict"
+
+
 def hello_name(args, name):
     """The name HELLO's SETNAME option gives the client, else `name`."""
     login = parse_hello(args)
@@ -78,6 +82,8 @@ class ExecWatch(Receiver):
                 took_effect(session.backend.pauses, args)
             elif is_setname(args):
                 name = args[2]
+            elif is_no_evict(args) and args[2].lower() in (b"on", b"off"):  # (else its syntax error)
+                session.extra.no_evict = args[2].lower() == b"on"
             elif every_hello_ran and is_hello(args):
                 name = hello_name(args, name)
         if name is not None:

@@ -69,6 +69,8 @@ cdef class Session(Receiver):
     cdef public object pubsub
     cdef public bint collecting
     cdef public object local_out
+    cdef public object last_name
+    cdef public object last_sub
 
     @cython.locals(batch=Batch, commands=list, tally=Tally, guard=Guard, units=Py_ssize_t)
     cpdef data_received(self, data)

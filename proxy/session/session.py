@@ -147,7 +147,7 @@ class Session(Receiver):
         "policy_state", "after_exec", "engine", "good_keys", "key_classes",
         "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
         "verifying", "auth_failures", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
-        "collecting", "local_out",
+        "collecting", "local_out", "last_name", "last_sub",
     )
 
     def __init__(self, proxy):
@@ -195,6 +195,10 @@ class Session(Receiver):
         self.collecting = False
         self.local_out = None
         self.queued_effects = []  # queued in the open transaction, effects outlive it (`queued.py`)
+        # The last command of the client's last batch: its name and second argument, no more (a
+        # value is not kept); CLIENT LIST's cmd= in front of a cluster (cluster/clientinfo.py).
+        self.last_name = None
+        self.last_sub = None
         self.app = None  # the application the client authenticated as (its name)
         self.locked = False
         self.login_result = None  # (AUTH/HELLO arguments, application name or None) once checked
@@ -290,6 +294,8 @@ class Session(Receiver):
                                 tally = action  # (compiled: typed, its count a C field)
                                 tally.n += 1
                                 self.units_out += units
+                                self.last_name = args[0]  # (`_run`'s, once per batch)
+                                self.last_sub = args[1] if len(args) > 1 else None
                                 self.route.forward(self, batch, 0, 1)
                                 return
                     self.collecting = True
@@ -349,6 +355,10 @@ class Session(Receiver):
         state = self.policy_state
         shadow = self.shadow
         budget = self._budget()
+        if count:  # the batch's last command, for CLIENT LIST (once per batch; its name derived there)
+            last = commands[count - 1]
+            self.last_name = last[0]
+            self.last_sub = last[1] if len(last) > 1 else None
         while index < count:
             # The reply window, checked before the command is decided: a command decided is not
             # decided again when the loop resumes there (its findings count once).

@@ -44,6 +44,27 @@ LEFT_OUT = {
 }
 
 
+# The one-node reference is a cluster: READONLY, READWRITE and ASKING answer +OK there. The proxy's
+# standalone face (the default, as this test's proxy) answers them as one server without cluster
+# support: alone, that server's error; inside MULTI refused (EXEC aborts) as CLUSTER's subcommands,
+# where a server queues them (docs/cluster-face.md).
+NO_CLUSTER_SUPPORT = b"-ERR This instance has cluster support disabled\r\n"
+
+
+def without_cluster_support(messages: list) -> list:
+    """One node's +OK as a server without cluster support answers (its arity errors are the same)."""
+    return [(NO_CLUSTER_SUPPORT, (b"-", NO_CLUSTER_SUPPORT[1:-2])) if raw == b"+OK\r\n" else (raw, value)
+            for raw, value in messages]
+
+
+CLUSTER_ONLY = ("readonly", "readwrite", "asking")
+STANDALONE_FACE = {
+    "presented": {name: without_cluster_support for name in CLUSTER_ONLY},
+    "not_in_groups": {name: "the standalone face refuses it inside MULTI (EXEC aborts) as CLUSTER's subcommands"
+                      for name in CLUSTER_ONLY},
+}
+
+
 def with_action(behaviour: Behaviour, wanted: int) -> set[str]:
     """Every command and subcommand whose cluster action is `wanted`."""
     found = {f"{container}|{sub}" for container, subs in behaviour.subcommands[CLUSTER].items()
@@ -51,7 +72,8 @@ def with_action(behaviour: Behaviour, wanted: int) -> set[str]:
     return found | {name for name, action in behaviour.actions[CLUSTER].items() if action == wanted}
 
 
-def cluster_mode() -> Mode:
+def cluster_mode(face: str = "standalone") -> Mode:
+    """What differs from the one-node reference through the proxy with `face` (the default: standalone)."""
     behaviour = Behaviour(CommandTable.from_snapshot())
     not_compared = {**NOT_COMPARED, **{name: "the proxy refuses it by design (no connection of the client's own "
                                              "in a cluster)" for name in with_action(behaviour, REFUSE)}}
@@ -59,7 +81,9 @@ def cluster_mode() -> Mode:
     # keys of the others get -MOVED, where one node answers them. (A RESP3 client's subscriptions
     # make no stream, but this test's subscribers are RESP2 ones too.)
     known = {name: "a stream is tied to one master" for name in with_action(behaviour, STREAM)}
-    return Mode("cluster", left_out={**LEFT_OUT, **known}, not_compared=not_compared, not_in_groups=IN_MULTI_REFUSED)
+    presented = STANDALONE_FACE if face != "cluster" else {"presented": {}, "not_in_groups": {}}
+    return Mode("cluster", left_out={**LEFT_OUT, **known}, not_compared=not_compared,
+                not_in_groups={**IN_MULTI_REFUSED, **presented["not_in_groups"]}, presented=presented["presented"])
 
 
 @pytest.fixture(scope="module", params=["compiled", "pure"])

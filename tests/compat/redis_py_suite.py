@@ -124,15 +124,6 @@ CLUSTER_EXPECTED: dict[str, list[str]] = {
     "cluster: MONITOR merges every master's stream: commands on different masters come in no known order": [
         "*monitor.py::TestMonitor::test_command_with_*", "*monitor.py::TestMonitor::test_response_values",
     ],
-    "proxy: CLIENT NO-EVICT, NO-TOUCH and CACHING are refused (no connection of the client's own to hold them)": [
-        C + "client_no_evict",
-    ],
-    "proxy: READONLY/READWRITE are answered +OK (the proxy routes by slot itself), where one plain server "
-    "refuses them": [C + "readonly_invalid_cluster_state"],
-    "proxy: CLIENT LIST shows cmd=NULL for the proxy's other clients (it does not note each client's last "
-    "command), so a test looking for the subscriber by cmd=subscribe kills nothing": [
-        "*pubsub.py::TestPubSubConnectionKilled::test_connection_error_raised_when_connection_dies",
-    ],
     "proxy: logs in as a Redis user it creates on the server; a client never runs as a user the proxy does "
     "not manage (issue 49; as in front of one server)": [C + "client_kill_filter_by_user"],
 }

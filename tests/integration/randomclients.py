@@ -164,6 +164,9 @@ class Mode:
     not_compared: dict = field(default_factory=dict)
     avoid: dict = field(default_factory=dict)  # reason -> predicate on a command's arguments
     not_in_groups: dict = field(default_factory=dict)  # name -> reason
+    # name -> what the proxy must answer, given the reference's messages, for that command alone
+    # (where the reference is not quite the server the proxy presents: `as_presented`)
+    presented: dict = field(default_factory=dict)
 
 
 STANDALONE = Mode("standalone")
@@ -502,6 +505,18 @@ def compare(plans: list[list[Step]], got: list[Outcome], expected: list[Outcome]
                                 f"    got:      {b''.join(r for r, _ in mine)[:400]!r}\n"
                                 f"    expected: {b''.join(r for r, _ in theirs)[:400]!r}")
     return problems
+
+
+def as_presented(mode: Mode, plans: list[list[Step]], expected: list[Outcome]) -> None:
+    """The reference's replies made what the proxy presents, by `mode.presented`, for each step
+    that is one such command alone (in place)."""
+    if not mode.presented:
+        return
+    for client, steps in enumerate(plans):
+        for index, step in enumerate(steps):
+            if len(step.names) == 1 and step.names[0] in mode.presented:
+                replies = expected[client].replies
+                replies[index] = mode.presented[step.names[0]](replies[index])
 
 
 def prepare(port: int) -> None:

@@ -63,6 +63,7 @@ def run_and_compare(port: int, reference_port: int, planner: Planner, seed: int,
     except randomclients.IsolationError as exc:
         raise AssertionError(f"{exc} {where}") from None
     expected = randomclients.run_clients(reference_port, plans, protocols, seed)
+    randomclients.as_presented(planner.mode, plans, expected)
     problems = randomclients.compare(plans, got, expected)
     assert not problems, f"{len(problems)} replies differ from Redis's own {where}:\n" + "\n".join(problems[:15])
     compared = sum(step.check != NONE for plan in plans for step in plan)

@@ -13,6 +13,7 @@ from proxy.session.behaviour import (
     CLIENT_ID,
     CLIENT_INFO,
     CLIENT_KILL,
+    CLIENT_NO_EVICT,
     CLUSTER,
     CONFIG_SET,
     CONTROL,
@@ -77,7 +78,7 @@ def action(column: int, *words: str) -> int:
     (["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], LEASE, LEASE),
     (["WAIT", "1", "0"], WAIT, WAIT),
     # Connection state: a connection of its own standalone; kept by the proxy, or refused, in a cluster.
-    (["CLIENT", "NO-EVICT", "ON"], PIN, REFUSE),
+    (["CLIENT", "NO-EVICT", "ON"], PIN, CLIENT_NO_EVICT),  # a cluster: noted by the proxy
     (["CLIENT", "CACHING", "YES"], PIN, REFUSE),
     (["CLIENT", "ID"], CLIENT_ID, CLIENT_ID),  # standalone: pinned, its id noted (tracking.py)
     (["CLIENT", "SETINFO", "LIB-NAME", "x"], SETINFO, SETINFO),

@@ -24,6 +24,7 @@ from ...session.behaviour import (
     CLIENT_ID,
     CLIENT_INFO,
     CLIENT_KILL,
+    CLIENT_NO_EVICT,
     CLIENT_SETNAME,
     CLUSTER,
     DISCARD,
@@ -74,23 +75,25 @@ log = logging.getLogger("redis_guard.cluster")
 # CLUSTER's too (a node would describe the real cluster: the proxy answers, refusing it there).
 _TXN_KEPT = {QUIT, MULTI, EXEC, DISCARD, WATCH, UNWATCH, RESET, LOGIN, LOCKED, STREAM, HELLO, CLIENT_ID,
              CLIENT_GETNAME, CLIENT_SETNAME, LOCAL_OK, SUBCOMMAND, NO_CLUSTER,
-             FANOUT, CLIENT_INFO,  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
+             FANOUT, CLIENT_INFO, CLIENT_NO_EVICT,  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST refused: presented.py)
              LEASE}  # (forwarded there; a script's noted: handlers.lease)
 # A subcommand on a stream (MONITOR, CLIENT REPLY...): CLUSTER's answered by the proxy, in order
 # with the stream (its reply behind a barrier), never by the stream's node.
 _STREAM_KEPT = {QUIT, LOGIN, LOCKED, RESET, STREAM, CLIENT_KILL, NO_CLUSTER, CLIENT_ID,
-                FANOUT, CLIENT_INFO}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST as the face presents them)
+                FANOUT, CLIENT_INFO, LOCAL_OK}  # (INFO, ROLE, CONFIG GET, CLIENT INFO/LIST as the face presents them)
 
 
 class Client(ClusterClient):
-    """A cluster client, and when it connected (CLIENT INFO's age: clientinfo.py)."""
+    """A cluster client, when it connected (CLIENT INFO's age: clientinfo.py), and whether it
+    asked CLIENT NO-EVICT ON (its flag `e` there: handlers.client_no_evict)."""
 
-    __slots__ = ("born", "txn_scripts")
+    __slots__ = ("born", "txn_scripts", "no_evict")
 
     def __init__(self, session, client_id: int):
         super().__init__(session, client_id)
         self.born = time.monotonic()
         self.txn_scripts = None  # (name, sha or function) of EVALSHA/FCALL queued in MULTI (handlers._end)
+        self.no_evict = False
 
 
 class ClusterBackend(BackendBase):
@@ -129,6 +132,8 @@ class ClusterBackend(BackendBase):
         # INFO, ROLE, CONFIG GET on a stream: as the face presents them (every master, `handlers.fanout`)
         self.stream_table.update(both_cases({name: actions[name] for name in ("info", "role", "config")
                                              if actions.get(name) in (FANOUT, SUBCOMMAND)}))
+        # READONLY/READWRITE/ASKING on a stream: as the face answers them (handlers.local_ok)
+        self.stream_table.update(both_cases({name: LOCAL_OK for name, action in actions.items() if action == LOCAL_OK}))
         self.stream_neutral = stream_neutral(actions)
         self.paused_table = paused_table(self.behaviour, CLUSTER)
         self.pauses = Pauses(loop, lambda: None)  # the Proxy sets on_change: its sessions rebind

@@ -8,7 +8,9 @@ would describe that client: CLIENT INFO its line, CLIENT LIST the lines of the p
 that are the same client (the same application under `applications:`, else the same client host,
 as for a CLIENT TRACKING REDIRECT: a library's pool sees its own connections, never another
 application's), in Redis 7.0's format and its errors. The sizes of buffers, which the proxy does
-not keep per client, show as 0. Sans-IO but for the look at sessions (`lines_of`).
+not keep per client, show as 0; `cmd=` the last command of the client's last batch, whose name the
+session keeps (a reference, once per batch) and which is named here only when asked. Sans-IO but
+for the look at sessions (`lines_of`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ...session.states import CLOSED
 from ...session.tracking import same_client
 from .sides import monitoring
 
-__all__ = ["View", "line", "client_info", "client_list", "view_of", "same_sessions", "lines_of"]
+__all__ = ["View", "line", "client_info", "client_list", "view_of", "last_command", "same_sessions", "lines_of"]
 
 TYPES = {b"normal": "normal", b"slave": "replica", b"replica": "replica", b"pubsub": "pubsub", b"master": "master"}
 SYNTAX = b"-ERR syntax error\r\n"
@@ -118,6 +120,8 @@ def view_of(session, cmd: str = "NULL") -> View:
         flags += "P"
     if session.state.in_transaction:
         flags += "x"
+    if getattr(client, "no_evict", False):  # (CLIENT NO-EVICT ON: handlers.client_no_evict)
+        flags += "e"
     born = getattr(client, "born", None)
     return View(
         id=client.id, addr=_address(session.peer), laddr=_address(laddr), fd=sock.fileno() if sock is not None else -1,
@@ -127,6 +131,20 @@ def view_of(session, cmd: str = "NULL") -> View:
         ssub=subscriptions.shard if subscriptions is not None else 0,
         multi=0 if session.state.in_transaction else -1, cmd=cmd, user=session.app or "default",
         resp=session.protocol)
+
+
+def last_command(session) -> str:
+    """The name Redis shows as cmd= for the client's last command (`container|sub` for a
+    subcommand; NULL for none, an unknown command or an unknown subcommand, as Redis), derived
+    here from the name and second argument the session keeps of its last batch's last command."""
+    name = session.last_name
+    if name is None:
+        return "NULL"
+    sub = session.last_sub
+    spec = session.backend.behaviour.table.lookup((name,) if sub is None else (name, sub))
+    if spec is None or (sub is not None and spec.subcommands):  # (lookup gives the container for an unknown one)
+        return "NULL"
+    return spec.name
 
 
 def same_sessions(session) -> list:
@@ -140,4 +158,5 @@ def same_sessions(session) -> list:
 
 def lines_of(session) -> list:
     """The views of `same_sessions` (CLIENT LIST)."""
-    return [view_of(other, "client|list" if other is session else "NULL") for other in same_sessions(session)]
+    return [view_of(other, "client|list" if other is session else last_command(other))
+            for other in same_sessions(session)]

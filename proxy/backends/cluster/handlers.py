@@ -37,6 +37,7 @@ from ...session.behaviour import (
     CLIENT_ID,
     CLIENT_INFO,
     CLIENT_KILL,
+    CLIENT_NO_EVICT,
     CLIENT_SETNAME,
     CONTROL,
     DISCARD,
@@ -324,6 +325,26 @@ def client_setname(session, batch, index: int) -> int:
     return index + 1
 
 
+def client_no_evict(session, batch, index: int) -> int:
+    """CLIENT NO-EVICT ON|OFF: the client's connection is the proxy's, which Redis's client
+    eviction never sees; the proxy notes the flag (CLIENT INFO's `e`: clientinfo.py) and answers
+    as Redis does. Inside MULTI queued on the transaction's connection, noted when EXEC's reply
+    says the transaction ran (`queued.ExecWatch`)."""
+    args = batch.commands[index]
+    if len(args) != 3:
+        return forward_one(session, batch, index)  # Redis's arity error
+    if session.state.in_transaction:
+        session.queued_effects.append(args)
+        return queued_on_own(session, batch, index)
+    mode = args[2].lower()
+    if mode == b"on" or mode == b"off":
+        session.extra.no_evict = mode == b"on"
+        session.answer_locally(errors.OK)
+    else:
+        session.answer_locally(errors.SYNTAX)
+    return index + 1
+
+
 def client_view(session, batch, index: int) -> int:
     """CLIENT INFO and CLIENT LIST: the client as the proxy knows it, with the id CLIENT ID gave
     and the name CLIENT SETNAME set (clientinfo.py); refused inside MULTI (EXEC's reply would hold
@@ -353,9 +374,19 @@ def client_view(session, batch, index: int) -> int:
 
 
 def local_ok(session, batch, index: int) -> int:
-    """READONLY, READWRITE, ASKING: the proxy routes by slot itself. Queued in a transaction
-    (on a master's connection they change nothing; EXEC's reply holds their +OK)."""
-    if session.state.in_transaction:
+    """READONLY, READWRITE, ASKING. With `face: cluster` +OK: the proxy routes by slot itself;
+    queued in a transaction (on a master's connection they change nothing; EXEC's reply holds
+    their +OK); on a stream the stream's node answers. With the standalone face what a server
+    without cluster support answers, as CLUSTER's subcommands (`no_cluster`: refused inside
+    MULTI too), but to a RESP2 subscriber, whose stream's node refuses them in its context as
+    one server would."""
+    if session.backend.face != "cluster":
+        if session.state.lane is STREAMING:
+            streaming = sides.sides_of(session, False)
+            if streaming is not None and streaming.subscriber and session.protocol == 2:
+                return forward_one(session, batch, index)
+        return no_cluster(session, batch, index)
+    if session.state.in_transaction or session.state.lane is STREAMING:
         return forward_one(session, batch, index)
     args = batch.commands[index]
     name = args[0].lower().decode()
@@ -450,6 +481,7 @@ def reset(session, batch, index: int) -> int:
     if session.state.lane is LEASED:
         session.release_lease()
     client.name = None
+    client.no_evict = False  # (Redis's RESET clears it too)
     client.txn_slot = None
     client.deferred = client.deferred_name = None
     client.txn_scripts = None
@@ -1211,6 +1243,7 @@ CLUSTER = {
     CLIENT_GETNAME: client_getname,
     CLIENT_SETNAME: client_setname,
     CLIENT_INFO: client_view,
+    CLIENT_NO_EVICT: client_no_evict,
     LOCAL_OK: local_ok,
     AUTH: login,  # (the dispatch tables send AUTH to LOGIN: credentials never reach Redis)
     HELLO: hello,
