@@ -7,7 +7,8 @@ package installs pure Python and runs the same code paths more slowly. Two kinds
   scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `policy/classes.py`), and
   the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
   the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods) and the
-  monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`); the
+  monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`), and a cluster
+  route's key owners (`backends/cluster/_compiled_owners`, twins in `backends/cluster/owners.py`); the
   compiled core also cimports them (their `.pxd` files), to call them in C;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first; and the
@@ -35,6 +36,7 @@ __all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
        "proxy._compiled_queues", "proxy.monitor._compiled_counts")
+PYX += ("proxy.backends.cluster._compiled_owners",)
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.route", "proxy.backends.standalone",
         "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
