@@ -29,9 +29,10 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 
-__all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
+__all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status", "declared_fields"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
@@ -96,3 +97,42 @@ def status() -> str:
     if not built:
         return "pure Python (no compiled build)"
     return "partly compiled (" + ", ".join(built) + ")"
+
+
+# A `cdef class` of a .pxd, and one of its field lines (`cdef [public|readonly] TYPE NAME[, NAME...]`).
+_PXD_CLASS = re.compile(r"^cdef class (\w+)\s*(?:\([^)]*\))?\s*:\s*$")
+_PXD_FIELD = re.compile(r"^\s+cdef\s+(?:public\s+|readonly\s+)?[\w.\[\]]+\s+(\w+(?:\s*,\s*\w+)*)\s*(?:#.*)?$")
+_declared: dict[str, dict[str, tuple[str, ...]]] = {}
+
+
+def declared_fields(module_file: str, name: str) -> tuple[str, ...]:
+    """The fields that the `.pxd` beside `module_file` declares for its `cdef class name`, in
+    order: the pure twin's `__slots__`, so that a compiled class's fields are listed once, in
+    the .pxd, where Cython needs them typed (`__slots__ = compiled.declared_fields(__file__,
+    "Session")`). A compiled module (a file other than a .py) gets (): its type's fields are the
+    .pxd's C fields, made at build time, and `__slots__` in a cdef class's body is only a class
+    attribute. tests/compiled/test_pxd_fields.py checks the fields against the methods."""
+    if not module_file.endswith(".py"):
+        return ()
+    pxd = module_file[:-3] + ".pxd"
+    classes = _declared.get(pxd)
+    if classes is None:
+        classes = {}
+        current = None
+        with open(pxd, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                if not line[0].isspace():
+                    found = _PXD_CLASS.match(line)
+                    current = found.group(1) if found else None
+                    if current is not None:
+                        classes[current] = ()
+                    continue
+                field = _PXD_FIELD.match(line)
+                if current is not None and field is not None and "(" not in line:
+                    classes[current] += tuple(part.strip() for part in field.group(1).split(","))
+        _declared[pxd] = classes
+    if name not in classes:
+        raise LookupError(f"{pxd} declares no cdef class {name}")
+    return classes[name]

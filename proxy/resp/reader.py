@@ -71,7 +71,7 @@ class Batch:
     its masters is copied by them.
     """
 
-    __slots__ = ("commands", "raw", "_ends", "error", "packed_ends")
+    __slots__ = compiled.declared_fields(__file__, "Batch")
 
     def __init__(self, commands, raw, ends, error=None):
         self.commands = commands
@@ -201,8 +201,7 @@ if _compiled is not None:
 
 
 class RequestReader:
-    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes",
-                 "_ends_out", "_unfinished")
+    __slots__ = compiled.declared_fields(__file__, "RequestReader")
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits = limits or ParseLimits()

@@ -85,7 +85,7 @@ class EndOfTick:
     the same tick). While any wait, a write to an idle connection waits too, so writes leave in
     the order they came."""
 
-    __slots__ = ("waiting", "callback")
+    __slots__ = compiled.declared_fields(__file__, "EndOfTick")
 
     def __init__(self):
         self.waiting = []
@@ -225,13 +225,7 @@ class Question(Receiver):
 
 
 class UpstreamConnection:
-    __slots__ = (
-        "address", "label", "loop", "transport", "write", "writer", "state", "pending", "splitter", "out",
-        "flush_scheduled", "tick", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
-        "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
-        "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
-        "request_timeout", "deadline_timer", "deadline_mark", "deadline_since", "timeout_error", "relogged",
-    )
+    __slots__ = compiled.declared_fields(__file__, "UpstreamConnection")
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
         self.address = address

@@ -59,7 +59,10 @@ def test_no_subclass_lists_a_slot_of_its_bases_again():
             if isinstance(node, ast.ClassDef):
                 slots = next((stmt.value for stmt in node.body if isinstance(stmt, ast.Assign)
                               and any(getattr(t, "id", None) == "__slots__" for t in stmt.targets)), None)
-                names = set(ast.literal_eval(slots)) if slots is not None else set()
+                if isinstance(slots, ast.Call):  # compiled.declared_fields(__file__, name): the .pxd's
+                    names = set(compiled.declared_fields(str(path), node.name))
+                else:
+                    names = set(ast.literal_eval(slots)) if slots is not None else set()
                 bases = [base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases]
                 classes.setdefault(node.name, (bases, names))
 

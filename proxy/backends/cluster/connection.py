@@ -14,6 +14,7 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
+from ... import compiled
 from ...pending import Pending, queue_popleft
 from ...resp.replies import ReplySplitter, ReplyStreamError, error_among, line_dash
 from ...upstream.connection import CLOSED, UpstreamConnection
@@ -35,7 +36,7 @@ class RoutedPending(Pending):
     kept as a C number (`slot`, KEYLESS for None), so that a run costs no int object."""
 
     # A Pending (every entry of a connection's queue is one): only the fields it adds.
-    __slots__ = ("source", "first", "slot", "attempts", "asking", "owner", "down_since", "down_tries")
+    __slots__ = compiled.declared_fields(__file__, "RoutedPending")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self._fill(receiver, count, conn, source, first, KEYLESS if hash_slot is None else hash_slot, owner, None)
@@ -101,7 +102,7 @@ class Part(Pending):
     allocations missed it: under perf at -P 16, tuples' and lists' allocations and frees took
     twice the standalone proxy's time; benchmarks/README.md.)"""
 
-    __slots__ = ("first", "order", "number", "chunks", "size", "entries")
+    __slots__ = compiled.declared_fields(__file__, "Part")
 
     def __init__(self, scatter, count: int, conn, sent: bytes, first: int, order, number: int):
         self._fill_part(scatter, count, conn, first, order, number, sent)
@@ -176,7 +177,7 @@ def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
 
 
 class ClusterConnection(UpstreamConnection):
-    __slots__ = ("router", "error_partial", "index", "dash")
+    __slots__ = compiled.declared_fields(__file__, "ClusterConnection")
 
     def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0)):
         super().__init__(loop, address, startup, on_close)

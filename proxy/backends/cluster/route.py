@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hiredis
 
-from ... import errors
+from ... import compiled, errors
 from ...pending import UNSEEN, Pending, Receiver, hidden, queue_append
 from ...resp.order import zeroed_order
 from ...session.behaviour import both_cases
@@ -239,8 +239,7 @@ def _next_part(conns: list, order, run_from: int, run_to: int, part: int, conn) 
 class ClusterRoute(Route):
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
-    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_table", "slot_owner", "owner_conns",
-                 "replica_reads")
+    __slots__ = compiled.declared_fields(__file__, "ClusterRoute")
 
     def __init__(self, router, routes: RouteTable, protocol: int, index: int):
         self.router = router
