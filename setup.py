@@ -31,6 +31,7 @@ PYX = {
     "proxy.upstream._compiled_write": "proxy/upstream/_compiled_write.pyx",
     "proxy._compiled_queues": "proxy/_compiled_queues.pyx",
     "proxy.monitor._compiled_counts": "proxy/monitor/_compiled_counts.pyx",
+    "proxy.backends.cluster._compiled_owners": "proxy/backends/cluster/_compiled_owners.pyx",
 }
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.route", "proxy.backends.standalone",

@@ -7,7 +7,8 @@ package installs pure Python and runs the same code paths more slowly. Two kinds
   scanners, twins of Python code (`resp/reader.py`, `resp/replies.py`, `policy/classes.py`), and
   the direct writer (`upstream/connection.py`), whose pure counterpart is the transport's `write`,
   the reply queues' append and popleft (`_compiled_queues`, twins of the deque's methods) and the
-  monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`); the
+  monitor's counting (`monitor/_compiled_counts`, twins in `monitor/counts.py`), and a cluster
+  route's key owners (`backends/cluster/_compiled_owners`, twins in `backends/cluster/owners.py`); the
   compiled core also cimports them (their `.pxd` files), to call them in C;
 * `CORE`: the session core, compiled from its own `.py` sources (with the `.pxd` beside each),
   so a built one sits next to its source and Python imports the built one first; and the
@@ -28,13 +29,15 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 
-__all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status"]
+__all__ = ["PURE", "PYX", "CORE", "load", "use_pure_core", "status", "declared_fields"]
 
 PURE = bool(os.environ.get("REDIS_GUARD_PURE_PYTHON"))
 PYX = ("proxy.resp._compiled_requests", "proxy.resp._compiled_replies", "proxy.upstream._compiled_write",
        "proxy._compiled_queues", "proxy.monitor._compiled_counts")
+PYX += ("proxy.backends.cluster._compiled_owners",)
 CORE = ("proxy.pending", "proxy.monitor.live", "proxy.resp.reader", "proxy.upstream.connection",
         "proxy.session.states", "proxy.session.session", "proxy.backends.route", "proxy.backends.standalone",
         "proxy.backends.cluster.connection", "proxy.backends.cluster.scatter", "proxy.backends.cluster.route",
@@ -94,3 +97,42 @@ def status() -> str:
     if not built:
         return "pure Python (no compiled build)"
     return "partly compiled (" + ", ".join(built) + ")"
+
+
+# A `cdef class` of a .pxd, and one of its field lines (`cdef [public|readonly] TYPE NAME[, NAME...]`).
+_PXD_CLASS = re.compile(r"^cdef class (\w+)\s*(?:\([^)]*\))?\s*:\s*$")
+_PXD_FIELD = re.compile(r"^\s+cdef\s+(?:public\s+|readonly\s+)?[\w.\[\]]+\s+(\w+(?:\s*,\s*\w+)*)\s*(?:#.*)?$")
+_declared: dict[str, dict[str, tuple[str, ...]]] = {}
+
+
+def declared_fields(module_file: str, name: str) -> tuple[str, ...]:
+    """The fields that the `.pxd` beside `module_file` declares for its `cdef class name`, in
+    order: the pure twin's `__slots__`, so that a compiled class's fields are listed once, in
+    the .pxd, where Cython needs them typed (`__slots__ = compiled.declared_fields(__file__,
+    "Session")`). A compiled module (a file other than a .py) gets (): its type's fields are the
+    .pxd's C fields, made at build time, and `__slots__` in a cdef class's body is only a class
+    attribute. tests/compiled/test_pxd_fields.py checks the fields against the methods."""
+    if not module_file.endswith(".py"):
+        return ()
+    pxd = module_file[:-3] + ".pxd"
+    classes = _declared.get(pxd)
+    if classes is None:
+        classes = {}
+        current = None
+        with open(pxd, encoding="utf-8") as lines:
+            for line in lines:
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                if not line[0].isspace():
+                    found = _PXD_CLASS.match(line)
+                    current = found.group(1) if found else None
+                    if current is not None:
+                        classes[current] = ()
+                    continue
+                field = _PXD_FIELD.match(line)
+                if current is not None and field is not None and "(" not in line:
+                    classes[current] += tuple(part.strip() for part in field.group(1).split(","))
+        _declared[pxd] = classes
+    if name not in classes:
+        raise LookupError(f"{pxd} declares no cdef class {name}")
+    return classes[name]

@@ -17,7 +17,7 @@ import time
 
 import hiredis
 
-from . import errors, metrics
+from . import compiled, errors, metrics
 
 log = logging.getLogger("redis_guard.policy")
 
@@ -38,7 +38,7 @@ class Receiver:
     connection hands replies to a compiled receiver (the session, a stretch's Scatter) by a C
     call. A Pending is one too: it may stand in for runs of its own (a Scatter for its parts)."""
 
-    __slots__ = ()
+    __slots__ = compiled.declared_fields(__file__, "Receiver")
 
     def deliver(self, pending: Pending, data: bytes, done: int) -> None:
         """`data`: reply bytes, in order; `done`: how many replies they complete."""
@@ -55,7 +55,7 @@ class Pending(Receiver):
     monitor (`monitor/live.py`): `sent`, the run's request bytes (the names of its commands; None
     for what is not a client's run), `count`, its commands."""
 
-    __slots__ = ("receiver", "remaining", "buffered", "buffered_size", "conn", "sent", "count")
+    __slots__ = compiled.declared_fields(__file__, "Pending")
 
     def __init__(self, receiver, remaining: int, conn=None, sent=None):
         self._fill_pending(receiver, remaining, conn, sent)

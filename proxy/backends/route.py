@@ -6,13 +6,15 @@ the compiled session calls as a C call."""
 
 from __future__ import annotations
 
+from .. import compiled
+
 
 class Route:
     """Where ordinary commands go: the per-command routing hook of the dispatch loop (a
     backend's shared route, a connection of the client's own...). Every route subclasses it, so
     that the compiled session calls a compiled route's `forward` without a Python call."""
 
-    __slots__ = ()
+    __slots__ = compiled.declared_fields(__file__, "Route")
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         """commands[start:stop] of `batch`, ordinary ones; their replies to the session in order."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import compiled
 from ..config import Upstream
 from ..pending import Pending, queue_append
 from ..session.behaviour import STANDALONE, Behaviour, check_columns, lane_tables, own_action
@@ -33,7 +34,7 @@ class SharedRoute(Route):
     """The shared connection of one pool a session sticks to: a stretch is one slice of the
     client's bytes and one entry in its reply queue."""
 
-    __slots__ = ("pool", "index", "conn")
+    __slots__ = compiled.declared_fields(__file__, "SharedRoute")
 
     def __init__(self, pool: SharedPool, index: int):
         self.pool = pool

@@ -38,6 +38,7 @@ import time
 from itertools import islice
 from time import perf_counter as stamp_clock  # (compiled: the C clock, `_compiled_write.stamp_clock`)
 
+from .. import compiled
 from ..pending import Pending, queue_head, queue_popleft
 from ..resp.replies import ReplySplitter, ReplyStreamError, may_hold_error
 from . import keys
@@ -109,7 +110,7 @@ class Tally:
     """The count of one command name's commands passed on as they are; it stands for PASS in
     the sessions' dispatch tables."""
 
-    __slots__ = ("name", "n")
+    __slots__ = compiled.declared_fields(__file__, "Tally")
 
     def __init__(self, name: bytes):
         self.name = name

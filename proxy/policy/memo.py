@@ -19,6 +19,7 @@ refusal found is kept as the last pass is, with its template, as C fields.
 
 from __future__ import annotations
 
+from .. import compiled
 from .classes import key_class, same_class
 
 
@@ -30,8 +31,7 @@ class Memo:
     two short byte strings costs less than hashing one. What the engine remembered since is
     looked up when the kept shapes do not fit (a pass, once remembered, stays true)."""
 
-    __slots__ = ("memo", "key_classes", "shape", "start", "last_class", "last_known", "refusals", "refused_class",
-                 "refused_shape", "refusal", "before", "after")
+    __slots__ = compiled.declared_fields(__file__, "Memo")
 
     def __init__(self, memo: dict, key_classes, shape, start: int, refusals: dict | None = None):
         self.memo = memo

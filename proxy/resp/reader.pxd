@@ -1,6 +1,5 @@
 cimport cython
-from proxy.resp._compiled_requests cimport (split_requests, split_keeping_ends, pick_requests, key_owners,
-                                            owner_parts)
+from proxy.resp._compiled_requests cimport split_requests, split_keeping_ends, pick_requests
 
 @cython.final
 cdef class Batch:
@@ -16,8 +15,6 @@ cdef class Batch:
     cpdef span(self, Py_ssize_t start, Py_ssize_t stop)
     @cython.locals(ends=list)
     cpdef list requests_by_part(self, Py_ssize_t first, order, Py_ssize_t parts)
-    cpdef bytes key_owners(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
-    cpdef tuple owner_parts(self, Py_ssize_t start, Py_ssize_t stop, names, bytearray owner_of_slot)
 
 
 @cython.final

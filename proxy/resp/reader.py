@@ -29,7 +29,6 @@ import re
 import hiredis
 
 from .. import compiled
-from ..backends.cluster.routing.slots import SLOT_COUNT, hash_slot
 from .exact import ParseLimits, ProtocolError, Unfinished, parse_more, parse_request
 from .order import runs
 
@@ -72,7 +71,7 @@ class Batch:
     its masters is copied by them.
     """
 
-    __slots__ = ("commands", "raw", "_ends", "error", "packed_ends")
+    __slots__ = compiled.declared_fields(__file__, "Batch")
 
     def __init__(self, commands, raw, ends, error=None):
         self.commands = commands
@@ -107,32 +106,15 @@ class Batch:
 
     def requests_by_part(self, first: int, order, parts: int) -> list:
         """The commands from `first` dealt out to `parts` requests: command first + i goes to
-        part `order[i]`; each part's commands keep their order. (A cluster's stretch: a part a
-        master.) Compiled, one C pass that copies each command once."""
+        part `order[i]`; each part's commands keep their order (spans of the batch's bytes, cut
+        where the reader found the commands end). (A cluster's stretch: a part a master; which
+        command goes where is the cluster's, backends/cluster/owners.py.) Compiled, one C pass
+        that copies each command once."""
         if _pick is not None:  # (without ends: in C, from the commands)
             ends = self._ends
             return pick_requests(self.raw, ends if ends is not None else self.packed_ends, first, order, parts,
                                  self.commands)
         return pure_pick_requests(self.raw, self.offsets(), first, order, parts)
-
-    def key_owners(self, start: int, stop: int, names, owner_of_slot) -> bytes:
-        """Three bytes for each of commands[start:stop]: the Redis Cluster hash slot of its
-        argument 1 (big-endian) and that slot's byte in `owner_of_slot` (16,384 bytes), for a
-        command whose name is in `names`; NO_SLOT and 0 for others. (A cluster route's commands
-        whose one key is argument 1, and the number of the connection it last gave for the slot.)
-        Compiled, one C pass: a name is looked up once for a run of commands that share it."""
-        if _key_owners is not None:
-            return key_owners(self.commands, start, stop, names, owner_of_slot)
-        return pure_key_owners(self.commands, start, stop, names, owner_of_slot)
-
-    def owner_parts(self, start: int, stop: int, names, owner_of_slot):
-        """A cluster stretch dealt out by owner in one pass, when key_owners gives every command
-        of commands[start:stop] an owner (else None): (order, owners, counts), the order of a
-        stretch of one part per owner, numbered as they first come, each part's owner number
-        and its count of commands. Compiled, one C pass."""
-        if _key_owners is not None:
-            return owner_parts(self.commands, start, stop, names, owner_of_slot)
-        return pure_owner_parts(self.commands, start, stop, names, owner_of_slot)
 
 
 # Requests read again are whole requests the proxy read once already, under the client's limits.
@@ -190,57 +172,6 @@ def pure_pick_requests(raw: bytes, ends: list | None, first: int, order, parts: 
     return [b"".join(piece) for piece in pieces]
 
 
-NO_SLOT = 0xFFFF  # in key_owners: the command's key is not argument 1
-
-
-def pure_key_owners(commands: list, start: int, stop: int, names, owner_of_slot) -> bytes:
-    """`Batch.key_owners` on a batch's commands (the reference for the compiled one)."""
-    if len(owner_of_slot) != SLOT_COUNT:
-        raise ValueError("a slot table has a byte for each of the 16384 slots")
-    if start < 0 or stop > len(commands) or start > stop:
-        raise IndexError("commands out of range")
-    out = bytearray(3 * (stop - start))
-    at = 0
-    for args in commands[start:stop]:
-        slot, owner = NO_SLOT, 0
-        if type(args) in (list, tuple) and len(args) > 1 and args[0] in names and type(args[1]) is bytes:
-            slot = hash_slot(args[1])
-            owner = owner_of_slot[slot]
-        out[at:at + 3] = (slot >> 8, slot & 0xFF, owner)
-        at += 3
-    return bytes(out)
-
-
-def pure_key_owner(commands: list, at: int, names, owner_of_slot) -> int:
-    """`key_owner_of`: pure_key_owners of the one command `at`, as (slot << 8) | owner."""
-    first, second, owner = pure_key_owners(commands, at, at + 1, names, owner_of_slot)
-    return (first << 16) | (second << 8) | owner
-
-
-def pure_owner_parts(commands: list, start: int, stop: int, names, owner_of_slot):
-    """`Batch.owner_parts` on a batch's commands (the reference for the compiled one): None
-    unless every command of commands[start:stop] has a slot and an owner (a byte of
-    `owner_of_slot` other than 0) in key_owners; else (order, owners, counts): each command's
-    part number, in order of the parts' first commands (a bytearray), each part's owner (bytes)
-    and its number of commands (a list)."""
-    found = pure_key_owners(commands, start, stop, names, owner_of_slot)
-    order = bytearray(stop - start)
-    owners = bytearray()
-    counts = []
-    for at in range(stop - start):
-        owner = found[3 * at + 2]
-        if owner == 0:
-            return None
-        part = owners.find(owner)
-        if part < 0:
-            part = len(owners)
-            owners.append(owner)
-            counts.append(0)
-        counts[part] += 1
-        order[at] = part
-    return order, bytes(owners), counts
-
-
 # The proxy's one bytes object for each command name its tables know (`command_name`). The
 # compiled split hands out these very objects for the names it sees (it keeps the recent ones):
 # a table lookup then finds its key by identity, with the hash already computed, and no name is
@@ -262,23 +193,15 @@ split_requests = _split
 split_keeping_ends = _compiled.split_keeping_ends if _compiled is not None else None  # (a cluster client's)
 _pick = _compiled.pick_requests if _compiled is not None else None
 _request_ends = _compiled.request_ends if _compiled is not None else None
-_key_owners = _compiled.key_owners if _compiled is not None else None
-# What Batch calls for a cluster stretch's requests and keys when the twins are built: C
-# functions when compiled (reader.pxd cimports these names), the twins otherwise.
+# What Batch calls for a cluster stretch's requests when the twins are built: the C function when
+# compiled (reader.pxd cimports this name), the twin otherwise.
 pick_requests = _pick
-key_owners = _key_owners
-# key_owners of a batch's one command `at` as a number, (slot << 8) | owner, without the bytes
-# object: what a cluster route calls for a read of one command (or of one master's), the
-# compiled function when built (route.pxd cimports it under this name), else the twin.
-key_owner_of = _compiled.key_owner if _compiled is not None else pure_key_owner
-owner_parts = _compiled.owner_parts if _compiled is not None else None
 if _compiled is not None:
     _compiled.use_command_names(COMMAND_NAMES)
 
 
 class RequestReader:
-    __slots__ = ("_limits", "_chunks", "_size", "_hiredis", "_fast", "_need", "_failed", "_max_args", "_max_bytes",
-                 "_ends_out", "_unfinished")
+    __slots__ = compiled.declared_fields(__file__, "RequestReader")
 
     def __init__(self, limits: ParseLimits | None = None):
         self._limits = limits = limits or ParseLimits()

@@ -12,12 +12,14 @@ with the session core (`guard.pxd`), so these checks are C field reads, not Pyth
 
 from __future__ import annotations
 
+from .. import compiled
+
 
 class Guard:
     """A name's entry in a session's dispatch table when the policy checks the command: the
     engine's plan, what the session's loop reads of it, and the name's action once it passes."""
 
-    __slots__ = ("plan", "action", "code", "keys_only", "memo")
+    __slots__ = compiled.declared_fields(__file__, "Guard")
 
     def __init__(self, plan, action: int):
         self.plan = plan

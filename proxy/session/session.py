@@ -42,7 +42,7 @@ import time
 
 import hiredis
 
-from .. import errors, metrics
+from .. import compiled, errors, metrics
 from ..monitor import health, live
 from ..monitor.live import NAMES, REJECTED, Tally
 from ..pending import HiddenCommand, Pending, Receiver, ReplacingSink, keep, queue_head, queue_popleft
@@ -139,16 +139,7 @@ class Session(Receiver):
     by what holds replies for the client too (streamorder.py, the cluster's scatter.py), inline.
     """
 
-    __slots__ = (
-        "proxy", "backend", "loop", "transport", "peer", "reader", "queue", "inflight", "state",
-        "client_write", "writer", "db", "protocol", "spread", "route", "own", "stream", "resume_at", "waiting_for",
-        "input_ended", "write_paused", "reading_paused", "waiting_upstreams", "held_bytes",
-        "buffer_limit", "output_limit", "reply_est", "reply_acc", "small_reply", "units_out", "reads",
-        "policy_state", "after_exec", "engine", "good_keys", "key_classes",
-        "good_class", "shadow", "plans", "dispatch", "handlers", "unknown", "app", "locked", "login_result",
-        "verifying", "auth_failures", "extra", "unpaired", "queued_effects", "replies_unsure", "stream_ends", "pubsub",
-        "collecting", "local_out", "last_name", "last_sub",
-    )
+    __slots__ = compiled.declared_fields(__file__, "Session")
 
     def __init__(self, proxy):
         backend = proxy.backend

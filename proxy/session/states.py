@@ -27,6 +27,8 @@ this file is the whole story of what a client's connection can be:
 
 from __future__ import annotations
 
+from .. import compiled
+
 HELD = -1  # what a handler returns when dispatch waits (`Session.wait`), instead of an index
 REPLIES, PASSWORD, STREAM_END = "replies", "password", "stream end"  # what a waiting session waits for
 WINDOW = "window"  # a waiting session's unread replies are over its window (Session._budget)
@@ -76,7 +78,7 @@ EVENTS = {event: dimension for dimension, table in DIMENSIONS.items()
 class ConnState:
     """The three values; `to(event)` is the only way to change one."""
 
-    __slots__ = ("lane", "txn", "life")
+    __slots__ = compiled.declared_fields(__file__, "ConnState")
 
     def __init__(self):
         self.lane = SHARED

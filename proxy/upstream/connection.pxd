@@ -62,5 +62,6 @@ cdef class UpstreamConnection:
     cpdef _to_upstream(self, data)
     @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
                    splitter=CompiledSplitter)
-    cpdef _deliver(self, bytes data)
+    cpdef _deliver(self, bytes data, bint catching=*)
+    cdef Py_ssize_t _catch(self, Pending entry, bytes data, Py_ssize_t pos) except -2
 

@@ -85,7 +85,7 @@ class EndOfTick:
     the same tick). While any wait, a write to an idle connection waits too, so writes leave in
     the order they came."""
 
-    __slots__ = ("waiting", "callback")
+    __slots__ = compiled.declared_fields(__file__, "EndOfTick")
 
     def __init__(self):
         self.waiting = []
@@ -225,13 +225,7 @@ class Question(Receiver):
 
 
 class UpstreamConnection:
-    __slots__ = (
-        "address", "label", "loop", "transport", "write", "writer", "state", "pending", "splitter", "out",
-        "flush_scheduled", "tick", "write_paused", "blocked_sessions", "read_paused_by", "on_close",
-        "close_reason", "refused", "startup", "role", "sockname", "db", "protocol",
-        "upstream", "owner", "refusal", "stamps", "stamp", "close_asked", "pushes_to", "pushes",
-        "request_timeout", "deadline_timer", "deadline_mark", "deadline_since", "timeout_error", "relogged",
-    )
+    __slots__ = compiled.declared_fields(__file__, "UpstreamConnection")
 
     def __init__(self, loop, address, startup: list[tuple], on_close=None):
         self.address = address
@@ -627,7 +621,11 @@ class UpstreamConnection:
         if not self.pending:
             self.stamps.clear()  # nothing in flight: no stamp keeps an answered run (its bytes) alive
 
-    def _deliver(self, data: bytes) -> None:
+    def _deliver(self, data: bytes, catching: bool = False) -> None:
+        """A read's replies to the entries waiting for them, each entry's in one piece where the
+        read holds them all. `catching`: the read may hold replies a subclass catches before any
+        client sees them (a cluster's redirections, backends/cluster/connection.py): each entry
+        is offered to `_catch` first. A server's reads never are (one test of a C flag an entry)."""
         queue = self.pending
         splitter = self.splitter  # (compiled: the compiled splitter, its take a C call)
         pos = 0
@@ -641,6 +639,11 @@ class UpstreamConnection:
                 if done < 0:
                     entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
                     return
+                if catching:
+                    end = self._catch(entry, data, pos)
+                    if end >= 0:  # caught: handled up to `end` (the read's size: nothing more to do)
+                        pos = end
+                        continue
                 replies = splitter.take(data, pos, done)  # all the entry's replies, or (some, how many)
                 if type(replies) is not bytes:
                     replies, done = replies
@@ -653,6 +656,12 @@ class UpstreamConnection:
                     queue_popleft(queue)
         except ReplyStreamError as exc:
             self.fail(f"unreadable reply stream: {exc}")
+
+    def _catch(self, entry, data: bytes, pos: int) -> int:
+        """`_deliver`'s hook for a catching read, at the replies of `entry` from data[pos:]: where
+        the read goes on after the subclass handled them itself (delivered, redirected, held; the
+        read's size to stop), or -1: they go to `entry` as a server's do. A server catches none."""
+        return -1
 
     def stream_ended(self, entry) -> None:
         """A stream's entry leaves (its client has no subscription left, session/streamend.py):

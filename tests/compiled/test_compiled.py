@@ -26,6 +26,8 @@ def test_the_compiled_modules_are_used_where_built():
         assert compiled.status() == "compiled" and all(core.values())
     assert (reader._split is not None) == ("proxy.resp._compiled_requests" in built)
     assert (replies.ReplySplitter is not replies.PureReplySplitter) == ("proxy.resp._compiled_replies" in built)
+    from proxy.backends.cluster import owners
+    assert (owners.key_owners is not owners.pure_key_owners) == ("proxy.backends.cluster._compiled_owners" in built)
 
 
 def test_pure_python_on_request():
@@ -57,7 +59,10 @@ def test_no_subclass_lists_a_slot_of_its_bases_again():
             if isinstance(node, ast.ClassDef):
                 slots = next((stmt.value for stmt in node.body if isinstance(stmt, ast.Assign)
                               and any(getattr(t, "id", None) == "__slots__" for t in stmt.targets)), None)
-                names = set(ast.literal_eval(slots)) if slots is not None else set()
+                if isinstance(slots, ast.Call):  # compiled.declared_fields(__file__, name): the .pxd's
+                    names = set(compiled.declared_fields(str(path), node.name))
+                else:
+                    names = set(ast.literal_eval(slots)) if slots is not None else set()
                 bases = [base.id if isinstance(base, ast.Name) else getattr(base, "attr", "") for base in node.bases]
                 classes.setdefault(node.name, (bases, names))
 
@@ -81,17 +86,19 @@ def test_the_compiled_functions_refuse_none_as_their_pure_twins_do():
 
     requests = compiled.load("proxy.resp._compiled_requests")
     compiled_replies = compiled.load("proxy.resp._compiled_replies")
-    if requests is None or compiled_replies is None:
+    compiled_owners = compiled.load("proxy.backends.cluster._compiled_owners")
+    if requests is None or compiled_replies is None or compiled_owners is None:
         pytest.skip("the compiled RESP modules are not built")
+    from proxy.backends.cluster import owners
     from proxy.policy import classes
 
     calls = [
         (requests.request_ends, reader.request_ends, (None,)),
         (requests.pick_requests, reader.pure_pick_requests, (None, None, 0, b"", 1)),
-        (requests.key_owners, reader.pure_key_owners, (None, 0, 0, frozenset(), bytearray(16384))),
-        (requests.key_owners, reader.pure_key_owners, ([], 0, 0, frozenset(), None)),
-        (requests.key_owner, reader.pure_key_owner, (None, 0, frozenset(), bytearray(16384))),
-        (requests.key_owner, reader.pure_key_owner, ([[b"GET", b"k"]], 0, frozenset(), None)),
+        (compiled_owners.key_owners, owners.pure_key_owners, (None, 0, 0, frozenset(), bytearray(16384))),
+        (compiled_owners.key_owners, owners.pure_key_owners, ([], 0, 0, frozenset(), None)),
+        (compiled_owners.key_owner, owners.pure_key_owner, (None, 0, frozenset(), bytearray(16384))),
+        (compiled_owners.key_owner, owners.pure_key_owner, ([[b"GET", b"k"]], 0, frozenset(), None)),
         (requests.key_class, bytes.translate, (None, bytes(range(256)))),
         (requests.same_class, classes.pure_same_class, (None, bytes(range(256)), b"k")),
         (compiled_replies.interleave, replies.pure_interleave, (None, b"")),

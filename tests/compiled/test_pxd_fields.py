@@ -1,16 +1,24 @@
 """One declaration of a compiled class's fields: a `.pxd` twin of a `.py` module declares the C
-fields of its `cdef class`es, and the Python class lists them again in `__slots__` (the pure
-twin) and assigns them in its methods. Nothing but this test compares them: a field declared in
-one place only works in one build (pure or compiled) and breaks the other, or, typed in the
-`.pxd` but missing from `__slots__`, hides in the compiled build until the pure one runs."""
+fields of its `cdef class`es, the Python class takes its `__slots__` (the pure twin's) from there
+(`compiled.declared_fields`) and assigns them in its methods. This test compares the methods
+with the declaration: a field assigned but not declared works in the pure build only (or not in
+the compiled one), one declared but never assigned is a leftover; and a class that lists its
+slots by hand again (a second list) must list the same ones."""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
+
+from proxy import compiled
 
 REPO = Path(__file__).resolve().parents[2]
 CLASS = re.compile(r"^cdef class (\w+)\s*(?:\(([^)]*)\))?\s*:\s*$")
@@ -50,7 +58,9 @@ def py_classes(text: str) -> dict[str, tuple[list[str] | None, set[str], set[str
         methods = {}
         for item in node.body:
             if isinstance(item, ast.Assign) and any(getattr(t, "id", None) == "__slots__" for t in item.targets):
-                slots = [ast.literal_eval(element) for element in item.value.elts]
+                slots = derived_slots(item.value, node.name)
+                if slots is None:
+                    slots = [ast.literal_eval(element) for element in item.value.elts]
             elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[item.name] = item
         assigned_in = {name: _assigned(method) for name, method in methods.items()}
@@ -66,6 +76,20 @@ def py_classes(text: str) -> dict[str, tuple[list[str] | None, set[str], set[str
             todo.extend(_self_calls(methods[name]))
         classes[node.name] = (slots, everywhere, init)
     return classes
+
+
+DERIVED = "derived"  # py_classes' slots of a class that takes them from its .pxd
+
+
+def derived_slots(value, name: str):
+    """DERIVED when `value` is `compiled.declared_fields(__file__, "<name>")`, else None (a list
+    by hand); AssertionError when it names another class."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "declared_fields"):
+        return None
+    args = [ast.unparse(arg) for arg in value.args]
+    assert args == ["__file__", repr(name)], f"{name}: __slots__ = declared_fields({', '.join(args)})"
+    return DERIVED
 
 
 def _assigned(function) -> set[str]:
@@ -140,7 +164,7 @@ def test_the_pxd_declares_the_python_class_fields(pxd: Path, name: str):
     from_bases = inherited(name, bases, fields)
     assert len(set(declared)) == len(declared), f"{name}: a field declared twice in {pxd.name}"
     problems = []
-    if slots is not None:
+    if slots is not None and slots != DERIVED:
         only_pxd = sorted(set(declared) - set(slots))
         only_slots = sorted(set(slots) - set(declared))
         if only_pxd:
@@ -163,6 +187,48 @@ def test_the_session_assigns_every_field_in_init():
     _slots, _everywhere, init = py_classes((REPO / "proxy/session/session.py").read_text())["Session"]
     assert sorted(set(declared) - init) == []
     assert sorted(init - set(declared)) == []
+
+
+@pytest.mark.parametrize("pxd, name", list(cases()))
+def test_the_pure_twin_takes_its_slots_from_the_pxd(pxd: Path, name: str):
+    """Each compiled class lists its fields once, in the .pxd: the Python class's `__slots__` is
+    `compiled.declared_fields(__file__, name)`, which reads the same fields as this test's parser
+    (the pure build's slots; the compiled one's fields are the .pxd's C ones)."""
+    slots = py_classes(pxd.with_suffix(".py").read_text())[name][0]
+    assert slots == DERIVED, f"{pxd.with_suffix('.py').name}: {name} lists its __slots__ by hand: " \
+        f"__slots__ = compiled.declared_fields(__file__, {name!r})"
+    declared = tuple(pxd_classes(pxd.read_text())[name][1])
+    assert compiled.declared_fields(str(pxd.with_suffix(".py")), name) == declared
+    assert compiled.declared_fields(str(pxd.with_suffix(".cpython-311-x86_64-linux-gnu.so")), name) == ()
+
+
+def test_the_pure_classes_have_the_declared_slots():
+    """Imported pure (in a fresh interpreter, whatever this run's build), every twin class's
+    __slots__ are its .pxd's fields, and an attribute that is not one is refused."""
+    code = textwrap.dedent("""
+        import importlib, json, sys
+        from proxy import compiled
+        out = {}
+        for module_name, class_name in json.loads(sys.argv[1]):
+            klass = getattr(importlib.import_module(module_name), class_name)
+            assert importlib.import_module(module_name).__file__.endswith(".py"), module_name
+            try:
+                object.__new__(klass).not_a_field = 1
+                refused = False
+            except AttributeError:
+                refused = True
+            out[class_name] = [list(klass.__slots__), refused]
+        print(json.dumps(out))
+    """)
+    wanted = {}
+    for pxd in twins():
+        module = ".".join(pxd.with_suffix("").relative_to(REPO).parts)
+        for name, (_base, fields) in pxd_classes(pxd.read_text()).items():
+            wanted[(module, name)] = fields
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(list(wanted))], cwd=REPO, capture_output=True,
+                         text=True, check=True, env={**os.environ, "REDIS_GUARD_PURE_PYTHON": "1"}).stdout
+    found = json.loads(out)
+    assert found == {name: [fields, True] for (_module, name), fields in wanted.items()}
 
 
 def test_the_parser_sees_a_difference():

@@ -44,7 +44,9 @@ cdef class ClusterConnection(UpstreamConnection):
     cdef public object router
     cdef public object error_partial
     cdef public object index
+    cdef public Py_ssize_t dash
 
-    @cython.locals(entry=Pending, pos=Py_ssize_t, size=Py_ssize_t, end=Py_ssize_t, done=Py_ssize_t,
-                   dash=Py_ssize_t, remaining=Py_ssize_t)
-    cpdef _deliver(self, bytes data)
+    @cython.locals(dash=Py_ssize_t)
+    cpdef _deliver(self, bytes data, bint catching=*)
+    @cython.locals(dash=Py_ssize_t, end=Py_ssize_t)
+    cdef Py_ssize_t _catch(self, Pending entry, bytes data, Py_ssize_t pos) except -2

@@ -14,6 +14,7 @@ failover rather than failing them: they were never sent.
 
 from __future__ import annotations
 
+from ... import compiled
 from ...pending import Pending, queue_popleft
 from ...resp.replies import ReplySplitter, ReplyStreamError, error_among, line_dash
 from ...upstream.connection import CLOSED, UpstreamConnection
@@ -35,7 +36,7 @@ class RoutedPending(Pending):
     kept as a C number (`slot`, KEYLESS for None), so that a run costs no int object."""
 
     # A Pending (every entry of a connection's queue is one): only the fields it adds.
-    __slots__ = ("source", "first", "slot", "attempts", "asking", "owner", "down_since", "down_tries")
+    __slots__ = compiled.declared_fields(__file__, "RoutedPending")
 
     def __init__(self, receiver, count: int, conn, source, first: int, hash_slot: int | None, owner=None):
         self._fill(receiver, count, conn, source, first, KEYLESS if hash_slot is None else hash_slot, owner, None)
@@ -101,7 +102,7 @@ class Part(Pending):
     allocations missed it: under perf at -P 16, tuples' and lists' allocations and frees took
     twice the standalone proxy's time; benchmarks/README.md.)"""
 
-    __slots__ = ("first", "order", "number", "chunks", "size", "entries")
+    __slots__ = compiled.declared_fields(__file__, "Part")
 
     def __init__(self, scatter, count: int, conn, sent: bytes, first: int, order, number: int):
         self._fill_part(scatter, count, conn, first, order, number, sent)
@@ -176,83 +177,70 @@ def cut_run(conn, entry: RoutedPending) -> tuple[RoutedPending, list]:
 
 
 class ClusterConnection(UpstreamConnection):
-    __slots__ = ("router", "error_partial", "index")
+    __slots__ = compiled.declared_fields(__file__, "ClusterConnection")
 
     def __init__(self, loop, address, startup, on_close=None, router=None, place=(2, 0)):
         super().__init__(loop, address, startup, on_close)
         self.router = router
         self.protocol, self.index = place  # its pool's protocol and its index there: where a retry goes
         self.error_partial = None  # the first bytes of an error reply cut across reads
+        self.dash = -1  # in a read that may hold an error reply, where one may start next (-1: none)
 
-    def _deliver(self, data: bytes) -> None:
-        # Where an error reply may start (a line feed, then '-'), found again once passed.
+    def _deliver(self, data: bytes, catching: bool = False) -> None:
+        # Where an error reply may start (a line feed, then '-'), found again once passed (`_catch`).
         dash = line_dash(data, 0)
         if dash < 0 and data[0] != 45 and self.error_partial is None:
             # No reply in this read is an error (every reply after the first starts after a
             # line feed): nothing to catch, each entry's replies are cut as a server's are.
             UpstreamConnection._deliver(self, data)
             return
-        pending = self.pending
+        self.dash = dash
+        UpstreamConnection._deliver(self, data, True)  # the server's loop, each entry offered to _catch
+
+    def _catch(self, entry, data: bytes, pos: int) -> int:
+        """A read that may hold an error reply, at `entry`'s replies from data[pos:]: a part of a
+        stretch is turned into its runs where an error may be among its replies; a run's reply
+        that is an error is taken alone, and a redirection (or a script the node lacks) goes back
+        to the router instead of to the client; an error cut across reads is held until whole.
+        -1: `entry`'s replies go to it as a server's do (none of them an error)."""
         splitter = self.splitter
-        take = splitter.take
-        pos = 0
-        size = len(data)
-        try:
-            while pos < size:
-                if not pending:
-                    raise ReplyStreamError("reply with no request waiting for it")
-                entry = pending[0]
-                if 0 <= dash < pos:
-                    dash = line_dash(data, pos)
-                # A reply of a part's runs may be a redirection: one entry a run, where an error
-                # reply starts among its replies here (not a value's line that starts with '-',
-                # a PEM block's or a YAML list's), or where that is not told apart here.
-                if type(entry) is Part and (splitter.in_reply or data[pos] == 45 or self.error_partial is not None
-                                            or (dash >= 0 and error_among(data, pos, entry.remaining))):
-                    entry.receiver.explode()
-                    if pending and pending[0] is entry:  # never left in place: a loop would not end
-                        raise ReplyStreamError("a stretch's part was not replaced by its runs")
-                    continue
-                remaining = entry.remaining
-                if remaining < 0:
-                    entry.receiver.deliver(entry, data if pos == 0 else data[pos:], 0)
-                    return
-                if type(entry) is not RoutedPending or (
-                        self.error_partial is None and data[pos] != 45 and dash < 0):
-                    replies = take(data, pos, remaining)  # all the entry's replies, or (some, how many)
-                    done = remaining
-                    if type(replies) is not bytes:
-                        replies, done = replies
-                    end = pos + len(replies)
-                    entry.receiver.deliver(entry, replies, done)
-                else:
-                    starts_error = self.error_partial is not None or (
-                        data[pos] == 45 and not splitter.in_reply)
-                    replies, end, done = splitter.cut(data, pos, 1)
-                    if not starts_error:
-                        entry.receiver.deliver(entry, replies, done)
-                    else:
-                        error = (self.error_partial or b"") + replies
-                        if not done:
-                            self.error_partial = error
-                            return
-                        self.error_partial = None
-                        if classify_error(error) in RETRIED:
-                            self.router.redirected(self, entry, error)
-                            pos = end
-                            continue
-                        if (error.startswith(NOSCRIPT) or error.startswith(NO_FUNCTION)) and self.router.reload(
-                                self, entry, error):
-                            pos = end
-                            continue
-                        entry.receiver.deliver(entry, error, 1)
-                if self.state is CLOSED:
-                    return
-                pos = end
-                if entry.remaining == 0 and pending and pending[0] is entry:
-                    queue_popleft(pending)
-        except ReplyStreamError as exc:
-            self.fail(f"unreadable reply stream: {exc}")
+        pending = self.pending
+        dash = self.dash
+        if 0 <= dash < pos:
+            dash = self.dash = line_dash(data, pos)
+        # A reply of a part's runs may be a redirection: one entry a run, where an error reply
+        # starts among its replies here (not a value's line that starts with '-', a PEM block's
+        # or a YAML list's), or where that is not told apart here.
+        if type(entry) is Part and (splitter.in_reply or data[pos] == 45 or self.error_partial is not None
+                                    or (dash >= 0 and error_among(data, pos, entry.remaining))):
+            entry.receiver.explode()
+            if pending and pending[0] is entry:  # never left in place: a loop would not end
+                raise ReplyStreamError("a stretch's part was not replaced by its runs")
+            return pos
+        if type(entry) is not RoutedPending or (self.error_partial is None and data[pos] != 45 and dash < 0):
+            return -1
+        starts_error = self.error_partial is not None or (data[pos] == 45 and not splitter.in_reply)
+        replies, end, done = splitter.cut(data, pos, 1)
+        if not starts_error:
+            entry.receiver.deliver(entry, replies, done)
+        else:
+            error = (self.error_partial or b"") + replies
+            if not done:
+                self.error_partial = error
+                return len(data)
+            self.error_partial = None
+            if classify_error(error) in RETRIED:
+                self.router.redirected(self, entry, error)
+                return end
+            if (error.startswith(NOSCRIPT) or error.startswith(NO_FUNCTION)) and self.router.reload(
+                    self, entry, error):
+                return end
+            entry.receiver.deliver(entry, error, 1)
+        if self.state is CLOSED:
+            return len(data)
+        if entry.remaining == 0 and pending and pending[0] is entry:
+            queue_popleft(pending)
+        return end
 
     def fail(self, reason: str, connecting: bool = False, refused: bool = False, reply: bytes | None = None) -> None:
         if self.state is CLOSED:

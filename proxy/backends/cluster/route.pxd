@@ -5,7 +5,8 @@ from proxy.resp.reader cimport Batch
 from proxy.upstream.connection cimport UpstreamConnection
 from proxy.backends.cluster.connection cimport RoutedPending
 from proxy._compiled_queues cimport queue_append
-from proxy.resp._compiled_requests cimport zeroed_order, key_owner as key_owner_of
+from proxy.resp._compiled_requests cimport zeroed_order
+from proxy.backends.cluster._compiled_owners cimport key_owner as key_owner_of, key_owners, owner_parts
 from proxy.backends.cluster.scatter cimport scatter_stretch
 
 cdef Py_ssize_t LAST_SLOT

@@ -9,7 +9,7 @@ bytes and one `RoutedPending`, so a pipeline of keys on one master costs what it
 standalone; a stretch for several masters leaves as one request per master with one `Scatter`
 in the client's reply queue. The usual pipeline (every key at argument 1, every owner's
 connection known and not closed) is dealt out in the pass that finds its keys' slots
-(`Batch.owner_parts`), without the walk. Split commands and replies merged from several
+(`owners.owner_parts`), without the walk. Split commands and replies merged from several
 masters are a `Gather`. A transaction runs on a connection of the client's own to the owner of
 its first key (`TxnRoute`: keys of another slot get CROSSSLOT and doom it; `DeferredRoute`
 while no key has come yet: MULTI and keyless commands are answered +OK/+QUEUED here and
@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import hiredis
 
-from ... import errors
+from ... import compiled, errors
 from ...pending import UNSEEN, Pending, Receiver, hidden, queue_append
 from ...resp.order import zeroed_order
-from ...resp.reader import key_owner_of
 from ...session.behaviour import both_cases
 from ...upstream.connection import CLOSED
 from ..base import OwnRoute
 from ..route import Route
 from .connection import KEYLESS as ROUTED_KEYLESS
 from .connection import RoutedPending, cut_run
+from .owners import key_owner_of, key_owners, owner_parts
 from .redirected import TxnReplies
 from .routing.multikey import SPLIT_COMMANDS, Forward, Reject
 from .routing.redirect import CROSSSLOT
@@ -239,8 +239,7 @@ def _next_part(conns: list, order, run_from: int, run_to: int, part: int, conn) 
 class ClusterRoute(Route):
     """Shared connections to every master, by hash slot (one per protocol and spread index)."""
 
-    __slots__ = ("router", "routes", "protocol", "index", "first_arg", "slot_table", "slot_owner", "owner_conns",
-                 "replica_reads")
+    __slots__ = compiled.declared_fields(__file__, "ClusterRoute")
 
     def __init__(self, router, routes: RouteTable, protocol: int, index: int):
         self.router = router
@@ -293,7 +292,7 @@ class ClusterRoute(Route):
         # Per command: its slot, when its one key is argument 1 (else NO_SLOT: the route table
         # decides), and the number of that slot's connection in owner_conns (0: none yet). One
         # C pass when compiled: a name is looked up once for a run of commands that share it.
-        owners = batch.key_owners(start, stop, self.first_arg, slot_owner)
+        owners = key_owners(commands, start, stop, self.first_arg, slot_owner)
         router = self.router
         protocol = self.protocol
         spread = self.index
@@ -379,7 +378,7 @@ class ClusterRoute(Route):
         """commands[start:stop] sent as `forward`'s walk would send them, when every one has its
         key at argument 1 and its slot an owner whose connection is not closed (else False,
         nothing sent): one run for one owner, else one request per owner and a Scatter."""
-        found = batch.owner_parts(start, stop, self.first_arg, self.slot_owner)
+        found = owner_parts(batch.commands, start, stop, self.first_arg, self.slot_owner)
         if found is None:
             return False
         order, owners, counts = found

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 
+from ... import compiled
 from ...pending import Pending, keep, queue_append
 from ...resp.order import runs as stretch_runs
 from ...resp.reader import requests_again
@@ -41,7 +42,7 @@ log = logging.getLogger("redis_guard.cluster")
 class Scatter(Pending):
     """The client's entry for a stretch, and the receiver (and owner) of the stretch's runs."""
 
-    __slots__ = ("runs", "front", "at", "ready", "ready_size", "failed", "session", "parts", "left")
+    __slots__ = compiled.declared_fields(__file__, "Scatter")
 
     def __init__(self, session):
         self._fill_scatter(session)

@@ -1,7 +1,9 @@
-"""Batch.key_owners, pure and compiled: for each command whose name is given (a cluster route's
-commands whose one key is argument 1), the hash slot of argument 1, two bytes, and that slot's
-byte in the route's slot table; NO_SLOT and 0 for other commands. The compiled one has its own
-CRC16 (a table a byte, eight bytes a step): it must give binascii.crc_hqx's, with Redis's hash-tag rule."""
+"""A cluster route's key owners (backends/cluster/owners.py), pure and compiled: for each command
+whose name is given (a cluster route's commands whose one key is argument 1), the hash slot of
+argument 1, two bytes, and that slot's byte in the route's slot table; NO_SLOT and 0 for other
+commands. The compiled one has its own CRC16 (a table a byte, eight bytes a step): it must give
+binascii.crc_hqx's, with Redis's hash-tag rule. (A RESP reader knows nothing of slots: these
+moved here from resp/reader.py's Batch.)"""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from binascii import crc_hqx
 import hiredis
 import pytest
 
+from proxy.backends.cluster import owners as cluster_owners
+from proxy.backends.cluster.owners import NO_SLOT
 from proxy.backends.cluster.routing.slots import SLOT_COUNT, hash_slot
-from proxy.resp import reader
-from proxy.resp.reader import NO_SLOT, RequestReader
+from proxy.resp.reader import RequestReader
+
+pytestmark = pytest.mark.compiled_twin  # run again with the pure modules (tests/conftest.py)
 
 NAMES = frozenset({b"GET", b"SET", b"MGET"})
 # A slot table as a route keeps one: a connection's number for each slot (0: none yet).
@@ -24,18 +29,18 @@ def twin(request, pure, built):
     if request.param == "pure":
         return pure
     if built is None:
-        pytest.skip("the compiled request split is not built")
+        pytest.skip("the compiled key owners are not built")
     return built
 
 
 @pytest.fixture(params=["pure", "compiled"])
 def key_owners(request):
-    return twin(request, reader.pure_key_owners, reader._key_owners)
+    return twin(request, cluster_owners.pure_key_owners, cluster_owners._compiled and cluster_owners._compiled.key_owners)
 
 
 @pytest.fixture(params=["pure", "compiled"])
 def key_owner(request):
-    return twin(request, reader.pure_key_owner, reader._compiled.key_owner if reader._compiled else None)
+    return twin(request, cluster_owners.pure_key_owner, cluster_owners._compiled and cluster_owners._compiled.key_owner)
 
 
 @pytest.fixture
@@ -92,7 +97,8 @@ def test_a_read_of_the_reader(key_slots):
     assert key_slots(batch.commands, 0, 6) == want
     assert key_slots(batch.commands, 2, 4) == want[2:4]
     assert key_slots(batch.commands, 3, 3) == []
-    assert batch.key_owners(1, 6, NAMES, TABLE) == reader.pure_key_owners(batch.commands, 1, 6, NAMES, TABLE)
+    assert cluster_owners.key_owners(batch.commands, 1, 6, NAMES, TABLE) == \
+        cluster_owners.pure_key_owners(batch.commands, 1, 6, NAMES, TABLE)
 
 
 def test_only_the_names_given_have_a_slot(key_slots):
@@ -133,13 +139,14 @@ def test_one_command_as_a_number(key_owner, seed):
     commands += [[b"PING"], [], [b"GET", "text"], (b"GET",), [b"MGET", b"a", b"b"]]
     for at in rng.sample(range(len(commands)), len(commands)):
         names = rng.choice([NAMES, frozenset(), {b"HSET"}])
-        want = reader.pure_key_owners(commands, at, at + 1, names, TABLE)
+        want = cluster_owners.pure_key_owners(commands, at, at + 1, names, TABLE)
         assert key_owner(commands, at, names, TABLE) == int.from_bytes(want, "big"), commands[at]
     batch = RequestReader().feed_read(b"".join(hiredis.pack_command(("GET", "k%d" % n)) for n in range(3)))
-    assert key_owner(batch.commands, 2, NAMES, TABLE) == int.from_bytes(batch.key_owners(2, 3, NAMES, TABLE), "big")
+    assert key_owner(batch.commands, 2, NAMES, TABLE) == \
+        int.from_bytes(cluster_owners.key_owners(batch.commands, 2, 3, NAMES, TABLE), "big")
     assert key_owner([[b"PING"]], 0, NAMES, TABLE) == NO_SLOT << 8
     # What a cluster route calls for a read of one command: the compiled function when built.
-    assert reader.key_owner_of is (reader._compiled.key_owner if reader._compiled else reader.pure_key_owner)
+    assert cluster_owners.key_owner_of is (cluster_owners._compiled.key_owner if cluster_owners._compiled else cluster_owners.pure_key_owner)
 
 
 @pytest.mark.parametrize("at", [-1, 2])
@@ -168,12 +175,12 @@ def test_out_of_range_is_refused(key_owners, start, stop):
 
 @pytest.fixture(params=["pure", "compiled"])
 def owner_parts(request):
-    return twin(request, reader.pure_owner_parts, reader.owner_parts)
+    return twin(request, cluster_owners.pure_owner_parts, cluster_owners._compiled and cluster_owners._compiled.owner_parts)
 
 
 def parts_from_key_owners(commands, start, stop, names, table):
     """What owner_parts must give, from key_owners' bytes: None when a command has no owner."""
-    found = reader.pure_key_owners(commands, start, stop, names, table)
+    found = cluster_owners.pure_key_owners(commands, start, stop, names, table)
     owners = [found[at + 2] for at in range(0, len(found), 3)]
     if 0 in owners:
         return None
@@ -209,11 +216,11 @@ def test_parts_by_owner_as_key_owners_gives_them(owner_parts, table, seed):
 
 
 def test_parts_of_a_read(owner_parts):
-    """A batch's method, on what the reader makes; one owner is one part."""
+    """On what the reader makes; one owner is one part."""
     table = OWNER_TABLES["three"]
     commands = [("GET", "{a}1"), ("SET", "{b}1", "v"), ("GET", "{a}2"), ("GET", "{c}1"), ("GET", "{b}2")]
     batch = RequestReader().feed_read(b"".join(hiredis.pack_command(c) for c in commands))
-    got = batch.owner_parts(0, 5, NAMES, table)
+    got = cluster_owners.owner_parts(batch.commands, 0, 5, NAMES, table)
     assert got == parts_from_key_owners(batch.commands, 0, 5, NAMES, table)
     order, owners, counts = got
     slots = [hash_slot(tag) for tag in (b"a", b"b", b"a", b"c", b"b")]
