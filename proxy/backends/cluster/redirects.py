@@ -351,18 +351,27 @@ class NamedIds(Rewrite):
 class Answer:
     """The watcher of the tracking command on the stream: was it accepted?"""
 
-    __slots__ = ("sinks", "sink", "off")
+    __slots__ = ("sinks", "sink", "off", "args")
 
-    def __init__(self, sinks, sink, off: bool):
+    def __init__(self, sinks, sink, off: bool, args=None):
         self.sinks = sinks
         self.sink = sink
         self.off = off
+        self.args = args  # the command as the client sent it (mirrored on the other masters: tracked.py)
 
     def observe(self, shown: bytes) -> None:
         session = self.sinks.session
         ok = accepted(shown)
         self.sinks.answered(self.sink, ok, self.off)
+        if self.args is not None:
+            _mirror(session, self.args, ok)
         session.loop.call_soon(session.resume_dispatch)
+
+
+def _mirror(session, args, ok: bool) -> None:
+    """The client's tracking options, as its stream's master took them, on its other masters too."""
+    from .tracked import tracker_of
+    tracker_of(session).observed(args, ok)
 
 
 def tracking(session, batch, index: int, lend, node_for) -> int:
@@ -417,8 +426,9 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
                 sinks.next = None
                 sinks.unsure.append(sink)
             session.route.send(session, args, data, 1, session)
+            _mirror(session, args, True)
             return index + 1
-        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off))
+        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off, args))
         return session.wait(batch, index + 1, STREAM_END)
     if session.own is None and lend(node) is None:
         return index + 1
@@ -432,5 +442,5 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
     session.inflight += 1
     session.route = session.backend.stream_route(session, conn)
     session.bind()
-    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off), True)
+    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off, args), True)
     return session.wait(batch, index + 1, STREAM_END)

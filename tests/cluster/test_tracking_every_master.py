@@ -1,0 +1,185 @@
+"""CLIENT TRACKING in front of a cluster covers every master (cluster/tracked.py): a tracking
+client gets one invalidation per key it read that another client then writes, whatever master
+holds it, in its own stream (RESP3) or at its REDIRECT target; none for keys it did not read;
+BCAST over every master; NOLOOP; OFF; RESET closes the proxy's connections for it."""
+
+import time
+
+import pytest
+
+from tests.cluster.test_isolation_findings import keys_on_every_master
+from tests.cluster.test_tracking_redirect import OK, Raw, _invalidate, _message
+from tests.servers import wait_for
+
+
+def _tracking_conns(cluster) -> int:
+    """The nodes' connections that track (CLIENT LIST flags=t)."""
+    return sum(1 for node in cluster.masters() for row in cluster.client(node).client_list() if "t" in row["flags"])
+
+
+def _read_all(client, keys) -> None:
+    for key in keys:
+        assert client.ask(b"GET %s\r\n" % key, OK).startswith(b"$"), key
+
+
+def test_resp3_tracking_covers_every_master(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "tem3")
+    unread = keys_on_every_master(redis_cluster, "temu")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        for key in keys + unread:
+            writer.ask(b"SET %s v1\r\n" % key, OK)
+        assert tracker.ask(b"CLIENT TRACKING ON\r\n", OK) == b"+OK\r\n"
+        _read_all(tracker, keys)
+        assert _tracking_conns(redis_cluster) == 3
+        for key in keys + unread:
+            assert writer.ask(b"SET %s v2\r\n" % key, OK) == b"+OK\r\n"
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        time.sleep(0.3)
+        seen = tracker.mark()
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, (key, seen)
+        for key in unread:
+            assert key not in seen, seen
+        # (read again: tracked again, invalidated again once)
+        for key in keys:
+            assert tracker.ask(b"GET %s\r\n" % key, OK) == b"$2\r\nv2\r\n"
+        for key in keys:
+            writer.ask(b"DEL %s\r\n" % key, OK)
+        seen = tracker.read(lambda data: all(data.count(_invalidate(key)) == 2 for key in keys))
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 2, seen
+    finally:
+        tracker.close()
+        writer.close()
+
+
+@pytest.mark.parametrize("target_resp", [2, 3])
+def test_resp2_redirect_covers_every_master(redis_cluster, cluster_proxy, target_resp):
+    keys = keys_on_every_master(redis_cluster, "tem2%d" % target_resp)
+    tracker, target, writer = Raw(cluster_proxy.port), Raw(cluster_proxy.port, target_resp == 3), Raw(cluster_proxy.port)
+    try:
+        target_id = target.client_id()
+        if target_resp == 2:
+            assert target.ask(b"SUBSCRIBE __redis__:invalidate\r\n", OK).endswith(b":1\r\n")
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % target_id, OK) == b"+OK\r\n"
+        for key in keys:
+            writer.ask(b"SET %s v1\r\n" % key, OK)
+        _read_all(tracker, keys)
+        for key in keys:
+            writer.ask(b"SET %s v2\r\n" % key, OK)
+        form = _invalidate if target_resp == 3 else _message
+        seen = target.read(lambda data: all(form(key) in data for key in keys))
+        time.sleep(0.3)
+        if target_resp == 3:
+            seen = target.mark()
+        for key in keys:
+            assert seen.count(form(key)) == 1, (key, seen)
+        assert b"invalidate" not in tracker.mark()
+    finally:
+        for client in (tracker, target, writer):
+            client.close()
+
+
+def test_noloop_and_off(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "temn")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        assert tracker.ask(b"CLIENT TRACKING ON NOLOOP\r\n", OK) == b"+OK\r\n"
+        for key in keys:
+            tracker.ask(b"SET %s mine\r\n" % key, OK)
+        _read_all(tracker, keys)
+        for key in keys:  # its own writes: not notified
+            assert tracker.ask(b"SET %s mine2\r\n" % key, OK) == b"+OK\r\n"
+        time.sleep(0.3)
+        assert b"invalidate" not in tracker.mark()
+        _read_all(tracker, keys)
+        for key in keys:  # another's: notified
+            writer.ask(b"SET %s theirs\r\n" % key, OK)
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+        _read_all(tracker, keys)
+        assert tracker.ask(b"CLIENT TRACKING OFF\r\n", OK) == b"+OK\r\n"
+        before = len(tracker.mark())
+        for key in keys:
+            writer.ask(b"SET %s after\r\n" % key, OK)
+        time.sleep(0.3)
+        assert b"invalidate" not in tracker.mark()[before:]
+        wait_for(lambda: _tracking_conns(redis_cluster) == 0, 10, "no connection tracks after OFF")
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_bcast_prefixes_over_every_master_and_reset(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "temb")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        assert tracker.ask(b"CLIENT TRACKING ON BCAST PREFIX {k\r\n", OK) == b"+OK\r\n"
+        tracker.mark()
+        wait_for(lambda: _tracking_conns(redis_cluster) == 3, 10, "a tracking connection on every master")
+        for key in keys:  # never read: BCAST tells all the same
+            writer.ask(b"SET %s v\r\n" % key, OK)
+        writer.ask(b"SET other v\r\n", OK)
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        time.sleep(0.3)
+        seen = tracker.mark()
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+        assert b"other" not in seen
+        assert tracker.ask(b"RESET\r\n", OK) == b"+RESET\r\n"
+        wait_for(lambda: _tracking_conns(redis_cluster) == 0, 10, "the connections aside closed at RESET")
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_optin_caching_yes_on_another_master(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "temo")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        assert tracker.ask(b"CLIENT TRACKING ON OPTIN\r\n", OK) == b"+OK\r\n"
+        for key in keys:
+            writer.ask(b"SET %s v\r\n" % key, OK)
+        for key in keys:
+            assert tracker.ask(b"CLIENT CACHING yes\r\nGET %s\r\n" % key,
+                               lambda data: data.endswith(b"$1\r\nv\r\n")) == b"+OK\r\n$1\r\nv\r\n"
+        extra = keys_on_every_master(redis_cluster, "temx")
+        for key in extra:  # read without CACHING yes: untracked under OPTIN
+            tracker.ask(b"GET %s\r\n" % key, OK)
+        for key in keys + extra:
+            writer.ask(b"SET %s w\r\n" % key, OK)
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        time.sleep(0.3)
+        seen = tracker.mark()
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+        for key in extra:
+            assert key not in seen
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_redis_py_client_side_cache(redis_cluster, cluster_proxy):
+    redis = pytest.importorskip("redis")
+    cache_mod = pytest.importorskip("redis.cache")
+    keys = keys_on_every_master(redis_cluster, "tempy")
+    client = redis.Redis(port=cluster_proxy.port, protocol=3, cache_config=cache_mod.CacheConfig())
+    writer = redis.Redis(port=cluster_proxy.port)
+    try:
+        for key in keys:
+            writer.set(key, b"v1")
+        for key in keys:
+            assert client.get(key) == b"v1"
+            assert client.get(key) == b"v1"  # (from the cache)
+        for key in keys:
+            writer.set(key, b"v2")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(client.get(key) != b"v2" for key in keys):
+            time.sleep(0.05)
+        assert [client.get(key) for key in keys] == [b"v2"] * 3
+    finally:
+        client.close()
+        writer.close()
