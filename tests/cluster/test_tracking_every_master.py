@@ -19,7 +19,8 @@ def _tracking_conns(cluster) -> int:
 
 def _read_all(client, keys) -> None:
     for key in keys:
-        assert client.ask(b"GET %s\r\n" % key, OK).startswith(b"$"), key
+        reply = client.ask(b"GET %s\r\n" % key, OK)
+        assert reply[:1] in (b"$", b"_"), (key, reply)
 
 
 def test_resp3_tracking_covers_every_master(redis_cluster, cluster_proxy):
@@ -183,3 +184,65 @@ def test_redis_py_client_side_cache(redis_cluster, cluster_proxy):
     finally:
         client.close()
         writer.close()
+
+
+def _tracking_ids(cluster) -> dict:
+    """master port -> the ids of its tracking connections."""
+    return {node.port: [int(row["id"]) for row in cluster.client(node).client_list() if "t" in row["flags"]]
+            for node in cluster.masters()}
+
+
+def test_an_aside_killed_tells_the_client_to_forget_and_another_opens(redis_cluster, cluster_proxy):
+    """A connection aside killed on its node: what the client read there is no longer tracked, so
+    it gets the invalidation of everything (as at FLUSHALL); the next read there opens another,
+    tracked again."""
+    keys = keys_on_every_master(redis_cluster, "temk")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        assert tracker.ask(b"CLIENT TRACKING ON\r\n", OK) == b"+OK\r\n"
+        stream_port = next(port for port, ids in _tracking_ids(redis_cluster).items() if ids)
+        _read_all(tracker, keys)
+        aside_port = next(port for port, ids in _tracking_ids(redis_cluster).items() if ids and port != stream_port)
+        node = next(node for node in redis_cluster.masters() if node.port == aside_port)
+        aside_id = _tracking_ids(redis_cluster)[aside_port][0]
+        redis_cluster.client(node).execute_command("CLIENT", "KILL", "ID", aside_id)
+        flush = b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+        assert tracker.read(lambda data: flush in data).count(flush) == 1
+        key = next(key for key in keys if redis_cluster.master_for_key(key.decode()).port == aside_port)
+        assert tracker.ask(b"GET %s\r\n" % key, OK) == b"_\r\n"
+        assert len(_tracking_ids(redis_cluster)[aside_port]) == 1
+        writer.ask(b"SET %s again\r\n" % key, OK)
+        assert tracker.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_pipelined_hello_tracking_and_reads(redis_cluster, cluster_proxy):
+    """HELLO 3, CLIENT TRACKING ON and GETs of every master in one write: every read tracked."""
+    keys = keys_on_every_master(redis_cluster, "temp")
+    tracker, writer = Raw(cluster_proxy.port), Raw(cluster_proxy.port)
+    try:
+        for key in keys:
+            writer.ask(b"SET %s v\r\n" % key, OK)
+        batch = b"HELLO 3\r\nCLIENT TRACKING ON\r\n" + b"".join(b"GET %s\r\n" % key for key in keys) + b"PING\r\n"
+        reply = tracker.ask(batch, lambda data: data.endswith(b"+PONG\r\n"))
+        assert reply.endswith(b"+OK\r\n$1\r\nv\r\n$1\r\nv\r\n$1\r\nv\r\n+PONG\r\n"), reply
+        for key in keys:
+            writer.ask(b"SET %s w\r\n" % key, OK)
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+    finally:
+        tracker.close()
+        writer.close()
+
+
+def test_inside_multi_refused_with_a_clear_error(cluster_proxy):
+    client = Raw(cluster_proxy.port, True)
+    try:
+        reply = client.ask(b"MULTI\r\nCLIENT TRACKING ON\r\nEXEC\r\n", lambda data: data.count(b"\r\n") >= 3)
+        assert reply.startswith(b"+OK\r\n-ERR CLIENT TRACKING inside MULTI is not supported"), reply
+        assert reply.endswith(b"-EXECABORT Transaction discarded because of previous errors.\r\n"), reply
+    finally:
+        client.close()

@@ -811,7 +811,10 @@ def stream(session, batch, index: int) -> int:
             return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_MULTI, index)
         return redirects.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
                                   lambda: _node(session, None) or session.backend.seed)
-    if tracked.is_tracking(args) and not session.state.in_transaction:
+    if tracked.is_tracking(args) and session.state.in_transaction:
+        # (queued, it would reach the transaction's master only: the others' reads untracked)
+        return paired_subscriptions.refuse(session, errors.TRACKING_MULTI, index)
+    if tracked.is_tracking(args):
         # Tracking every master: its options on the client's connections aside (tracked.py)
         done = tracked.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
                                 lambda: _node(session, None) or session.backend.seed)

@@ -163,6 +163,9 @@ class Tracker:
         if node is None:
             node = self.backend.router.slotmap.master_for_slot(slot)
         aside = self.asides.get(node)
+        if aside is not None and aside.conn.protocol != self.session.protocol:
+            aside.lost()  # (HELLO on the stream changed the client's protocol: its replies in the new one)
+            aside = None
         if aside is None or aside.closed:
             if not self.wanted() or node is None or node == self.main:
                 return False
@@ -256,11 +259,13 @@ class Aside(Receiver):
             return
         tracker = self.tracker
         args = tracker.args
-        if args is None:
-            self._tracking([b"CLIENT", b"TRACKING", b"OFF"], None)
-            return
-        if tracker.target is None:
-            self._tracking(redirects.naming_nobody(args) if redirects.redirects(args) else list(args), None)
+        starting = self.pending_sink
+        if starting is not None:  # (superseded before its id came)
+            self.pending_sink = None
+            starting.close()
+        if args is None or tracker.target is None:
+            self._tracking([b"CLIENT", b"TRACKING", b"OFF"] if args is None else list(args), None)
+            self._flush()
             return
         sink = self.sink
         if sink is not None and sink.target is tracker.target and not sink.closed and sink.server_id is not None:
@@ -285,8 +290,12 @@ class Aside(Receiver):
             sink.close()
             self.lost()
             return
-        backlog, self.backlog = self.backlog, None
         self._tracking(redirects.named(self.tracker.args, sink.server_id), sink)
+        self._flush()
+
+    def _flush(self) -> None:
+        """The commands held while a sink started, in their order, after the tracking command."""
+        backlog, self.backlog = self.backlog, None
         for data, pending in backlog or ():
             self.send(data, pending)
 
@@ -457,8 +466,15 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
             return index + 1
         StreamOrder.of(session, session.stream).watched(data, Watch(session, args))
         return index + 1
-    if session.pubsub is not None or session.inflight:
-        return None  # (the ordinary path: it refuses, closes the subscriptions, or waits)
+    subscriptions = session.pubsub
+    if subscriptions is not None:
+        if subscriptions.may_be_active:  # (a RESP3 client's subscriptions aside: no stream beside them)
+            session.answer_locally(errors.stream_while_subscribed(args))
+            return index + 1
+        subscriptions.close()
+        session.pubsub = None
+    if session.inflight:
+        return session.wait(batch, index)
     if session.own is None and lend(node_for()) is None:
         return index + 1
     conn = session.own
