@@ -246,3 +246,45 @@ def test_inside_multi_refused_with_a_clear_error(cluster_proxy):
         assert reply.endswith(b"-EXECABORT Transaction discarded because of previous errors.\r\n"), reply
     finally:
         client.close()
+
+
+def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, cluster_proxy):
+    """30 MB of BCAST invalidations from another master than the stream's, for a RESP3 tracking
+    client that does not read: the proxy stops reading its connection aside (Redis holds the rest)
+    and does not grow by them; once the client reads, every one comes."""
+    from tests.cluster.test_tracking_redirect import _command, _rss
+    keys = keys_on_every_master(redis_cluster, "temslow")
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        assert tracker.ask(b"CLIENT TRACKING ON BCAST PREFIX {k\r\n", OK) == b"+OK\r\n"
+        stream_port = next(port for port, ids in _tracking_ids(redis_cluster).items() if ids)
+        wait_for(lambda: all(_tracking_ids(redis_cluster).values()), 10, "a tracking connection on every master")
+        key = next(key for key in keys if redis_cluster.master_for_key(key.decode()).port != stream_port)
+        tag = key.split(b"}")[0] + b"}"
+        before = _rss(cluster_proxy.process.pid)
+        long_name = tag + b"n" * 10000
+        count, deadline = 3000, time.monotonic() + 120
+        for start in range(0, count, 100):
+            batch = b"".join(_command(b"SET", long_name + b"%d" % i, b"v") for i in range(start, start + 100))
+            writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
+            assert time.monotonic() < deadline
+        grown = _rss(cluster_proxy.process.pid) - before
+        tracker.sock.settimeout(0.5)
+        tail, seen = b"", 0
+        marker = tag + b"nnnn"
+        read_deadline = time.monotonic() + 60
+        while seen < count and time.monotonic() < read_deadline:
+            try:
+                chunk = tracker.sock.recv(1 << 20)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            window = tail + chunk
+            seen += window.count(marker) - tail.count(marker)
+            tail = window[-len(marker) + 1:]
+        assert seen == count, seen
+        assert grown < 12 * 1024 * 1024, grown  # (it would be 30 MB, buffered)
+    finally:
+        tracker.close()
+        writer.close()
