@@ -50,6 +50,8 @@ def test_resp3_tracking_covers_every_master(redis_cluster, cluster_proxy):
         seen = tracker.read(lambda data: all(data.count(_invalidate(key)) == 2 for key in keys))
         for key in keys:
             assert seen.count(_invalidate(key)) == 2, seen
+        tracker.close()  # (the client gone: its connections aside go with it)
+        wait_for(lambda: _tracking_conns(redis_cluster) == 0, 10, "no tracking connection left")
     finally:
         tracker.close()
         writer.close()
@@ -288,3 +290,11 @@ def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clu
     finally:
         tracker.close()
         writer.close()
+
+
+def test_options_read_sans_io():
+    from proxy.backends.cluster.tracked import _options, is_tracking
+    assert _options([b"CLIENT", b"TRACKING", b"on", b"PREFIX", b"bcast", b"NOLOOP"]) == (True, False, None)
+    assert _options([b"CLIENT", b"TRACKING", b"ON", b"BCAST", b"REDIRECT", b"7"]) == (True, True, b"7")
+    assert _options([b"client", b"tracking", b"off"]) == (False, False, None)
+    assert is_tracking([b"client", b"TRACKING", b"ON"]) and not is_tracking([b"CLIENT", b"CACHING", b"yes"])
