@@ -298,3 +298,31 @@ def test_options_read_sans_io():
     assert _options([b"CLIENT", b"TRACKING", b"ON", b"BCAST", b"REDIRECT", b"7"]) == (True, True, b"7")
     assert _options([b"client", b"tracking", b"off"]) == (False, False, None)
     assert is_tracking([b"client", b"TRACKING", b"ON"]) and not is_tracking([b"CLIENT", b"CACHING", b"yes"])
+
+
+def test_a_slot_moved_between_two_other_masters(redis_cluster, cluster_proxy):
+    """A key read on another master (B), whose slot then moves to a third (C), the proxy's map not
+    knowing: B's MIGRATE deletes it there (one invalidation); the next read is answered -MOVED on
+    the connection aside on B, followed to one on C (no redirection shown), and tracked there."""
+    from proxy.backends.cluster.routing.slots import hash_slot
+    from tests.cluster.test_stream_redirects import _fresh_tag, _no_redirection, _stream_master
+    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    try:
+        tracker.ask(b"CLIENT TRACKING ON\r\nECHO trackmark\r\n", lambda data: data.endswith(b"trackmark\r\n"))
+        main = _stream_master(redis_cluster, "echo")
+        source, target = [node for node in redis_cluster.masters() if node.port != main.port][:2]
+        tag = _fresh_tag(redis_cluster, source, "temmove")
+        key = tag + b"k"
+        writer.ask(b"SET %s v\r\n" % key, OK)
+        assert tracker.ask(b"GET %s\r\n" % key, OK) == b"$1\r\nv\r\n"
+        redis_cluster.migrate_slot(hash_slot(tag), source, target)
+        assert tracker.read(lambda data: _invalidate(key) in data).count(_invalidate(key)) == 1
+        start = len(tracker.seen)
+        assert tracker.ask(b"GET %s\r\n" % key, lambda data: data.endswith(b"$1\r\nv\r\n")).endswith(b"$1\r\nv\r\n")
+        writer.ask(b"SET %s w\r\n" % key, OK)
+        seen = tracker.read(lambda data: _invalidate(key) in data[start:])[start:]
+        assert seen.count(_invalidate(key)) == 1, seen
+        _no_redirection(redis_cluster, tracker.seen)
+    finally:
+        tracker.close()
+        writer.close()
