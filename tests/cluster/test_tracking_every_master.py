@@ -250,15 +250,24 @@ def test_inside_multi_refused_with_a_clear_error(cluster_proxy):
         client.close()
 
 
-def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, cluster_proxy):
+@pytest.mark.parametrize("redirected", [False, True], ids=["resp3", "resp2-redirect-to-a-subscriber"])
+def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, cluster_proxy, redirected):
     """30 MB of BCAST invalidations from another master than the stream's, for a RESP3 tracking
-    client that does not read: the proxy stops reading its connection aside (Redis holds the rest)
-    and does not grow by them; once the client reads, every one comes."""
+    client that does not read (or the RESP2 subscriber a RESP2 tracking client redirects to): the
+    proxy stops reading its connection aside or sink (Redis holds the rest) and does not grow by
+    them; once the client reads, every one comes."""
     from tests.cluster.test_tracking_redirect import _command, _rss
     keys = keys_on_every_master(redis_cluster, "temslow")
-    tracker, writer = Raw(cluster_proxy.port, True), Raw(cluster_proxy.port)
+    tracker, writer = Raw(cluster_proxy.port, not redirected), Raw(cluster_proxy.port)
+    reader = tracker
     try:
-        assert tracker.ask(b"CLIENT TRACKING ON BCAST PREFIX {k\r\n", OK) == b"+OK\r\n"
+        if redirected:
+            reader = Raw(cluster_proxy.port)
+            reader_id = reader.client_id()
+            assert reader.ask(b"SUBSCRIBE __redis__:invalidate\r\n", OK).endswith(b":1\r\n")
+            assert tracker.ask(b"CLIENT TRACKING ON BCAST PREFIX {k REDIRECT %d\r\n" % reader_id, OK) == b"+OK\r\n"
+        else:
+            assert tracker.ask(b"CLIENT TRACKING ON BCAST PREFIX {k\r\n", OK) == b"+OK\r\n"
         stream_port = next(port for port, ids in _tracking_ids(redis_cluster).items() if ids)
         wait_for(lambda: all(_tracking_ids(redis_cluster).values()), 10, "a tracking connection on every master")
         key = next(key for key in keys if redis_cluster.master_for_key(key.decode()).port != stream_port)
@@ -271,13 +280,13 @@ def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clu
             writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
             assert time.monotonic() < deadline
         grown = _rss(cluster_proxy.process.pid) - before
-        tracker.sock.settimeout(0.5)
+        reader.sock.settimeout(0.5)
         tail, seen = b"", 0
         marker = tag + b"nnnn"
         read_deadline = time.monotonic() + 60
         while seen < count and time.monotonic() < read_deadline:
             try:
-                chunk = tracker.sock.recv(1 << 20)
+                chunk = reader.sock.recv(1 << 20)
             except TimeoutError:
                 continue
             if not chunk:
@@ -288,8 +297,8 @@ def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clu
         assert seen == count, seen
         assert grown < 12 * 1024 * 1024, grown  # (it would be 30 MB, buffered)
     finally:
-        tracker.close()
-        writer.close()
+        for client in {tracker, writer, reader}:
+            client.close()
 
 
 def test_options_read_sans_io():

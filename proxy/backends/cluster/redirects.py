@@ -130,6 +130,19 @@ def _live(session) -> bool:
     return life is OPEN or life is WAITING
 
 
+def behind(session, conn) -> None:
+    """After a push from `conn` handed to `session`: over the output limit, disconnect; behind
+    its reads, read no more of `conn`. A streaming session's pushes wait for a barrier's answer
+    (counted as held, a round trip's worth): only its transport's pause, which its resume undoes,
+    holds `conn` then (held on the count alone, nothing would let it go again)."""
+    if session.stream is None:
+        session.pushing_behind(conn)
+    elif session.held_bytes > session.output_limit:
+        session.overflow()
+    elif session.write_paused and not conn.closed:
+        session.hold_upstream(conn)
+
+
 class Sink(Receiver):
     """A connection of the proxy's on one master that one tracking client's invalidations are
     redirected to upstream, for one target session."""
@@ -183,14 +196,14 @@ class Sink(Receiver):
         if target.state.life is CLOSED:
             if tracker.protocol == 3 and _live(tracker):
                 tracker.answer_locally(broken(self.target_id))
-                tracker.pushing_behind(self.conn)
+                behind(tracker, self.conn)
             return
         if not _live(target):
             return  # (after its QUIT's +OK or RESET's: nothing more)
         out = for_target(target, push[len(INVALIDATE):])
         if out is not None:
             target.answer_locally(out)
-            target.pushing_behind(self.conn)
+            behind(target, self.conn)
 
     def drain(self) -> None:
         """No longer named upstream: closed once what Redis sent here before is in."""

@@ -315,12 +315,7 @@ class Aside(Receiver):
         session = self.tracker.session
         if _live(session) and session.stream is not None and self.tracker.target is None:
             session.answer_locally(push)
-            # (held only while the client's transport is paused: its resume lets the aside go;
-            # what waits for a barrier's answer meanwhile is a round trip's worth, and counted)
-            if session.held_bytes > session.output_limit:
-                session.overflow()
-            elif session.write_paused and not self.conn.closed:
-                session.hold_upstream(self.conn)
+            redirects.behind(session, self.conn)
 
     def deliver(self, pending, data: bytes, done: int) -> None:  # (own_closed's owner interface only)
         pending.remaining -= done
