@@ -335,3 +335,35 @@ def test_a_slot_moved_between_two_other_masters(redis_cluster, cluster_proxy):
     finally:
         tracker.close()
         writer.close()
+
+
+def test_switching_redirect_targets_on_every_master(redis_cluster, cluster_proxy):
+    """REDIRECT to a, reads of every master, then REDIRECT to b: the next invalidations of every
+    master reach b only; then plain ON (no REDIRECT, RESP3): they reach the client itself."""
+    keys = keys_on_every_master(redis_cluster, "temsw")
+    tracker, first, second, writer = (Raw(cluster_proxy.port, True) for _ in range(4))
+    try:
+        first_id, second_id = first.client_id(), second.client_id()
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % first_id, OK) == b"+OK\r\n"
+        _read_all(tracker, keys)
+        assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d\r\n" % second_id, OK) == b"+OK\r\n"
+        _read_all(tracker, keys)
+        for key in keys:
+            writer.ask(b"SET %s v1\r\n" % key, OK)
+        seen = second.read(lambda data: all(_invalidate(key) in data for key in keys))
+        time.sleep(0.3)
+        seen = second.mark()
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+        assert b"invalidate" not in first.mark()
+        assert tracker.ask(b"CLIENT TRACKING ON\r\n", OK) == b"+OK\r\n"
+        _read_all(tracker, keys)
+        for key in keys:
+            writer.ask(b"SET %s v2\r\n" % key, OK)
+        seen = tracker.read(lambda data: all(_invalidate(key) in data for key in keys))
+        for key in keys:
+            assert seen.count(_invalidate(key)) == 1, seen
+        assert second.mark().count(b"invalidate") == 3
+    finally:
+        for client in (tracker, first, second, writer):
+            client.close()
