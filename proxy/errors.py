@@ -143,6 +143,9 @@ TRACKING_NO_SUCH_CLIENT = b"-ERR The client ID you want redirect to does not exi
 TRACKING_REDIRECT_MULTI = resp_error(
     "ERR CLIENT TRACKING REDIRECT inside MULTI is not supported through redis-guard in front of a Redis "
     "Cluster: send it outside the transaction")
+TRACKING_MULTI = resp_error(
+    "ERR CLIENT TRACKING inside MULTI is not supported through redis-guard in front of a Redis Cluster: its "
+    "options must reach the client's connection on every master; send it outside the transaction")
 TRACKING_REDIRECT_MANY = resp_error(
     "ERR too many CLIENT TRACKING REDIRECT targets on this connection through redis-guard in front of a Redis "
     "Cluster (after CLIENT REPLY OFF the earlier ones stay open until the stream ends): send RESET first")

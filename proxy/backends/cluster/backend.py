@@ -68,6 +68,7 @@ from .route import ClusterClient, ClusterRoute, DeferredRoute, RouteTable, TxnRo
 from .router import ClusterRouter
 from .routing.multikey import Planner
 from .sides import ClusterStreamRoute, close_sides
+from .tracked import close_tracker
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -155,6 +156,7 @@ class ClusterBackend(BackendBase):
         self._client_ids = itertools.count(1)
         self.sides = {}  # session -> its stream's connections aside (sides.py: MONITOR, shard channels)
         self.tracking_sinks = {}  # session -> its tracking redirect's sinks (redirects.py)
+        self.tracked = {}  # session -> its tracking's connections on the other masters (tracked.py)
         self.router.listeners.append(self._topology_changed)
 
     async def start(self) -> None:
@@ -176,10 +178,13 @@ class ClusterBackend(BackendBase):
     def _topology_changed(self) -> None:
         for streaming in list(self.sides.values()):
             streaming.reconcile()
+        for tracker in list(self.tracked.values()):
+            tracker.reconcile()
 
     def session_closed(self, session) -> None:
         close_sides(session)
         close_sinks(session)
+        close_tracker(session)
         if session.pubsub is not None:  # (a RESP3 client's subscriptions, on a connection of their own)
             session.pubsub.close()
 
@@ -281,6 +286,7 @@ class ClusterBackend(BackendBase):
         conn.close()
         close_sides(session)
         close_sinks(session)
+        close_tracker(session)
 
     def _upstream(self, node) -> Upstream:
         return self.router.upstream_for(node)

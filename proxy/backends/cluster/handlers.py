@@ -62,7 +62,7 @@ from ...session.pause import PauseWatch, watches
 from ...session.states import CLOSED, HELD, LEASED, NONE, OPEN, QUEUEING, SHARED, STREAMING, WATCHING
 from ...session.streamorder import StreamOrder
 from ..handlers import COMMON, _task_reply, forward_one, kill_resolved, login, refuse_in_transaction
-from . import clientinfo, face, presented, redirected, redirects, sides
+from . import clientinfo, face, presented, redirected, redirects, sides, tracked
 from .connection import RoutedPending
 from .keyspace import FANOUT as MERGES
 from .keyspace import decode_cursor, merge_min, merge_ok, merge_with_args, scan_reply
@@ -493,6 +493,7 @@ def reset(session, batch, index: int) -> int:
     if streaming:  # Redis resets the stream's connection, and the proxy logs it in again
         sides.close_sides(session)  # (nothing monitored or subscribed aside is left either)
         redirects.close_sinks(session)  # (nor tracking: no invalidation to redirect)
+        tracked.close_tracker(session)  # (nor tracking aside: tracking is off after RESET)
         session.bind()
         return streamend.reset_on_stream(session, batch, index)  # (a stream it ends is over once answered)
     session.route = session.backend.shared_route(session)
@@ -844,6 +845,15 @@ def stream(session, batch, index: int) -> int:
             return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_MULTI, index)
         return redirects.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
                                   lambda: _node(session, None) or session.backend.seed)
+    if tracked.is_tracking(args) and session.state.in_transaction:
+        # (queued, it would reach the transaction's master only: the others' reads untracked)
+        return paired_subscriptions.refuse(session, errors.TRACKING_MULTI, index)
+    if tracked.is_tracking(args):
+        # Tracking every master: its options on the client's connections aside (tracked.py)
+        done = tracked.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
+                                lambda: _node(session, None) or session.backend.seed)
+        if done is not None:
+            return done
     if (session.state.lane is STREAMING and session.protocol == 2 and args[0].lower() in sides.SUBSCRIBING
             and not session.state.in_transaction):
         sides.sides_of(session).subscriber = True  # (another master's key is refused there, not run)

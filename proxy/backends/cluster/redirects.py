@@ -130,6 +130,19 @@ def _live(session) -> bool:
     return life is OPEN or life is WAITING
 
 
+def behind(session, conn) -> None:
+    """After a push from `conn` handed to `session`: over the output limit, disconnect; behind
+    its reads, read no more of `conn`. A streaming session's pushes wait for a barrier's answer
+    (counted as held, a round trip's worth): only its transport's pause, which its resume undoes,
+    holds `conn` then (held on the count alone, nothing would let it go again)."""
+    if session.stream is None:
+        session.pushing_behind(conn)
+    elif session.held_bytes > session.output_limit:
+        session.overflow()
+    elif session.write_paused and not conn.closed:
+        session.hold_upstream(conn)
+
+
 class Sink(Receiver):
     """A connection of the proxy's on one master that one tracking client's invalidations are
     redirected to upstream, for one target session."""
@@ -183,14 +196,14 @@ class Sink(Receiver):
         if target.state.life is CLOSED:
             if tracker.protocol == 3 and _live(tracker):
                 tracker.answer_locally(broken(self.target_id))
-                tracker.pushing_behind(self.conn)
+                behind(tracker, self.conn)
             return
         if not _live(target):
             return  # (after its QUIT's +OK or RESET's: nothing more)
         out = for_target(target, push[len(INVALIDATE):])
         if out is not None:
             target.answer_locally(out)
-            target.pushing_behind(self.conn)
+            behind(target, self.conn)
 
     def drain(self) -> None:
         """No longer named upstream: closed once what Redis sent here before is in."""
@@ -351,18 +364,27 @@ class NamedIds(Rewrite):
 class Answer:
     """The watcher of the tracking command on the stream: was it accepted?"""
 
-    __slots__ = ("sinks", "sink", "off")
+    __slots__ = ("sinks", "sink", "off", "args")
 
-    def __init__(self, sinks, sink, off: bool):
+    def __init__(self, sinks, sink, off: bool, args=None):
         self.sinks = sinks
         self.sink = sink
         self.off = off
+        self.args = args  # the command as the client sent it (mirrored on the other masters: tracked.py)
 
     def observe(self, shown: bytes) -> None:
         session = self.sinks.session
         ok = accepted(shown)
         self.sinks.answered(self.sink, ok, self.off)
+        if self.args is not None:
+            _mirror(session, self.args, ok)
         session.loop.call_soon(session.resume_dispatch)
+
+
+def _mirror(session, args, ok: bool) -> None:
+    """The client's tracking options, as its stream's master took them, on its other masters too."""
+    from .tracked import tracker_of
+    tracker_of(session).observed(args, ok)
 
 
 def tracking(session, batch, index: int, lend, node_for) -> int:
@@ -417,8 +439,9 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
                 sinks.next = None
                 sinks.unsure.append(sink)
             session.route.send(session, args, data, 1, session)
+            _mirror(session, args, True)
             return index + 1
-        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off))
+        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off, args))
         return session.wait(batch, index + 1, STREAM_END)
     if session.own is None and lend(node) is None:
         return index + 1
@@ -432,5 +455,5 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
     session.inflight += 1
     session.route = session.backend.stream_route(session, conn)
     session.bind()
-    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off), True)
+    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off, args), True)
     return session.wait(batch, index + 1, STREAM_END)

@@ -580,12 +580,13 @@ class ClusterStreamRoute(StreamRoute):
     stream they go as they are, and a redirection among the transaction's replies is replaced as
     on a transaction's connection (`Queued`)."""
 
-    __slots__ = ("multi", "queued")
+    __slots__ = ("multi", "queued", "caching")
 
     def __init__(self, conn, neutral=frozenset()):
         super().__init__(conn, neutral)
         self.multi = False  # MULTI was sent on the stream, not ended yet (EXEC, DISCARD, RESET)
         self.queued = None  # the transaction's replies' `Queued` filter, from MULTI to its end
+        self.caching = None  # a CLIENT CACHING's argument, for the command after it (tracked.py)
 
     def forward(self, session, batch, start: int, stop: int) -> None:
         backend = session.backend
@@ -599,17 +600,23 @@ class ClusterStreamRoute(StreamRoute):
             args = commands[index]
             name = args[0].lower()
             opening = closing = False
+            caching = self.caching
+            if caching is not None:
+                self.caching = None
             if name == b"multi":
                 opening = not self.multi and self.queued is None and not session.replies_unsure
                 self.multi = True
             elif name in (b"exec", b"discard", b"reset"):
                 closing = self.queued is not None
                 self.multi = False
+            elif name == b"client" and len(args) == 3 and args[1].lower() == b"caching":
+                self.caching = args[2]  # (it concerns the next command, on whatever master: tracked.py)
             routed = decide(args, master_for_slot)
             if type(routed) is int:
                 owner = master_for_slot(routed)
                 # (not inside MULTI on the stream: a barrier there, an unknown command, would abort EXEC)
-                if owner is not None and owner == main and not self.multi:
+                # (nor right after CLIENT CACHING: a barrier between would take its effect)
+                if owner is not None and owner == main and not self.multi and caching is None:
                     if checking is None:
                         if run < index:
                             StreamRoute.forward(self, session, batch, run, index)
@@ -633,7 +640,7 @@ class ClusterStreamRoute(StreamRoute):
                         StreamOrder.of(session, session.stream).rewritten(batch.span(index, index + 1),
                                                                            Refused(args))
                     else:
-                        elsewhere(session, batch, index, routed)
+                        elsewhere(session, batch, index, routed, caching)
                     run = index + 1
             elif checking is not None:
                 self._checked(session, batch, run, index, checking)
@@ -734,13 +741,13 @@ class Refused(Rewrite):
         return b"".join(out)
 
 
-def elsewhere(session, batch, index: int, slot: int) -> None:
+def elsewhere(session, batch, index: int, slot: int, caching=None) -> None:
     data = batch.span(index, index + 1)
     order = StreamOrder.of(session, session.stream)
     if session.replies_unsure:
-        _route(session, BarrierEntry(order, order.send(None)), slot, data)
+        _route(session, BarrierEntry(order, order.send(None)), slot, data, None, caching)
         return
-    resolver = Elsewhere(session, slot, data)
+    resolver = Elsewhere(session, slot, data, caching)
     resolver.entry = order.resolved(data, resolver)
 
 
@@ -749,7 +756,7 @@ def _full_name(session, args) -> bytes:
     return spec.name.encode() if spec is not None else args[0].lower()
 
 
-def _route(session, entry, slot: int, data: bytes, keep=None) -> None:
+def _route(session, entry, slot: int, data: bytes, keep=None, caching=None) -> None:
     """`data` to the owner of `slot` on the shared connections; its reply fills `entry`."""
     def merge(replies) -> bytes:
         if keep is None:
@@ -757,6 +764,10 @@ def _route(session, entry, slot: int, data: bytes, keep=None) -> None:
         keep(replies[0])
         return b""
     collected = Gather(session, entry, 1, merge)
+    tracker = session.backend.tracked.get(session)
+    # (a tracking client's: on its connection aside on the owner, where Redis tracks it: tracked.py)
+    if tracker is not None and tracker.send(PartSink(collected, 0), slot, data, 0, caching):
+        return
     session.backend.router_of(session).send(RoutedPending(PartSink(collected, 0), 1, None, data, 0, slot),
                                             session.protocol, session.spread)
 
@@ -766,15 +777,16 @@ class Elsewhere(Resolve):
     the master said of it is shown, but a -MOVED or -ASK, whose place takes the owner's reply (a
     monitor's connection gets the refusal one node gives a monitor that names a key)."""
 
-    __slots__ = ("session", "slot", "data", "entry", "reply")
+    __slots__ = ("session", "slot", "data", "entry", "reply", "caching")
 
-    def __init__(self, session, slot: int, data: bytes):
+    def __init__(self, session, slot: int, data: bytes, caching=None):
         super().__init__()
         self.session = session
         self.slot = slot
         self.data = data
         self.entry = None
         self.reply = None
+        self.caching = caching  # the argument of a CLIENT CACHING just before it (tracked.py)
 
     def answered(self, stretch: bytes) -> None:
         if not any(_redirection(item) for item in items(stretch)):
@@ -785,7 +797,7 @@ class Elsewhere(Resolve):
             self.reply = REPLICA
             session.loop.call_soon(_fill, session, self.entry, b"")
             return
-        _route(session, self.entry, self.slot, self.data, self._keep)
+        _route(session, self.entry, self.slot, self.data, self._keep, self.caching)
 
     def _keep(self, reply: bytes) -> None:
         self.reply = reply
@@ -860,7 +872,10 @@ class Checked(Resolve):
                                          if _redirection(reply) else reply)
             return b""
         collected = Gather(session, self.entry, len(follows), merge)
+        tracker = session.backend.tracked.get(session)
         for part, (_place, slot, data) in enumerate(follows):
+            if tracker is not None and tracker.send(PartSink(collected, part), slot, data):
+                continue  # (a tracking client's: on its connection aside on the owner, tracked.py)
             router.send(RoutedPending(PartSink(collected, part), 1, None, data, 0, slot), session.protocol,
                         session.spread)
 
