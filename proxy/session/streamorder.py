@@ -241,6 +241,8 @@ class StreamBarriers:
             _, reply, mark = waiting[0]
             if reply is None:  # answered, but the proxy's reply is not known yet
                 if isinstance(mark, Resolve) and not mark.asked and self.rewriting is not None:
+                    if self.watched:  # (a watch ended before it: its watcher first, then `feed` again)
+                        return self._hold(out, data, pos, start)
                     # (the stretch is whole: what the server said decides the reply, `Resolve`)
                     self._show(out, data[pos:start])
                     pos = start
@@ -403,15 +405,21 @@ class StreamOrder(Receiver):
             pending.remaining = 0
             out = self.barriers.feed(b"")
         barriers = self.barriers
-        if barriers.idle and not self.ending and self.stream.receiver is self:
-            self.stream.receiver = self.session
-        self._count()
         session = self.session
-        if out:
-            session.deliver(self.stream, out, 0)
-        while barriers.watched:
-            watcher, shown = barriers.watched.pop(0)
-            watcher.observe(shown)
+        while True:
+            if barriers.idle and not self.ending and self.stream.receiver is self:
+                self.stream.receiver = session
+            self._count()
+            if out:
+                session.deliver(self.stream, out, 0)
+            if not barriers.watched:
+                break
+            while barriers.watched:
+                watcher, shown = barriers.watched.pop(0)
+                watcher.observe(shown)
+            # A resolver's answer after a watch's end waits for the watcher (the tracking options
+            # it saw accepted apply to what the resolver then sends elsewhere): the rest now.
+            out = barriers.feed(b"") if barriers.held else b""
         session.stream_caught_up()
 
     def pending_failed(self, pending: Pending, error: bytes, partial: bool) -> None:

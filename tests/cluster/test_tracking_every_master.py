@@ -9,7 +9,7 @@ import pytest
 
 from tests.cluster.test_isolation_findings import keys_on_every_master
 from tests.cluster.test_tracking_redirect import OK, Raw, _invalidate, _message
-from tests.servers import wait_for
+from tests.servers import redis_server_version, wait_for
 
 
 def _tracking_conns(cluster) -> int:
@@ -165,6 +165,8 @@ def test_optin_caching_yes_on_another_master(redis_cluster, cluster_proxy):
         writer.close()
 
 
+@pytest.mark.skipif((redis_server_version() or (0,)) < (7, 4),
+                    reason="redis-py: client-side caching is supported by Redis 7.4 or later")
 def test_redis_py_client_side_cache(redis_cluster, cluster_proxy):
     redis = pytest.importorskip("redis")
     cache_mod = pytest.importorskip("redis.cache")

@@ -7,7 +7,14 @@ import re
 import pytest
 
 from proxy.pending import Pending, Receiver
-from proxy.session.streamorder import MALFORMED, MALFORMED_REPLY, BarrierEntry, StreamBarriers, StreamOrder
+from proxy.session.streamorder import (
+    MALFORMED,
+    MALFORMED_REPLY,
+    BarrierEntry,
+    Resolve,
+    StreamBarriers,
+    StreamOrder,
+)
 
 TOKEN = b"t0k"
 SUB = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
@@ -285,6 +292,42 @@ def test_a_watched_refusal_reaches_the_watcher_through_the_order():
     assert watcher.seen == [SCRIPT_REFUSED] and b"".join(session.written) == SCRIPT_REFUSED
     assert stream.receiver is session  # nothing more out: the stream is the session's again
 
+
+
+class AfterWatch(Resolve):
+    """A Resolve that notes what the watcher had seen when the stretch was answered."""
+
+    def __init__(self, watcher):
+        super().__init__()
+        self.watcher, self.saw, self.entry = watcher, None, None
+
+    def answered(self, stretch: bytes) -> None:
+        self.saw = list(self.watcher.seen)
+        Resolve.known(self.entry, b"")
+
+    def rewrite(self, shown: bytes) -> bytes:
+        return b"+ELSEWHERE\r\n" if b"-MOVED" in shown else shown
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["one-read", "two-reads"])
+def test_a_resolver_after_a_watch_is_answered_once_the_watcher_saw_it(whole):
+    """CLIENT TRACKING (watched) then a key of another master (resolved: sent to a connection
+    that must already track) answered in one read: the watcher sees its stretch before the
+    resolver is asked, whatever the cut (Redis 7.0 writes both in one)."""
+    session, conn, stream, order = stream_order()
+    watcher = Watcher()
+    order.watched(b"*1\r\n$4\r\nEVAL\r\n", watcher)
+    resolver = AfterWatch(watcher)
+    resolver.entry = order.resolved(b"*1\r\n$3\r\nGET\r\n", resolver)
+    names = re.findall(rb"redis-guard-barrier-[0-9a-f]+-[0-9]+", b"".join(conn.sent))
+    answers = [b"-ERR unknown command '" + name + b"', with args beginning with: \r\n" for name in names]
+    data = answers[0] + OK + answers[1] + answers[2] + b"-MOVED 1 h:1\r\n" + answers[3] + b"+PONG\r\n"
+    pieces = [data] if whole else [data[:len(data) // 2], data[len(data) // 2:]]
+    for piece in pieces:
+        order.deliver(stream, piece, 0)
+    assert watcher.seen == [OK] and resolver.saw == [OK]
+    assert b"".join(session.written) == OK + b"+ELSEWHERE\r\n+PONG\r\n"
+    assert stream.receiver is session and not order.owes()
 
 class Upper:
     """A Rewrite that shows what it gets in upper case, and keeps what it got."""
