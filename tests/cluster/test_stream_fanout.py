@@ -146,3 +146,40 @@ def test_inside_multi_on_a_stream_refused(redis_cluster, cluster_proxy):
         sock.close()
         for key in keys:
             redis_cluster.client(redis_cluster.master_for_key(key.decode())).delete(key)
+
+
+def test_tracking_scan_walks_every_master(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "fan-scan")
+    _fill(redis_cluster, keys)
+    sock = _connect(cluster_proxy.port)
+    try:
+        _start(sock, TRACKING)
+        found, cursor = [], b"0"
+        for _round in range(100):
+            cursor, page = _replies(sock, b"SCAN %s MATCH *fan-scan COUNT 1000\r\n" % cursor, 1)[0]
+            found += page
+            if cursor == b"0":
+                break
+        assert sorted(found) == sorted(keys)
+    finally:
+        sock.close()
+        for key in keys:
+            redis_cluster.client(redis_cluster.master_for_key(key.decode())).delete(key)
+
+
+def test_monitor_keeps_the_masters_refusal(redis_cluster, cluster_proxy):
+    keys = keys_on_every_master(redis_cluster, "fan-mon")
+    _fill(redis_cluster, keys)
+    sock = _connect(cluster_proxy.port)
+    try:
+        sock.sendall(b"MONITOR\r\n")
+        data, _closed = read_until_quiet(sock, 5, 0.5)
+        assert data.startswith(b"+OK\r\n")
+        sock.sendall(b"FLUSHALL\r\n")
+        data, _closed = read_until_quiet(sock, 5, 0.5)
+        assert any(line.startswith(b"-") for line in data.split(b"\r\n")), data
+        assert all(size > 0 for size in _sizes(redis_cluster))
+    finally:
+        sock.close()
+        for key in keys:
+            redis_cluster.client(redis_cluster.master_for_key(key.decode())).delete(key)

@@ -138,7 +138,8 @@ class ClusterBackend(BackendBase):
         subcommands = self.behaviour.subcommands[CLUSTER]
         fanning = {name for name, subs in subcommands.items() if FANOUT in subs.values() and name != "client"}
         self.stream_table.update(both_cases({name: action for name, action in actions.items()
-                                             if action == FANOUT or (action == SUBCOMMAND and name in fanning)}))
+                                             if action in (FANOUT, SCAN)
+                                             or (action == SUBCOMMAND and name in fanning)}))
         # READONLY/READWRITE/ASKING on a stream: as the face answers them (handlers.local_ok)
         self.stream_table.update(both_cases({name: LOCAL_OK for name, action in actions.items() if action == LOCAL_OK}))
         self.stream_neutral = stream_neutral(actions)

@@ -258,6 +258,13 @@ def cluster_face(session, batch, index: int) -> int:
 
 def scan(session, batch, index: int) -> int:
     args = batch.commands[index]
+    if session.state.lane is STREAMING:  # (a RESP2 subscriber's, a monitor's: its master's refusal)
+        if sides.on_one_master(session):
+            return forward_one(session, batch, index)
+        if getattr(session.route, "multi", False):  # (MULTI on the stream: its master only)
+            session.answer_locally(errors.fanout_in_multi(args))
+            session.refused_in_transaction()
+            return index + 1
     masters = session.backend.router.master_slots()
     decoded = decode_cursor(args[1]) if len(args) > 1 else None
     if decoded is None or decoded[0] >= len(masters):
@@ -266,7 +273,11 @@ def scan(session, batch, index: int) -> int:
     position, node_cursor = decoded
     data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
     total = len(masters)
-    gather(session, [(masters[position][1], data)], lambda replies: scan_reply(replies[0], position, total))
+    parts = [(masters[position][1], data)]
+    if session.state.lane is STREAMING:  # (its reply placed by a barrier: sides.fanned)
+        sides.fanned(session, args, parts, lambda replies: scan_reply(replies[0], position, total))
+        return index + 1
+    gather(session, parts, lambda replies: scan_reply(replies[0], position, total))
     return index + 1
 
 
