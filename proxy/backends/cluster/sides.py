@@ -48,7 +48,7 @@ from ...session.states import CLOSED, OPEN, STREAMING, WAITING
 from ...session.streamorder import FILTER_END, BarrierEntry, Filter, Resolve, Rewrite, StreamOrder
 from ..base import StreamRoute
 from .connection import RoutedPending
-from .route import Gather, PartSink
+from .route import Gather, PartSink, gather
 from .routing.redirect import parse_redirect
 
 log = logging.getLogger("redis_guard.cluster")
@@ -1001,6 +1001,10 @@ def fanned(session, args, parts: list, merge) -> None:
     answered what came before it on the stream (`Fanned`: a DBSIZE after pipelined SETs counts
     them); after CLIENT REPLY OFF/SKIP at once, its reply shown only if the barrier is answered
     (as `elsewhere`)."""
+    stream = session.stream
+    if stream is None or stream.conn.closed:  # (the stream gone: as without one, `route.gather`)
+        gather(session, parts, merge)
+        return
     route = session.route
     if not session.replies_unsure or session.stream_ends:
         streamend.passes(session, args, getattr(route, "neutral", frozenset()))
