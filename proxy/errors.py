@@ -357,3 +357,16 @@ SLOT_MOVING_WATCH = "Nothing is watched any more (as after UNWATCH): retry the t
 SLOT_MOVING_EXEC = "The transaction was discarded: retry it"
 SLOT_MOVING_STREAM = "Retry it (or send it on a connection that does not stream)"
 SLOT_MOVING_RETRY = "Retry it"
+
+
+def fanout_in_multi(args) -> bytes:
+    """In front of a cluster, inside MULTI on a connection that streams (CLIENT TRACKING, CLIENT REPLY):
+    a keyless command meant for every master (FLUSHALL, DBSIZE, SCRIPT LOAD...). The transaction runs
+    on the stream's master only, so it could not reach the others."""
+    name = b" ".join(args[:2] if len(args) > 1 and args[0].lower() in (b"script", b"function", b"config",
+                                                                       b"slowlog", b"latency", b"memory")
+                     else args[:1])
+    return resp_error(f"ERR {name.decode('utf-8', 'replace').upper()[:64]} inside MULTI on a connection that streams "
+                      "(CLIENT TRACKING, CLIENT REPLY) is not supported through redis-guard in front of a Redis "
+                      "Cluster (the transaction runs on one master, the command concerns every master): send it "
+                      "outside the transaction")

@@ -133,6 +133,13 @@ class ClusterBackend(BackendBase):
         # INFO, ROLE, CONFIG GET on a stream: as the face presents them (every master, `handlers.fanout`)
         self.stream_table.update(both_cases({name: actions[name] for name in ("info", "role", "config")
                                              if actions.get(name) in (FANOUT, SUBCOMMAND)}))
+        # Every other keyless command for every master (FLUSHALL, DBSIZE, KEYS, SCRIPT LOAD...) on a
+        # stream: to every master too, its merged reply in its place on the stream (`handlers.fanout`)
+        subcommands = self.behaviour.subcommands[CLUSTER]
+        fanning = {name for name, subs in subcommands.items() if FANOUT in subs.values() and name != "client"}
+        self.stream_table.update(both_cases({name: action for name, action in actions.items()
+                                             if action in (FANOUT, SCAN)
+                                             or (action == SUBCOMMAND and name in fanning)}))
         # READONLY/READWRITE/ASKING on a stream: as the face answers them (handlers.local_ok)
         self.stream_table.update(both_cases({name: LOCAL_OK for name, action in actions.items() if action == LOCAL_OK}))
         self.stream_neutral = stream_neutral(actions)

@@ -111,9 +111,16 @@ def fanout(session, batch, index: int) -> int:
     if session.state.txn is not NONE or session.state.lane is STREAMING:
         # (kept there for what the face presents: INFO, ROLE, CONFIG GET, ACL LOG; the rest as before)
         if not presented.presents(name, full):
-            if full == b"script|load" and len(args) == 3:  # (one master caches it, as with EVAL)
-                session.backend.router.known.saw_eval(args[2])
-            return forward_one(session, batch, index)
+            if session.state.lane is STREAMING and not sides.on_one_master(session):
+                # (on a stream: to every master all the same, the merged reply in its place there)
+                if getattr(session.route, "multi", False):  # (MULTI on the stream: its master only)
+                    session.answer_locally(errors.fanout_in_multi(args))
+                    session.refused_in_transaction()
+                    return index + 1
+            else:
+                if full == b"script|load" and len(args) == 3:  # (one master caches it, as with EVAL)
+                    session.backend.router.known.saw_eval(args[2])
+                return forward_one(session, batch, index)
         if session.state.in_transaction:
             session.answer_locally(errors.presented_in_multi(args))
             session.refused_in_transaction()
@@ -136,7 +143,10 @@ def fanout(session, batch, index: int) -> int:
         merge = backend.router.known.watching(args, merge)
     merge = presented.presenting(name, full, merge, lambda: presented_where(session))  # (INFO, ROLE, CONFIG GET...)
     data = hiredis.pack_command(tuple(args))
-    gather(session, [(slot, data) for _node, slot in masters], merge)
+    if session.state.lane is STREAMING:
+        sides.fanned(session, args, [(slot, data) for _node, slot in masters], merge)
+    else:
+        gather(session, [(slot, data) for _node, slot in masters], merge)
     if full in backend.every_node:
         to_replicas(session, masters, data)
     return index + 1
@@ -248,6 +258,13 @@ def cluster_face(session, batch, index: int) -> int:
 
 def scan(session, batch, index: int) -> int:
     args = batch.commands[index]
+    if session.state.lane is STREAMING:  # (a RESP2 subscriber's, a monitor's: its master's refusal)
+        if sides.on_one_master(session):
+            return forward_one(session, batch, index)
+        if getattr(session.route, "multi", False):  # (MULTI on the stream: its master only)
+            session.answer_locally(errors.fanout_in_multi(args))
+            session.refused_in_transaction()
+            return index + 1
     masters = session.backend.router.master_slots()
     decoded = decode_cursor(args[1]) if len(args) > 1 else None
     if decoded is None or decoded[0] >= len(masters):
@@ -256,7 +273,11 @@ def scan(session, batch, index: int) -> int:
     position, node_cursor = decoded
     data = hiredis.pack_command((args[0], b"%d" % node_cursor, *args[2:]))
     total = len(masters)
-    gather(session, [(masters[position][1], data)], lambda replies: scan_reply(replies[0], position, total))
+    parts = [(masters[position][1], data)]
+    if session.state.lane is STREAMING:  # (its reply placed by a barrier: sides.fanned)
+        sides.fanned(session, args, parts, lambda replies: scan_reply(replies[0], position, total))
+        return index + 1
+    gather(session, parts, lambda replies: scan_reply(replies[0], position, total))
     return index + 1
 
 

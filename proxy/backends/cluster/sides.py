@@ -48,7 +48,7 @@ from ...session.states import CLOSED, OPEN, STREAMING, WAITING
 from ...session.streamorder import FILTER_END, BarrierEntry, Filter, Resolve, Rewrite, StreamOrder
 from ..base import StreamRoute
 from .connection import RoutedPending
-from .route import Gather, PartSink
+from .route import Gather, PartSink, gather
 from .routing.redirect import parse_redirect
 
 log = logging.getLogger("redis_guard.cluster")
@@ -984,3 +984,61 @@ class Queued(Filter):
 
 def _redirection(item: bytes) -> bool:
     return item.startswith((b"-MOVED ", b"-ASK "))
+
+
+def on_one_master(session) -> bool:
+    """Does a keyless command meant for every master stay on the stream's master (a RESP2
+    subscriber's, a monitor's: Redis refuses it there, and that master's refusal is shown)?"""
+    sides = sides_of(session, False)
+    return sides is not None and (sides.monitoring or (sides.subscriber and session.protocol == 2))
+
+
+def fanned(session, args, parts: list, merge) -> None:
+    """A keyless command for every master (FLUSHALL, DBSIZE, SCRIPT LOAD...: handlers.fanout)
+    sent by a client on a stream: to every master on the shared connections, as without a
+    stream, the merged reply placed in the stream where the stream master's answer to a barrier
+    says. Where the server answers every command, the command goes out once the master has
+    answered what came before it on the stream (`Fanned`: a DBSIZE after pipelined SETs counts
+    them); after CLIENT REPLY OFF/SKIP at once, its reply shown only if the barrier is answered
+    (as `elsewhere`)."""
+    stream = session.stream
+    if stream is None or stream.conn.closed:  # (the stream gone: as without one, `route.gather`)
+        gather(session, parts, merge)
+        return
+    route = session.route
+    if not session.replies_unsure or session.stream_ends:
+        streamend.passes(session, args, getattr(route, "neutral", frozenset()))
+    order = StreamOrder.of(session, session.stream)
+    if session.replies_unsure:
+        _gather(session, BarrierEntry(order, order.send(None)), parts, merge)
+        return
+    resolver = Fanned(session, parts, merge)
+    resolver.entry = order.resolved(b"", resolver)
+
+
+def _gather(session, entry, parts: list, merge) -> None:
+    """`parts` [(slot, request)] to their masters on the shared connections, merged into `entry`."""
+    collected = Gather(session, entry, len(parts), merge)
+    router = session.backend.router_of(session)
+    for index, (slot, data) in enumerate(parts):
+        router.send(RoutedPending(PartSink(collected, index), 1, None, data, 0, slot), session.protocol,
+                    session.spread)
+
+
+class Fanned(Resolve):
+    """A keyless command for every master on a stream (`fanned`): sent when the stream's master
+    has answered the barriers before its place (what came before it ran), its merged reply in
+    that place."""
+
+    __slots__ = ("session", "parts", "merge", "entry")
+
+    def __init__(self, session, parts: list, merge):
+        super().__init__()
+        self.session = session
+        self.parts = parts
+        self.merge = merge
+        self.entry = None
+
+    def answered(self, stretch: bytes) -> None:
+        # (filled later, never from inside `answered`: a refusal may come at once)
+        self.session.loop.call_soon(_gather, self.session, self.entry, self.parts, self.merge)
