@@ -507,6 +507,18 @@ class Session(Receiver):
         """From commands[index] on, every reply of the own connection is the client's, unpaired,
         until the stream ends as `ends` says (streamend.py; 0: never). A (P)UNSUBSCRIBE that starts
         it goes between barriers for `watcher`, which reads whether any subscription is left."""
+        conn = self.own
+        stream = self.begin_stream(ends)
+        if watcher is None:
+            conn.send(batch.span(index, index + 1), stream)
+            return index + 1
+        StreamOrder.of(self, stream).watched(batch.span(index, index + 1), watcher, True)
+        return self.wait(batch, index + 1, STREAM_END)
+
+    def begin_stream(self, ends: int):
+        """From now on every reply of the client's own connection is the client's, unpaired (the
+        stream's entry, returned), until the stream ends as `ends` says; the backend's stream
+        route takes the client's commands. The caller sends what starts it."""
         if self.state.lane is not STREAMING:
             self.state.to("stream")
         conn = self.own
@@ -516,11 +528,7 @@ class Session(Receiver):
         self.inflight += 1
         self.route = self.backend.stream_route(self, conn)
         self.bind()
-        if watcher is None:
-            conn.send(batch.span(index, index + 1), stream)
-            return index + 1
-        StreamOrder.of(self, stream).watched(batch.span(index, index + 1), watcher, True)
-        return self.wait(batch, index + 1, STREAM_END)
+        return stream
 
     def end_stream(self) -> None:
         """Nothing more arrives unasked on the stream (streamend.py): the replies of its connection

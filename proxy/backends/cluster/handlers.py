@@ -865,7 +865,7 @@ def stream(session, batch, index: int) -> int:
         if session.state.in_transaction:
             return paired_subscriptions.refuse(session, errors.TRACKING_REDIRECT_MULTI, index)
         return redirects.tracking(session, batch, index, lambda node: _lend(session, node, "stream"),
-                                  lambda: _node(session, None) or session.backend.seed)
+                                  lambda: _node(session, None) or session.backend.seed, tracked.mirror)
     if tracked.is_tracking(args) and session.state.in_transaction:
         # (queued, it would reach the transaction's master only: the others' reads untracked)
         return paired_subscriptions.refuse(session, errors.TRACKING_MULTI, index)

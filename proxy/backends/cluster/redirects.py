@@ -40,7 +40,7 @@ from ...session.behaviour import strict_int
 from ...session.states import CLOSED, OPEN, STREAM_END, STREAMING, WAITING
 from ...session.streamorder import Rewrite, StreamOrder
 from ...session.tracking import REDIRECT, naming_nobody, redirects, same_client
-from .sides import items
+from .sides import close_of_session, items, of_session
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -296,18 +296,11 @@ class Sinks:
 
 
 def sinks_of(session, create: bool = True):
-    registry = session.backend.tracking_sinks
-    sinks = registry.get(session)
-    if sinks is None and create:
-        sinks = registry[session] = Sinks(session)
-    return sinks
+    return of_session(session.backend.tracking_sinks, session, Sinks, create)
 
 
 def close_sinks(session) -> None:
-    """The client's stream is over (its end, RESET, the client gone): its sinks go."""
-    sinks = session.backend.tracking_sinks.pop(session, None)
-    if sinks is not None:
-        sinks.close()
+    close_of_session(session.backend.tracking_sinks, session)
 
 
 class OwnId(Rewrite):
@@ -364,32 +357,29 @@ class NamedIds(Rewrite):
 class Answer:
     """The watcher of the tracking command on the stream: was it accepted?"""
 
-    __slots__ = ("sinks", "sink", "off", "args")
+    __slots__ = ("sinks", "sink", "off", "args", "mirror")
 
-    def __init__(self, sinks, sink, off: bool, args=None):
+    def __init__(self, sinks, sink, off: bool, args=None, mirror=None):
         self.sinks = sinks
         self.sink = sink
         self.off = off
         self.args = args  # the command as the client sent it (mirrored on the other masters: tracked.py)
+        self.mirror = mirror
 
     def observe(self, shown: bytes) -> None:
         session = self.sinks.session
         ok = accepted(shown)
         self.sinks.answered(self.sink, ok, self.off)
-        if self.args is not None:
-            _mirror(session, self.args, ok)
+        if self.args is not None and self.mirror is not None:
+            self.mirror(session, self.args, ok)
         session.loop.call_soon(session.resume_dispatch)
 
 
-def _mirror(session, args, ok: bool) -> None:
-    """The client's tracking options, as its stream's master took them, on its other masters too."""
-    from .tracked import tracker_of
-    tracker_of(session).observed(args, ok)
-
-
-def tracking(session, batch, index: int, lend, node_for) -> int:
+def tracking(session, batch, index: int, lend, node_for, mirror) -> int:
     """CLIENT TRACKING with a REDIRECT, outside a transaction (handlers.stream). `lend(node)`: a
-    connection of the client's own there; `node_for()`: the master a new stream goes to."""
+    connection of the client's own there; `node_for()`: the master a new stream goes to;
+    `mirror(session, args, accepted)`: the options, as the stream's master took them, on the
+    client's other masters too (tracked.py)."""
     args = batch.commands[index]
     client_id = _id(first_redirect(args))
     target = target_of(session, client_id) if client_id is not None else None
@@ -439,21 +429,13 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
                 sinks.next = None
                 sinks.unsure.append(sink)
             session.route.send(session, args, data, 1, session)
-            _mirror(session, args, True)
+            mirror(session, args, True)
             return index + 1
-        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off, args))
+        StreamOrder.of(session, session.stream).watched(data, Answer(sinks, sink, off, args, mirror))
         return session.wait(batch, index + 1, STREAM_END)
     if session.own is None and lend(node) is None:
         return index + 1
     # The stream starts with it, on the sink's master (as `streamend.start`, the command rewritten)
-    conn = session.own
-    if session.state.lane is not STREAMING:
-        session.state.to("stream")
-    session.stream_ends = streamend.AT_RESET
-    stream = session.stream = Pending(session, -1, conn)
-    session.queue.append(stream)
-    session.inflight += 1
-    session.route = session.backend.stream_route(session, conn)
-    session.bind()
-    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off, args), True)
+    stream = session.begin_stream(streamend.AT_RESET)
+    StreamOrder.of(session, stream).watched(data, Answer(sinks, sink, off, args, mirror), True)
     return session.wait(batch, index + 1, STREAM_END)

@@ -44,7 +44,7 @@ from ...pending import Pending, Receiver
 from ...resp.replies import ReplySplitter, ReplyStreamError
 from ...session import streamend
 from ...session.behaviour import PASS, SUBCOMMAND
-from ...session.states import CLOSED, OPEN, STREAMING, WAITING
+from ...session.states import CLOSED, OPEN, WAITING
 from ...session.streamorder import FILTER_END, BarrierEntry, Filter, Resolve, Rewrite, StreamOrder
 from ..base import StreamRoute
 from .connection import RoutedPending
@@ -60,19 +60,28 @@ SHARD = frozenset((b"ssubscribe", b"sunsubscribe"))
 CONFIRMS = (b"*3\r\n$10\r\nssubscribe\r\n", b"*3\r\n$12\r\nsunsubscribe\r\n")
 
 
+def of_session(registry: dict, session, make, create: bool = True):
+    """A streaming client's entry of one of the backend's registries (its `Sides`, its tracking
+    connections, its sinks), made by `make(session)` when missing and `create`."""
+    found = registry.get(session)
+    if found is None and create:
+        found = registry[session] = make(session)
+    return found
+
+
+def close_of_session(registry: dict, session) -> None:
+    """The client's stream is over (its end, RESET, the client gone): its entry closes."""
+    found = registry.pop(session, None)
+    if found is not None:
+        found.close()
+
+
 def sides_of(session, create: bool = True):
-    backend = session.backend
-    sides = backend.sides.get(session)
-    if sides is None and create:
-        sides = backend.sides[session] = Sides(session)
-    return sides
+    return of_session(session.backend.sides, session, Sides, create)
 
 
 def close_sides(session) -> None:
-    """The stream is over, or reset, or the client gone: its connections aside go."""
-    sides = session.backend.sides.pop(session, None)
-    if sides is not None:
-        sides.close()
+    close_of_session(session.backend.sides, session)
 
 
 def _live(session) -> bool:
@@ -425,16 +434,7 @@ def start_stream(session, batch, index: int) -> int:
     """The stream starts with a shard channel command on the channel's master (the connection
     lent for it): its confirmations recounted from the first, with the shard channels of the
     other masters to come (`Tally`). Never ends but at RESET (streamend.py)."""
-    backend = session.backend
-    conn = session.own
-    if session.state.lane is not STREAMING:
-        session.state.to("stream")
-    session.stream_ends = streamend.AT_RESET
-    stream = session.stream = Pending(session, -1, conn)
-    session.queue.append(stream)
-    session.inflight += 1
-    session.route = backend.stream_route(session, conn)
-    session.bind()
+    stream = session.begin_stream(streamend.AT_RESET)
     sides = sides_of(session)
     args = batch.commands[index]
     data = batch.span(index, index + 1)

@@ -47,6 +47,7 @@ from ...session.tracking import REDIRECT
 from . import redirects
 from .connection import RoutedPending
 from .routing.redirect import parse_redirect
+from .sides import close_of_session, of_session
 
 log = logging.getLogger("redis_guard.cluster")
 
@@ -60,18 +61,16 @@ def is_tracking(args) -> bool:
 
 
 def tracker_of(session, create: bool = True):
-    registry = session.backend.tracked
-    tracker = registry.get(session)
-    if tracker is None and create:
-        tracker = registry[session] = Tracker(session)
-    return tracker
+    return of_session(session.backend.tracked, session, Tracker, create)
+
+
+def mirror(session, args, accepted: bool) -> None:
+    """The client's tracking options, as its stream's master took them, on its other masters too."""
+    tracker_of(session).observed(args, accepted)
 
 
 def close_tracker(session) -> None:
-    """The stream is over (its end, RESET, the client gone): its tracking asides go."""
-    tracker = session.backend.tracked.pop(session, None)
-    if tracker is not None:
-        tracker.close()
+    close_of_session(session.backend.tracked, session)
 
 
 def _live(session) -> bool:
@@ -478,14 +477,7 @@ def tracking(session, batch, index: int, lend, node_for) -> int:
     if session.own is None and lend(node_for()) is None:
         return index + 1
     conn = session.own
-    if session.state.lane is not STREAMING:
-        session.state.to("stream")
-    session.stream_ends = streamend.AT_RESET
-    stream = session.stream = Pending(session, -1, conn)
-    session.queue.append(stream)
-    session.inflight += 1
-    session.route = session.backend.stream_route(session, conn)
-    session.bind()
+    stream = session.begin_stream(streamend.AT_RESET)
     tracker = tracker_of(session)
     if session.replies_unsure:  # (Redis may not answer: taken as accepted)
         conn.send(data, stream)
