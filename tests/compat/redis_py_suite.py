@@ -279,7 +279,7 @@ def compare(suites: dict[str, list[str]] | None = None, *, flaky: bool = False, 
     """
     if upstream not in ("server", "cluster"):
         raise ValueError(f"upstream: 'server' or 'cluster', not {upstream!r}")
-    suites = suites or SUITES
+    suites = SUITES if suites is None else suites
     sdist = ensure_sdist()
     plugins = ensure_plugins()
     workdir = workdir or tempfile.mkdtemp(prefix="rg-compat-")
