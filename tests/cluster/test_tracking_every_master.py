@@ -258,7 +258,7 @@ def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clu
     client that does not read (or the RESP2 subscriber a RESP2 tracking client redirects to): the
     proxy stops reading its connection aside or sink (Redis holds the rest) and does not grow by
     them; once the client reads, every one comes."""
-    from tests.cluster.test_tracking_redirect import _command, _rss
+    from tests.cluster.test_tracking_redirect import count_marked, flood
     keys = keys_on_every_master(redis_cluster, "temslow")
     tracker, writer = Raw(cluster_proxy.port, not redirected), Raw(cluster_proxy.port)
     reader = tracker
@@ -274,28 +274,9 @@ def test_a_tracker_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clu
         wait_for(lambda: all(_tracking_ids(redis_cluster).values()), 10, "a tracking connection on every master")
         key = next(key for key in keys if redis_cluster.master_for_key(key.decode()).port != stream_port)
         tag = key.split(b"}")[0] + b"}"
-        before = _rss(cluster_proxy.process.pid)
-        long_name = tag + b"n" * 10000
-        count, deadline = 3000, time.monotonic() + 120
-        for start in range(0, count, 100):
-            batch = b"".join(_command(b"SET", long_name + b"%d" % i, b"v") for i in range(start, start + 100))
-            writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
-            assert time.monotonic() < deadline
-        grown = _rss(cluster_proxy.process.pid) - before
-        reader.sock.settimeout(0.5)
-        tail, seen = b"", 0
-        marker = tag + b"nnnn"
-        read_deadline = time.monotonic() + 60
-        while seen < count and time.monotonic() < read_deadline:
-            try:
-                chunk = reader.sock.recv(1 << 20)
-            except TimeoutError:
-                continue
-            if not chunk:
-                break
-            window = tail + chunk
-            seen += window.count(marker) - tail.count(marker)
-            tail = window[-len(marker) + 1:]
+        count = 3000
+        grown = flood(writer, cluster_proxy.process.pid, tag + b"n" * 10000, count)
+        seen = count_marked(reader.sock, tag + b"nnnn", count)
         assert seen == count, seen
         assert grown < 12 * 1024 * 1024, grown  # (it would be 30 MB, buffered)
     finally:

@@ -400,6 +400,38 @@ def test_with_replies_off_and_after_reset(redis_cluster, cluster_proxy):
             client.close()
 
 
+def flood(writer, proxy_pid: int, long_name: bytes, count: int) -> int:
+    """`count` SETs of `long_name` + a number, 100 a write; how much the proxy grew meanwhile."""
+    before = _rss(proxy_pid)
+    deadline = time.monotonic() + 120
+    for start in range(0, count, 100):
+        batch = b"".join(_command(b"SET", long_name + b"%d" % i, b"v") for i in range(start, start + 100))
+        writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
+        assert time.monotonic() < deadline
+    return _rss(proxy_pid) - before
+
+
+def count_marked(sock, marker: bytes, count: int, chunks: list | None = None) -> int:
+    """Occurrences of `marker` read from `sock` until `count` came (or 60 s), counted as they come
+    (linear; a marker cut across reads counted once); the bytes kept in `chunks` if given."""
+    sock.settimeout(0.5)
+    tail, seen = b"", 0
+    read_deadline = time.monotonic() + 60
+    while seen < count and time.monotonic() < read_deadline:
+        try:
+            chunk = sock.recv(1 << 20)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        window = tail + chunk
+        seen += window.count(marker) - tail.count(marker)
+        tail = window[-len(marker) + 1:]
+        if chunks is not None:
+            chunks.append(chunk)
+    return seen
+
+
 def _rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -417,30 +449,12 @@ def test_a_target_that_does_not_read_does_not_grow_the_proxy(redis_cluster, clus
         target_id = target.client_id()
         assert tracker.ask(b"CLIENT TRACKING ON REDIRECT %d BCAST PREFIX {k\r\n" % target_id, OK) == b"+OK\r\n"
         tag = _tracked_key(redis_cluster, keys).split(b"}")[0] + b"}"
-        before = _rss(cluster_proxy.process.pid)
         long_name = tag + b"n" * 10000
-        count, deadline = 3000, time.monotonic() + 120
-        for start in range(0, count, 100):
-            batch = b"".join(_command(b"SET", long_name + b"%d" % i, b"v") for i in range(start, start + 100))
-            writer.ask(batch, lambda data: data.count(b"+OK\r\n") >= 100, 30)
-            assert time.monotonic() < deadline
-        grown = _rss(cluster_proxy.process.pid) - before
+        count = 3000
+        grown = flood(writer, cluster_proxy.process.pid, long_name, count)
         last = long_name + b"%d" % (count - 1)
-        target.sock.settimeout(0.5)
-        chunks, tail, seen = [], b"", 0
-        marker = tag + b"nnnn"  # (each key once)
-        read_deadline = time.monotonic() + 60
-        while seen < count and time.monotonic() < read_deadline:  # (linear: counted as it comes)
-            try:
-                chunk = target.sock.recv(1 << 20)
-            except TimeoutError:
-                continue
-            if not chunk:
-                break
-            window = tail + chunk
-            seen += window.count(marker) - tail.count(marker)
-            tail = window[-len(marker) + 1:]
-            chunks.append(chunk)
+        chunks = []
+        seen = count_marked(target.sock, tag + b"nnnn", count, chunks)  # (each key once)
         shown = b"".join(chunks)
         # (BCAST: one push holds the keys changed in one turn of the server's loop)
         assert seen == count and shown.endswith(b"$%d\r\n%s\r\n" % (len(last), last)), (seen, shown[-200:])
